@@ -1,0 +1,239 @@
+//! What runs only at a collection, apart from the allocation paths: retiring every LAB, walking
+//! and verifying the heap, installing the next allocation range, and feeding the sizing
+//! policies.
+
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::MutexGuard;
+
+use crate::error::{CollectionError, VerifyError};
+use crate::heap::Heap;
+use crate::reservation::address_to_pointer;
+use crate::sizing::CollectionFeedback;
+use crate::tlab::Waste;
+
+/// A stop-the-world collection in progress: every mutator is parked and claimed, and every
+/// TLAB has been retired, so the allocation range is a walkable sequence of objects and
+/// fillers. Dropping it (or calling [`finish`](Collection::finish)) installs the new
+/// allocation range, resizes TLABs and lets the mutators run again.
+///
+/// ```
+/// use hab::{HeaderWordModel, Heap, HeapConfig};
+/// let heap = Heap::new(HeapConfig::builder().capacity("1MiB").build()?, HeaderWordModel)?;
+/// let mut mutator = heap.attach();
+/// let object = mutator.alloc(32)?;
+/// // SAFETY: `object` is 32 fresh bytes owned by this thread.
+/// unsafe { HeaderWordModel::write_header(object, 32) };
+///
+/// let parked = mutator.park(); // at a safepoint
+/// let mut collection = heap.collection();
+/// let summary = collection.verify()?; // the object, and a filler over the TLAB's rest
+/// assert_eq!(summary.objects, 1);
+/// assert_eq!(summary.total_bytes(), collection.used_bytes());
+/// collection.reset(); // everything died: allocate from the bottom again
+/// collection.finish();
+/// let mut mutator = parked.unpark();
+/// assert_eq!(mutator.alloc(32)?, object);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Collection<'h> {
+    heap: &'h Heap,
+    used_bytes: usize,
+    range: (usize, usize),
+    next_range: Option<(usize, usize)>,
+    _one_at_a_time: MutexGuard<'h, ()>,
+}
+
+/// One object or filler met by a heap walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapObject {
+    /// Where it starts.
+    pub address: NonNull<u8>,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// Whether it is a filler over unused LAB space.
+    pub is_filler: bool,
+}
+
+/// What a heap walk counted. `object_bytes + filler_bytes` is every byte in use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkSummary {
+    /// Objects met.
+    pub objects: u64,
+    /// Their bytes.
+    pub object_bytes: usize,
+    /// Fillers met.
+    pub fillers: u64,
+    /// Their bytes.
+    pub filler_bytes: usize,
+}
+
+impl WalkSummary {
+    /// Bytes walked: objects plus fillers.
+    pub fn total_bytes(&self) -> usize {
+        self.object_bytes + self.filler_bytes
+    }
+}
+
+impl<'h> Collection<'h> {
+    /// Retires every registered mutator's TLAB. All of them are claimed by the caller.
+    pub(crate) fn begin(heap: &'h Heap, guard: MutexGuard<'h, ()>) -> Self {
+        for cell in &heap.registry().mutators {
+            // SAFETY: every registered mutator is HELD by this collection, so no other thread
+            // touches its TLAB until the collection ends.
+            unsafe {
+                (*cell.tlab.get()).retire(heap.object_model(), &cell.counters, Waste::Collection)
+            };
+        }
+        let range = heap.global().range();
+        Collection {
+            heap,
+            used_bytes: heap.global().top() - range.0,
+            range,
+            next_range: None,
+            _one_at_a_time: guard,
+        }
+    }
+
+    /// Bytes of the allocation range in use (objects and fillers).
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes
+    }
+
+    /// The allocation range of the cycle that ends with this collection.
+    pub fn allocation_range(&self) -> Range<usize> {
+        self.range.0..self.range.1
+    }
+
+    /// Visits every object and filler of the allocation range in address order, each byte
+    /// exactly once. Stops at the first header that does not describe a well-formed object.
+    pub fn walk(&self, mut visit: impl FnMut(HeapObject)) -> Result<WalkSummary, VerifyError> {
+        let model = self.heap.object_model();
+        let alignment = self.heap.config().alignment_bytes();
+        let (start, _) = self.range;
+        let top = start + self.used_bytes;
+        let mut summary = WalkSummary::default();
+        let mut address = start;
+        while address < top {
+            // SAFETY: `address` is non-null, inside the used part of the allocation range, and
+            // at the start of an object or filler (the walk steps by object sizes, each checked
+            // below); the mutators are stopped, so headers are stable.
+            let object = unsafe { NonNull::new_unchecked(address_to_pointer(address)) };
+            // SAFETY: as above.
+            let bytes = unsafe { model.object_size(object) };
+            let problem = if bytes == 0 {
+                Some("size 0")
+            } else if bytes % alignment != 0 {
+                Some("size not a multiple of the alignment")
+            } else if bytes > top - address {
+                Some("object runs past the top of the allocation range")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(VerifyError {
+                    address,
+                    offset_bytes: address - start,
+                    size_bytes: bytes,
+                    problem,
+                });
+            }
+            // SAFETY: as above.
+            let is_filler = unsafe { model.is_filler(object) };
+            if is_filler {
+                summary.fillers += 1;
+                summary.filler_bytes += bytes;
+            } else {
+                summary.objects += 1;
+                summary.object_bytes += bytes;
+            }
+            visit(HeapObject {
+                address: object,
+                bytes,
+                is_filler,
+            });
+            address += bytes;
+        }
+        Ok(summary)
+    }
+
+    /// Checks that the allocation range parses as objects and fillers up to its top.
+    pub fn verify(&self) -> Result<WalkSummary, VerifyError> {
+        self.walk(|_| {})
+    }
+
+    /// Sets the range the mutators allocate from after this collection, e.g. the free space
+    /// above the survivors. It must lie inside [`Heap::reserved_range`] and be aligned.
+    pub fn set_allocation_range(&mut self, range: Range<usize>) -> Result<(), CollectionError> {
+        let reserved = self.heap.reserved_range();
+        let alignment = self.heap.config().alignment_bytes();
+        let problem = if range.start > range.end {
+            Some("start above end")
+        } else if range.start < reserved.start || range.end > reserved.end {
+            Some("not inside the heap's reservation")
+        } else if range.start % alignment != 0 || range.end % alignment != 0 {
+            Some("not aligned to the heap's alignment")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(CollectionError::BadRange {
+                start: range.start,
+                end: range.end,
+                problem,
+            });
+        }
+        self.next_range = Some((range.start, range.end));
+        Ok(())
+    }
+
+    /// Everything allocated is dead: allocate from the bottom of the reservation again.
+    pub fn reset(&mut self) {
+        let reserved = self.heap.reserved_range();
+        self.next_range = Some((reserved.start, reserved.end));
+    }
+
+    /// Ends the collection (as dropping it does).
+    pub fn finish(self) {}
+}
+
+impl Drop for Collection<'_> {
+    fn drop(&mut self) {
+        let heap = self.heap;
+        let config = heap.config();
+        let (start, end) = self.next_range.unwrap_or(self.range);
+        let mut registry = heap.registry();
+        let mut allocating_threads = 0u32;
+        for cell in &registry.mutators {
+            // SAFETY: the mutator is HELD by this collection (see `begin`).
+            let local = unsafe { &mut *cell.local.get() };
+            let stats = cell.counters.snapshot();
+            let refills = stats.refills - local.refills_at_last_collection;
+            allocating_threads += u32::from(refills > 0);
+            local.sizer.record_collection(
+                config,
+                CollectionFeedback {
+                    refills,
+                    allocated_bytes: stats.allocated_bytes() - local.allocated_at_last_collection,
+                    used_bytes: self.used_bytes,
+                    old_capacity_bytes: self.range.1 - self.range.0,
+                    new_capacity_bytes: end - start,
+                },
+            );
+            local.refills_at_last_collection = stats.refills;
+            local.allocated_at_last_collection = stats.allocated_bytes();
+            cell.counters
+                .desired_size_bytes
+                .set(local.sizer.desired_bytes() as u64);
+        }
+        registry
+            .allocating_threads
+            .sample(f64::from(allocating_threads));
+        drop(registry);
+        if self.next_range.is_some() {
+            heap.global().reset_range(start, end);
+        }
+        heap.count_collection();
+        heap.release_mutators();
+    }
+}

@@ -1,0 +1,612 @@
+//! What a heap is built from: capacity, allocation mode, TLAB sizing policy and its knobs.
+//!
+//! [`HeapConfig::builder`] collects the settings; [`HeapConfigBuilder::build`] checks them all
+//! and names the first field that is wrong in a [`ConfigError`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::size::{ByteSize, SizeParseError};
+
+/// The smallest object alignment: one 64-bit heap word. Every address Hab hands out is a
+/// multiple of it, whatever the configuration.
+pub const MIN_ALIGNMENT_BYTES: usize = 8;
+/// The largest object alignment a heap may be configured with (one page).
+pub const MAX_ALIGNMENT_BYTES: usize = 4096;
+/// The largest heap capacity: 16 TiB, well inside the user address space of 64-bit Linux.
+pub const MAX_CAPACITY_BYTES: usize = 1 << 44;
+/// The size of a heap word, the unit of HotSpot's TLAB arithmetic.
+pub const WORD_BYTES: usize = 8;
+/// Agesen's initial TLAB size for the `growing` policy: 24 words.
+pub const GROWING_INITIAL_BYTES: usize = 24 * WORD_BYTES;
+
+/// How mutators allocate objects.
+///
+/// Later levels of the hierarchy add more modes; the name of each is what the CLI accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Every object is carved from the global heap with a compare-and-swap on its top,
+    /// like HotSpot with `-XX:-UseTLAB`.
+    Shared,
+    /// Objects are bumped in the thread's TLAB; TLABs are carved from the global heap.
+    Tlab,
+}
+
+impl Mode {
+    /// Every mode, in the order the CLI lists them.
+    pub const ALL: [Mode; 2] = [Mode::Shared, Mode::Tlab];
+
+    /// The mode's name as the CLI and the statistics spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::Shared => "shared",
+            Mode::Tlab => "tlab",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|mode| mode.name() == text)
+            .ok_or_else(|| ConfigError::invalid("mode", text, "one of: shared, tlab"))
+    }
+}
+
+/// How big each TLAB a thread takes is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TlabPolicy {
+    /// Every TLAB has this many bytes (`-XX:TLABSize=<n> -XX:-ResizeTLAB`). Only the last TLAB
+    /// carved before the heap fills may be smaller.
+    Fixed(usize),
+    /// HotSpot's policy: the desired size follows the thread's share of allocation between
+    /// collections, the allocation space and a target number of refills per collection.
+    Adaptive,
+    /// Agesen's policy: start at 24 words, grow ×1.5 at every refill, halve at every collection.
+    Growing,
+}
+
+impl fmt::Display for TlabPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlabPolicy::Fixed(bytes) => write!(f, "{}", ByteSize::new(*bytes)),
+            TlabPolicy::Adaptive => f.write_str("adaptive"),
+            TlabPolicy::Growing => f.write_str("growing"),
+        }
+    }
+}
+
+impl FromStr for TlabPolicy {
+    type Err = ConfigError;
+
+    /// `adaptive`, `growing`, or a size such as `256KiB` for [`TlabPolicy::Fixed`].
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "adaptive" => Ok(TlabPolicy::Adaptive),
+            "growing" => Ok(TlabPolicy::Growing),
+            _ => text
+                .parse::<ByteSize>()
+                .map(|size| TlabPolicy::Fixed(size.bytes()))
+                .map_err(|_| ConfigError::invalid("tlab", text, "adaptive, growing or a size")),
+        }
+    }
+}
+
+/// Whether memory handed out is zeroed.
+///
+/// A fresh reservation is zero (anonymous `mmap`), so memory that was never handed out before
+/// needs no work in either setting. The difference is memory handed out again after a
+/// collection gave back an allocation range that had been used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ZeroMemory {
+    /// Hab zeroes reused memory when it hands it out: a whole TLAB at its refill, an object
+    /// allocated outside a TLAB at its allocation. Every object starts as zeros.
+    #[default]
+    AtRefill,
+    /// Hab never writes memory it hands out; initialising it is the runtime's job.
+    Never,
+}
+
+impl FromStr for ZeroMemory {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "refill" => Ok(ZeroMemory::AtRefill),
+            "never" => Ok(ZeroMemory::Never),
+            _ => Err(ConfigError::invalid("zero", text, "refill or never")),
+        }
+    }
+}
+
+/// A configuration that was rejected, naming the field and the problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    problem: String,
+}
+
+impl ConfigError {
+    /// The configuration field that is wrong (`capacity`, `min_tlab`, `alignment`, …).
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        ConfigError {
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    fn invalid(field: &'static str, text: &str, expected: &str) -> Self {
+        ConfigError::new(field, format!("{text:?} is not valid; expected {expected}"))
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid heap configuration: {}: {}",
+            self.field, self.problem
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A byte size given either as a number of bytes or as text such as `"64MiB"`.
+///
+/// Lets builder methods take `1 << 20`, `"1MiB"` or a [`ByteSize`] alike.
+pub trait IntoByteSize {
+    /// The size, or why the text is not one.
+    fn into_byte_size(self) -> Result<ByteSize, SizeParseError>;
+}
+
+impl IntoByteSize for usize {
+    fn into_byte_size(self) -> Result<ByteSize, SizeParseError> {
+        Ok(ByteSize::new(self))
+    }
+}
+
+impl IntoByteSize for ByteSize {
+    fn into_byte_size(self) -> Result<ByteSize, SizeParseError> {
+        Ok(self)
+    }
+}
+
+impl IntoByteSize for &str {
+    fn into_byte_size(self) -> Result<ByteSize, SizeParseError> {
+        self.parse()
+    }
+}
+
+impl IntoByteSize for &String {
+    fn into_byte_size(self) -> Result<ByteSize, SizeParseError> {
+        self.parse()
+    }
+}
+
+/// A checked heap configuration. Build one with [`HeapConfig::builder`].
+///
+/// ```
+/// use hab::{HeapConfig, Mode, TlabPolicy};
+/// let config = HeapConfig::builder()
+///     .capacity("64MiB")
+///     .mode(Mode::Tlab)
+///     .tlab(TlabPolicy::Adaptive)
+///     .max_tlab("256KiB")
+///     .build()
+///     .unwrap();
+/// assert_eq!(config.capacity_bytes(), 64 << 20);
+/// assert_eq!(config.min_tlab_bytes(), 2048);
+///
+/// let error = HeapConfig::builder().capacity(0).build().unwrap_err();
+/// assert_eq!(error.field(), "capacity");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeapConfig {
+    capacity_bytes: usize,
+    mode: Mode,
+    tlab: TlabPolicy,
+    min_tlab_bytes: usize,
+    max_tlab_bytes: usize,
+    alignment_bytes: usize,
+    waste_target_percent: f64,
+    refill_waste_fraction: usize,
+    waste_increment_bytes: usize,
+    allocation_weight_percent: u32,
+    zero: ZeroMemory,
+    pretouch: bool,
+}
+
+impl HeapConfig {
+    /// A builder with HotSpot's defaults: 64 MiB, `tlab` mode, adaptive sizing, TLABs of
+    /// 2 KiB … 1 MiB, 8-byte alignment, 1 % waste target, refill waste limit 1/64 of the TLAB.
+    pub fn builder() -> HeapConfigBuilder {
+        HeapConfigBuilder::default()
+    }
+
+    /// Bytes reserved for the heap.
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity_bytes
+    }
+    /// The allocation mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// The TLAB sizing policy.
+    pub fn tlab(&self) -> TlabPolicy {
+        self.tlab
+    }
+    /// The smallest TLAB worth taking (`-XX:MinTLABSize`); a smaller remainder of the heap is
+    /// used by allocations outside TLABs.
+    pub fn min_tlab_bytes(&self) -> usize {
+        self.min_tlab_bytes
+    }
+    /// The largest TLAB (`-XX:MaxTLABSize`); objects bigger than it are allocated outside TLABs.
+    pub fn max_tlab_bytes(&self) -> usize {
+        self.max_tlab_bytes
+    }
+    /// Object alignment: every object size must be a multiple of it.
+    pub fn alignment_bytes(&self) -> usize {
+        self.alignment_bytes
+    }
+    /// Allowed TLAB waste, in percent of the allocation space (`TLABWasteTargetPercent`).
+    pub fn waste_target_percent(&self) -> f64 {
+        self.waste_target_percent
+    }
+    /// The adaptive policy's target number of refills per thread and collection:
+    /// `100 / (2 × waste target)`, i.e. 50 for 1 %.
+    pub fn target_refills(&self) -> f64 {
+        100.0 / (2.0 * self.waste_target_percent)
+    }
+    /// A TLAB whose free space is at most `desired size / fraction` is retired when an object
+    /// does not fit (`TLABRefillWasteFraction`); with more free space the object is allocated
+    /// outside it.
+    pub fn refill_waste_fraction(&self) -> usize {
+        self.refill_waste_fraction
+    }
+    /// How much the refill waste limit grows at each allocation outside the TLAB
+    /// (`TLABWasteIncrement`, 4 words).
+    pub fn waste_increment_bytes(&self) -> usize {
+        self.waste_increment_bytes
+    }
+    /// Weight of the newest sample in the decaying averages of the adaptive policy
+    /// (`TLABAllocationWeight`, 35 %).
+    pub fn allocation_weight_percent(&self) -> u32 {
+        self.allocation_weight_percent
+    }
+    /// Whether reused memory is zeroed when handed out.
+    pub fn zero(&self) -> ZeroMemory {
+        self.zero
+    }
+    /// Whether the whole reservation is touched when the heap is created
+    /// (`-XX:+AlwaysPreTouch`).
+    pub fn pretouch(&self) -> bool {
+        self.pretouch
+    }
+}
+
+/// Collects heap settings; [`build`](HeapConfigBuilder::build) checks them.
+///
+/// Sizes accept a number of bytes or text such as `"64MiB"` (see [`ByteSize`]).
+#[derive(Clone, Debug, Default)]
+pub struct HeapConfigBuilder {
+    capacity: Option<Result<ByteSize, SizeParseError>>,
+    mode: Option<Mode>,
+    tlab: Option<TlabPolicy>,
+    min_tlab: Option<Result<ByteSize, SizeParseError>>,
+    max_tlab: Option<Result<ByteSize, SizeParseError>>,
+    alignment: Option<usize>,
+    waste_target_percent: Option<f64>,
+    refill_waste_fraction: Option<usize>,
+    waste_increment_words: Option<usize>,
+    allocation_weight_percent: Option<u32>,
+    zero: Option<ZeroMemory>,
+    pretouch: bool,
+}
+
+impl HeapConfigBuilder {
+    /// Bytes to reserve for the heap (default 64 MiB).
+    pub fn capacity(mut self, size: impl IntoByteSize) -> Self {
+        self.capacity = Some(size.into_byte_size());
+        self
+    }
+    /// The allocation mode (default [`Mode::Tlab`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+    /// The TLAB sizing policy (default [`TlabPolicy::Adaptive`]).
+    pub fn tlab(mut self, policy: TlabPolicy) -> Self {
+        self.tlab = Some(policy);
+        self
+    }
+    /// Smallest TLAB (default 2 KiB; 24 words for the growing policy).
+    pub fn min_tlab(mut self, size: impl IntoByteSize) -> Self {
+        self.min_tlab = Some(size.into_byte_size());
+        self
+    }
+    /// Largest TLAB (default 1 MiB, or the capacity if smaller).
+    pub fn max_tlab(mut self, size: impl IntoByteSize) -> Self {
+        self.max_tlab = Some(size.into_byte_size());
+        self
+    }
+    /// Object alignment, a power of two from 8 to 4096 bytes (default 8).
+    pub fn alignment(mut self, bytes: usize) -> Self {
+        self.alignment = Some(bytes);
+        self
+    }
+    /// Allowed TLAB waste in percent of the allocation space, in (0, 50] (default 1).
+    pub fn waste_target_percent(mut self, percent: f64) -> Self {
+        self.waste_target_percent = Some(percent);
+        self
+    }
+    /// Refill waste limit as a fraction of the desired TLAB size, at least 1 (default 64).
+    pub fn refill_waste_fraction(mut self, fraction: usize) -> Self {
+        self.refill_waste_fraction = Some(fraction);
+        self
+    }
+    /// Growth of the refill waste limit per allocation outside the TLAB, in words (default 4).
+    pub fn waste_increment_words(mut self, words: usize) -> Self {
+        self.waste_increment_words = Some(words);
+        self
+    }
+    /// Weight of the newest sample in the adaptive policy's averages, 1–100 % (default 35).
+    pub fn allocation_weight_percent(mut self, percent: u32) -> Self {
+        self.allocation_weight_percent = Some(percent);
+        self
+    }
+    /// Whether reused memory is zeroed when handed out (default [`ZeroMemory::AtRefill`]).
+    pub fn zero(mut self, zero: ZeroMemory) -> Self {
+        self.zero = Some(zero);
+        self
+    }
+    /// Touch the whole reservation when the heap is created (default off).
+    pub fn pretouch(mut self, pretouch: bool) -> Self {
+        self.pretouch = pretouch;
+        self
+    }
+
+    /// Checks every setting and returns the configuration, or the first field that is wrong.
+    pub fn build(self) -> Result<HeapConfig, ConfigError> {
+        let size = |field, value: Option<Result<ByteSize, SizeParseError>>| {
+            value
+                .transpose()
+                .map(|size| size.map(ByteSize::bytes))
+                .map_err(|error| ConfigError::new(field, error.to_string()))
+        };
+        let capacity_bytes = size("capacity", self.capacity)?.unwrap_or(64 << 20);
+        let explicit_min = size("min_tlab", self.min_tlab)?;
+        let explicit_max = size("max_tlab", self.max_tlab)?;
+        let alignment_bytes = self.alignment.unwrap_or(MIN_ALIGNMENT_BYTES);
+        let tlab = self.tlab.unwrap_or(TlabPolicy::Adaptive);
+
+        if !alignment_bytes.is_power_of_two()
+            || !(MIN_ALIGNMENT_BYTES..=MAX_ALIGNMENT_BYTES).contains(&alignment_bytes)
+        {
+            return Err(ConfigError::new(
+                "alignment",
+                format!("{alignment_bytes} is not a power of two from 8 to 4096"),
+            ));
+        }
+        if capacity_bytes == 0 {
+            return Err(ConfigError::new("capacity", "must be more than 0 bytes"));
+        }
+        if capacity_bytes > MAX_CAPACITY_BYTES {
+            return Err(ConfigError::new(
+                "capacity",
+                format!(
+                    "{} is more than the 16TiB limit",
+                    ByteSize::new(capacity_bytes)
+                ),
+            ));
+        }
+        if capacity_bytes % alignment_bytes != 0 {
+            return Err(ConfigError::new(
+                "capacity",
+                format!("{capacity_bytes} is not a multiple of the alignment {alignment_bytes}"),
+            ));
+        }
+        let aligned = |field: &'static str, bytes: usize| {
+            if bytes == 0 || bytes % alignment_bytes != 0 {
+                Err(ConfigError::new(
+                    field,
+                    format!("{bytes} bytes is not a positive multiple of the alignment {alignment_bytes}"),
+                ))
+            } else if bytes > capacity_bytes {
+                Err(ConfigError::new(
+                    field,
+                    format!(
+                        "a TLAB of {} is larger than the heap capacity {}",
+                        ByteSize::new(bytes),
+                        ByteSize::new(capacity_bytes)
+                    ),
+                ))
+            } else {
+                Ok(bytes)
+            }
+        };
+        // Defaults follow HotSpot but never exceed the heap.
+        let round_down = |bytes: usize| (bytes / alignment_bytes).max(1) * alignment_bytes;
+        let default_min = match tlab {
+            TlabPolicy::Growing => GROWING_INITIAL_BYTES,
+            TlabPolicy::Fixed(bytes) => bytes.min(2048),
+            TlabPolicy::Adaptive => 2048,
+        };
+        let min_tlab_bytes = match explicit_min {
+            Some(bytes) => aligned("min_tlab", bytes)?,
+            None => round_down(default_min.min(capacity_bytes)),
+        };
+        let max_tlab_bytes = match (tlab, explicit_max) {
+            (TlabPolicy::Fixed(bytes), _) => aligned("tlab", bytes)?,
+            (_, Some(bytes)) => aligned("max_tlab", bytes)?,
+            (_, None) => round_down((1 << 20).min(capacity_bytes)),
+        };
+        if min_tlab_bytes > max_tlab_bytes {
+            return Err(ConfigError::new(
+                "min_tlab",
+                format!(
+                    "the smallest TLAB ({}) is larger than the largest ({})",
+                    ByteSize::new(min_tlab_bytes),
+                    ByteSize::new(max_tlab_bytes)
+                ),
+            ));
+        }
+        let waste_target_percent = self.waste_target_percent.unwrap_or(1.0);
+        if !(waste_target_percent > 0.0 && waste_target_percent <= 50.0) {
+            return Err(ConfigError::new(
+                "waste_target_percent",
+                format!("{waste_target_percent} is not in (0, 50]"),
+            ));
+        }
+        let refill_waste_fraction = self.refill_waste_fraction.unwrap_or(64);
+        if refill_waste_fraction == 0 {
+            return Err(ConfigError::new(
+                "refill_waste_fraction",
+                "must be at least 1",
+            ));
+        }
+        let waste_increment_words = self.waste_increment_words.unwrap_or(4);
+        let waste_increment_bytes = waste_increment_words
+            .checked_mul(WORD_BYTES)
+            .filter(|bytes| *bytes <= capacity_bytes)
+            .ok_or_else(|| {
+                ConfigError::new("waste_increment_words", "larger than the heap capacity")
+            })?;
+        let allocation_weight_percent = self.allocation_weight_percent.unwrap_or(35);
+        if !(1..=100).contains(&allocation_weight_percent) {
+            return Err(ConfigError::new(
+                "allocation_weight_percent",
+                format!("{allocation_weight_percent} is not in 1..=100"),
+            ));
+        }
+        Ok(HeapConfig {
+            capacity_bytes,
+            mode: self.mode.unwrap_or(Mode::Tlab),
+            tlab,
+            min_tlab_bytes,
+            max_tlab_bytes,
+            alignment_bytes,
+            waste_target_percent,
+            refill_waste_fraction,
+            waste_increment_bytes,
+            allocation_weight_percent,
+            zero: self.zero.unwrap_or_default(),
+            pretouch: self.pretouch,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(builder: HeapConfigBuilder) -> &'static str {
+        builder.build().unwrap_err().field()
+    }
+
+    #[test]
+    fn defaults_are_hotspots() {
+        let config = HeapConfig::builder().build().unwrap();
+        assert_eq!(config.capacity_bytes(), 64 << 20);
+        assert_eq!(config.mode(), Mode::Tlab);
+        assert_eq!(config.tlab(), TlabPolicy::Adaptive);
+        assert_eq!(config.min_tlab_bytes(), 2048);
+        assert_eq!(config.max_tlab_bytes(), 1 << 20);
+        assert_eq!(config.target_refills(), 50.0);
+        assert_eq!(config.refill_waste_fraction(), 64);
+        assert_eq!(config.waste_increment_bytes(), 32);
+        assert_eq!(config.allocation_weight_percent(), 35);
+        assert_eq!(config.zero(), ZeroMemory::AtRefill);
+    }
+
+    #[test]
+    fn defaults_shrink_to_a_small_heap() {
+        let config = HeapConfig::builder().capacity("1k").build().unwrap();
+        assert_eq!(config.min_tlab_bytes(), 1024);
+        assert_eq!(config.max_tlab_bytes(), 1024);
+    }
+
+    #[test]
+    fn invalid_configurations_name_their_field() {
+        let b = HeapConfig::builder;
+        assert_eq!(field_of(b().capacity(0)), "capacity");
+        assert_eq!(field_of(b().capacity("lots")), "capacity");
+        assert_eq!(field_of(b().capacity(1001)), "capacity");
+        assert_eq!(field_of(b().capacity("32TiB")), "capacity");
+        assert_eq!(field_of(b().alignment(12)), "alignment");
+        assert_eq!(field_of(b().alignment(4)), "alignment");
+        assert_eq!(field_of(b().alignment(8192)), "alignment");
+        assert_eq!(
+            field_of(b().min_tlab("64KiB").max_tlab("16KiB")),
+            "min_tlab"
+        );
+        assert_eq!(field_of(b().min_tlab(12)), "min_tlab");
+        assert_eq!(
+            field_of(b().capacity("1MiB").tlab(TlabPolicy::Fixed(2 << 20))),
+            "tlab"
+        );
+        assert_eq!(field_of(b().tlab(TlabPolicy::Fixed(0))), "tlab");
+        assert_eq!(field_of(b().capacity("1MiB").max_tlab("2MiB")), "max_tlab");
+        assert_eq!(
+            field_of(b().waste_target_percent(0.0)),
+            "waste_target_percent"
+        );
+        assert_eq!(
+            field_of(b().waste_target_percent(f64::NAN)),
+            "waste_target_percent"
+        );
+        assert_eq!(
+            field_of(b().refill_waste_fraction(0)),
+            "refill_waste_fraction"
+        );
+        assert_eq!(
+            field_of(b().allocation_weight_percent(0)),
+            "allocation_weight_percent"
+        );
+        let message = b()
+            .min_tlab("64KiB")
+            .max_tlab("16KiB")
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("min_tlab") && message.contains("64KiB"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn names_parse() {
+        assert_eq!("shared".parse::<Mode>().unwrap(), Mode::Shared);
+        assert_eq!("tlab".parse::<Mode>().unwrap(), Mode::Tlab);
+        assert_eq!("tlabs".parse::<Mode>().unwrap_err().field(), "mode");
+        assert_eq!(
+            "adaptive".parse::<TlabPolicy>().unwrap(),
+            TlabPolicy::Adaptive
+        );
+        assert_eq!(
+            "growing".parse::<TlabPolicy>().unwrap(),
+            TlabPolicy::Growing
+        );
+        assert_eq!(
+            "4KiB".parse::<TlabPolicy>().unwrap(),
+            TlabPolicy::Fixed(4096)
+        );
+        assert!("big".parse::<TlabPolicy>().is_err());
+        assert_eq!(TlabPolicy::Fixed(1 << 20).to_string(), "1MiB");
+    }
+}

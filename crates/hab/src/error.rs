@@ -1,0 +1,171 @@
+//! Errors a runtime can meet, each naming the problem and the values involved.
+
+use std::fmt;
+use std::io;
+
+use crate::config::ConfigError;
+use crate::size::ByteSize;
+
+/// Why an allocation failed. Nothing was handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// A request for 0 bytes: every object has at least a header.
+    ZeroSize,
+    /// The size is not a multiple of the heap's object alignment.
+    Misaligned {
+        /// The size asked for.
+        bytes: usize,
+        /// The heap's alignment.
+        alignment: usize,
+    },
+    /// The object is larger than the whole heap.
+    TooLarge {
+        /// The size asked for.
+        bytes: usize,
+        /// The heap's capacity.
+        capacity: usize,
+    },
+    /// The allocation range is full: the runtime should collect.
+    OutOfMemory {
+        /// The size asked for.
+        bytes: usize,
+    },
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            AllocError::ZeroSize => f.write_str("cannot allocate an object of 0 bytes"),
+            AllocError::Misaligned { bytes, alignment } => write!(
+                f,
+                "object size {bytes} is not a multiple of the heap's alignment {alignment}"
+            ),
+            AllocError::TooLarge { bytes, capacity } => write!(
+                f,
+                "object size {bytes} is larger than the heap ({})",
+                ByteSize::new(capacity)
+            ),
+            AllocError::OutOfMemory { bytes } => {
+                write!(
+                    f,
+                    "heap exhausted: no room for {bytes} bytes until a collection"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for AllocError {}
+
+/// Why a heap could not be created.
+#[derive(Debug)]
+pub enum HeapError {
+    /// The configuration does not fit the object model.
+    Config(ConfigError),
+    /// The operating system refused to reserve the address range.
+    Reserve {
+        /// Bytes asked for.
+        bytes: usize,
+        /// What `mmap` said.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for HeapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeapError::Config(error) => error.fmt(f),
+            HeapError::Reserve { bytes, source } => {
+                write!(
+                    f,
+                    "cannot reserve {} for the heap: {source}",
+                    ByteSize::new(*bytes)
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for HeapError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HeapError::Config(error) => Some(error),
+            HeapError::Reserve { source, .. } => Some(source),
+        }
+    }
+}
+
+impl From<ConfigError> for HeapError {
+    fn from(error: ConfigError) -> Self {
+        HeapError::Config(error)
+    }
+}
+
+/// Why a collection could not start or could not install a new allocation range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CollectionError {
+    /// Some mutators are still running (`try_collection` does not wait for them).
+    MutatorsRunning {
+        /// How many were running.
+        running: usize,
+    },
+    /// Another collection is in progress.
+    InProgress,
+    /// The new allocation range is empty-reversed, misaligned or not inside the heap.
+    BadRange {
+        /// The range's start.
+        start: usize,
+        /// The range's end.
+        end: usize,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+}
+
+impl fmt::Display for CollectionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CollectionError::MutatorsRunning { running } => {
+                write!(f, "{running} mutators are still running; park them first")
+            }
+            CollectionError::InProgress => f.write_str("another collection is in progress"),
+            CollectionError::BadRange {
+                start,
+                end,
+                problem,
+            } => {
+                write!(
+                    f,
+                    "allocation range {start:#x}..{end:#x} rejected: {problem}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for CollectionError {}
+
+/// A heap walk met something that is not a well-formed object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyError {
+    /// Where the bad object starts.
+    pub address: usize,
+    /// Its offset from the start of the allocation range.
+    pub offset_bytes: usize,
+    /// The size its header gave.
+    pub size_bytes: usize,
+    /// What is wrong.
+    pub problem: &'static str,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "heap not parseable at {:#x} (offset {}): {} (size {})",
+            self.address, self.offset_bytes, self.problem, self.size_bytes
+        )
+    }
+}
+
+impl std::error::Error for VerifyError {}

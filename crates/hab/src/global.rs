@@ -1,0 +1,157 @@
+//! The global heap: the top of the hierarchy. One contiguous allocation range inside the
+//! reservation, carved by a compare-and-swap on its shared `top`.
+//!
+//! Cost: one CAS on a contended cache line per carve, the reason lower levels exist.
+//! The range (`start`, `end`) changes only at a collection, while every mutator is stopped.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::config::ZeroMemory;
+use crate::reservation::{address_to_pointer, Reservation};
+
+/// Keeps a value on a cache line (and its adjacent-line prefetch pair) of its own.
+#[repr(align(128))]
+pub(crate) struct CachePadded<T>(pub(crate) T);
+
+/// The shared bump-pointer heap.
+pub(crate) struct GlobalHeap {
+    /// Next free byte of the allocation range; only ever moves up between collections.
+    top: CachePadded<AtomicUsize>,
+    /// First byte of the current allocation range.
+    start: AtomicUsize,
+    /// One past the last byte of the current allocation range.
+    end: AtomicUsize,
+    /// Every byte at or above this address is still as the kernel mapped it (zero).
+    pristine_from: AtomicUsize,
+    zero: ZeroMemory,
+    reservation: Reservation,
+}
+
+impl GlobalHeap {
+    pub(crate) fn new(reservation: Reservation, capacity_bytes: usize, zero: ZeroMemory) -> Self {
+        let start = reservation.start();
+        GlobalHeap {
+            top: CachePadded(AtomicUsize::new(start)),
+            start: AtomicUsize::new(start),
+            end: AtomicUsize::new(start + capacity_bytes),
+            pristine_from: AtomicUsize::new(start),
+            zero,
+            reservation,
+        }
+    }
+
+    /// The reservation's bounds: every address Hab ever hands out is inside them.
+    pub(crate) fn reserved(&self) -> (usize, usize) {
+        (self.reservation.start(), self.reservation.end())
+    }
+
+    /// The current allocation range `(start, end)`.
+    pub(crate) fn range(&self) -> (usize, usize) {
+        (
+            self.start.load(Ordering::Relaxed),
+            self.end.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The current top: bytes below it (down to the range start) are handed out.
+    pub(crate) fn top(&self) -> usize {
+        self.top.0.load(Ordering::Acquire)
+    }
+
+    /// Carves exactly `bytes`, or `None` when the range is full.
+    #[inline]
+    pub(crate) fn carve(&self, bytes: usize) -> Option<usize> {
+        self.carve_between(bytes, bytes).map(|(start, _)| start)
+    }
+
+    /// Carves `desired` bytes, or what is left of the range if that is at least `min`.
+    /// Returns the chunk's start and length.
+    pub(crate) fn carve_between(&self, min: usize, desired: usize) -> Option<(usize, usize)> {
+        debug_assert!(min <= desired && min > 0);
+        let end = self.end.load(Ordering::Relaxed);
+        let mut top = self.top.0.load(Ordering::Relaxed);
+        loop {
+            let available = end.checked_sub(top)?;
+            let len = desired.min(available);
+            if len < min {
+                return None;
+            }
+            match self.top.0.compare_exchange_weak(
+                top,
+                top + len,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.prepare(top, len);
+                    return Some((top, len));
+                }
+                Err(current) => top = current,
+            }
+        }
+    }
+
+    /// Zeroes the part of a fresh chunk that was handed out before, if so configured.
+    fn prepare(&self, start: usize, len: usize) {
+        if self.zero == ZeroMemory::Never {
+            return;
+        }
+        let dirty_end = (start + len).min(self.pristine_from.load(Ordering::Relaxed));
+        if dirty_end > start {
+            // SAFETY: [start, dirty_end) lies in a chunk this thread just carved from the
+            // reservation, so no other thread reads or writes it.
+            unsafe { std::ptr::write_bytes(address_to_pointer(start), 0, dirty_end - start) };
+        }
+    }
+
+    /// Installs a new allocation range. Only called by a collection, with every mutator
+    /// stopped; the caller checked that the range lies inside the reservation.
+    pub(crate) fn reset_range(&self, start: usize, end: usize) {
+        let old_top = self.top();
+        let pristine = self
+            .pristine_from
+            .load(Ordering::Relaxed)
+            .max(old_top)
+            .max(start);
+        self.pristine_from.store(pristine, Ordering::Relaxed);
+        self.start.store(start, Ordering::Relaxed);
+        self.end.store(end, Ordering::Relaxed);
+        self.top.0.store(start, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heap(capacity: usize, zero: ZeroMemory) -> GlobalHeap {
+        GlobalHeap::new(Reservation::new(capacity).unwrap(), capacity, zero)
+    }
+
+    #[test]
+    fn carves_until_full_then_refuses() {
+        let global = heap(4096, ZeroMemory::Never);
+        let (start, _) = global.range();
+        assert_eq!(global.carve(1000), Some(start));
+        assert_eq!(global.carve(3000), Some(start + 1000));
+        assert_eq!(global.carve(100), None);
+        assert_eq!(global.carve_between(8, 1000), Some((start + 4000, 96)));
+        assert_eq!(global.carve_between(8, 8), None);
+    }
+
+    #[test]
+    fn reused_memory_is_zeroed_only_when_asked() {
+        for (zero, expected) in [(ZeroMemory::AtRefill, 0u8), (ZeroMemory::Never, 0xab)] {
+            let global = heap(4096, zero);
+            let (start, end) = global.range();
+            let chunk = global.carve(4096).unwrap();
+            // SAFETY: the chunk was just carved and spans the whole reservation.
+            unsafe { std::ptr::write_bytes(address_to_pointer(chunk), 0xab, 4096) };
+            global.reset_range(start, end);
+            let again = global.carve(64).unwrap();
+            // SAFETY: `again` is a carved chunk of 64 bytes.
+            let byte = unsafe { *address_to_pointer(again + 63) };
+            assert_eq!(byte, expected, "{zero:?}");
+        }
+    }
+}

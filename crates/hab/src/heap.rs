@@ -1,0 +1,315 @@
+//! The heap: configuration, object model, the global level, and the registry of mutators that
+//! collections stop and whose TLABs they retire.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::collection::Collection;
+use crate::config::{ConfigError, HeapConfig};
+use crate::error::{AllocError, CollectionError, HeapError};
+use crate::global::GlobalHeap;
+use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
+use crate::object_model::ObjectModel;
+use crate::reservation::Reservation;
+use crate::sizing::{DecayingAverage, TlabSizer};
+use crate::stats::{Counters, HeapStats, TlabStats};
+use crate::tlab::Tlab;
+
+/// A garbage-collected heap's allocation subsystem. Create one with [`Heap::new`], give each
+/// mutator thread a [`Mutator`] with [`attach`](Heap::attach), and stop them all for a
+/// [`collection`](Heap::collection).
+pub struct Heap {
+    config: HeapConfig,
+    model: Box<dyn ObjectModel>,
+    global: GlobalHeap,
+    /// Bytes every TLAB keeps below its hard end so its tail can hold a filler.
+    tlab_reserve_bytes: usize,
+    registry: Mutex<Registry>,
+    /// Signalled when a collection ends or when a stopped attach may proceed.
+    resumed: Condvar,
+    /// Held for the whole of a collection: one at a time.
+    collecting: Mutex<()>,
+    collections: AtomicU64,
+}
+
+pub(crate) struct Registry {
+    pub(crate) mutators: Vec<Arc<MutatorCell>>,
+    /// A collection is stopping or has stopped the mutators: no new ones may attach.
+    pub(crate) stopping: bool,
+    next_id: u64,
+    /// Counters of mutators that detached.
+    pub(crate) detached: TlabStats,
+    /// Decaying average of threads that took a TLAB between collections.
+    pub(crate) allocating_threads: DecayingAverage,
+}
+
+impl Heap {
+    /// Reserves the heap's address range and sets up its levels.
+    ///
+    /// Errors: the object model's smallest filler does not fit the smallest TLAB, or the
+    /// address range cannot be reserved.
+    pub fn new(config: HeapConfig, model: impl ObjectModel) -> Result<Arc<Heap>, HeapError> {
+        let alignment = config.alignment_bytes();
+        let min_filler = model.min_filler_bytes().max(1);
+        let tlab_reserve_bytes = if min_filler <= alignment {
+            0
+        } else {
+            min_filler.next_multiple_of(alignment)
+        };
+        if tlab_reserve_bytes >= config.min_tlab_bytes() {
+            return Err(ConfigError::new(
+                "min_tlab",
+                format!(
+                    "{} bytes leaves no room beside the object model's {min_filler}-byte filler",
+                    config.min_tlab_bytes()
+                ),
+            )
+            .into());
+        }
+        let reservation =
+            Reservation::new(config.capacity_bytes()).map_err(|source| HeapError::Reserve {
+                bytes: config.capacity_bytes(),
+                source,
+            })?;
+        if config.pretouch() {
+            reservation.pretouch();
+        }
+        let mut allocating_threads = DecayingAverage::new(config.allocation_weight_percent());
+        allocating_threads.sample(1.0);
+        Ok(Arc::new(Heap {
+            global: GlobalHeap::new(reservation, config.capacity_bytes(), config.zero()),
+            model: Box::new(model),
+            tlab_reserve_bytes,
+            registry: Mutex::new(Registry {
+                mutators: Vec::new(),
+                stopping: false,
+                next_id: 0,
+                detached: TlabStats::default(),
+                allocating_threads,
+            }),
+            resumed: Condvar::new(),
+            collecting: Mutex::new(()),
+            collections: AtomicU64::new(0),
+            config,
+        }))
+    }
+
+    /// Registers a new mutator for the calling thread (or one it will be sent to). Waits while
+    /// a collection is in progress.
+    pub fn attach(self: &Arc<Self>) -> Mutator {
+        let mut registry = self.registry();
+        while registry.stopping {
+            registry = self
+                .resumed
+                .wait(registry)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        let (start, end) = self.global.range();
+        let sizer = TlabSizer::new(
+            &self.config,
+            end - start,
+            registry.allocating_threads.average(),
+        );
+        let counters = Counters::default();
+        counters
+            .desired_size_bytes
+            .set(sizer.desired_bytes() as u64);
+        let cell = Arc::new(MutatorCell {
+            tlab: Tlab::default().into(),
+            local: MutatorLocal {
+                sizer,
+                allocated_at_last_collection: 0,
+                refills_at_last_collection: 0,
+            }
+            .into(),
+            state: RUNNING.into(),
+            counters,
+            id: registry.next_id,
+        });
+        registry.next_id += 1;
+        registry.mutators.push(cell.clone());
+        drop(registry);
+        Mutator::new(cell, self.clone())
+    }
+
+    /// The configuration the heap was built from.
+    pub fn config(&self) -> &HeapConfig {
+        &self.config
+    }
+
+    /// Checks an object size once, for [`Mutator::alloc_sized`].
+    pub fn checked_size(&self, bytes: usize) -> Result<AllocSize, AllocError> {
+        AllocSize::check(
+            bytes,
+            self.config.alignment_bytes(),
+            self.config.capacity_bytes(),
+        )
+    }
+
+    /// The whole reserved address range: every address Hab hands out lies in it.
+    pub fn reserved_range(&self) -> Range<usize> {
+        let (start, _) = self.global.reserved();
+        start..start + self.config.capacity_bytes()
+    }
+
+    /// The current allocation range (the whole reservation until a collection changes it).
+    pub fn allocation_range(&self) -> Range<usize> {
+        let (start, end) = self.global.range();
+        start..end
+    }
+
+    /// Collections finished so far.
+    pub fn collections(&self) -> u64 {
+        self.collections.load(Ordering::Acquire)
+    }
+
+    /// Heap-wide figures; counters of running threads may lag by their current TLAB.
+    pub fn stats(&self) -> HeapStats {
+        let registry = self.registry();
+        let mut totals = registry.detached;
+        totals.desired_size_bytes = 0;
+        for cell in &registry.mutators {
+            totals += cell.counters.snapshot();
+        }
+        let (start, end) = self.global.range();
+        HeapStats {
+            totals,
+            live_mutators: registry.mutators.len(),
+            collections: self.collections(),
+            used_bytes: self.global.top() - start,
+            capacity_bytes: end - start,
+        }
+    }
+
+    /// Each live mutator's id and counters, in attach order.
+    pub fn mutator_stats(&self) -> Vec<(u64, TlabStats)> {
+        self.registry()
+            .mutators
+            .iter()
+            .map(|cell| (cell.id, cell.counters.snapshot()))
+            .collect()
+    }
+
+    /// Stops the world: waits until every mutator is parked, then retires every TLAB and
+    /// returns the collection. Mutators that unpark meanwhile wait until it ends.
+    ///
+    /// The calling thread must not hold a running [`Mutator`] of this heap (park it first),
+    /// or this waits forever.
+    pub fn collection(&self) -> Collection<'_> {
+        let guard = self.collecting.lock().unwrap_or_else(|e| e.into_inner());
+        self.registry().stopping = true;
+        let mut rounds = 0u32;
+        while self.claim_parked_mutators() > 0 {
+            rounds += 1;
+            if rounds < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        Collection::begin(self, guard)
+    }
+
+    /// Like [`collection`](Heap::collection) but does not wait: fails if another collection
+    /// is in progress or a mutator is running.
+    pub fn try_collection(&self) -> Result<Collection<'_>, CollectionError> {
+        let guard = self
+            .collecting
+            .try_lock()
+            .map_err(|_| CollectionError::InProgress)?;
+        self.registry().stopping = true;
+        let running = self.claim_parked_mutators();
+        if running > 0 {
+            self.release_mutators();
+            return Err(CollectionError::MutatorsRunning { running });
+        }
+        Ok(Collection::begin(self, guard))
+    }
+
+    /// Claims every parked mutator for the collection; returns how many are still running.
+    fn claim_parked_mutators(&self) -> usize {
+        let registry = self.registry();
+        registry
+            .mutators
+            .iter()
+            .filter(|cell| {
+                let claimed =
+                    cell.state
+                        .compare_exchange(PARKED, HELD, Ordering::Acquire, Ordering::Relaxed);
+                matches!(claimed, Err(RUNNING))
+            })
+            .count()
+    }
+
+    /// Hands every claimed mutator back to its thread and lets waiting threads go on.
+    pub(crate) fn release_mutators(&self) {
+        let mut registry = self.registry();
+        for cell in &registry.mutators {
+            let _ = cell
+                .state
+                .compare_exchange(HELD, PARKED, Ordering::Release, Ordering::Relaxed);
+        }
+        registry.stopping = false;
+        drop(registry);
+        self.resumed.notify_all();
+    }
+
+    /// Moves a parked mutator back to running, waiting while a collection holds it.
+    pub(crate) fn wait_to_unpark(&self, cell: &MutatorCell) {
+        while cell
+            .state
+            .compare_exchange(PARKED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            let mut registry = self.registry();
+            while cell.state.load(Ordering::Acquire) == HELD {
+                registry = self
+                    .resumed
+                    .wait(registry)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+
+    /// Removes a running mutator whose TLAB is already retired, keeping its counters.
+    pub(crate) fn detach(&self, cell: &Arc<MutatorCell>) {
+        let mut registry = self.registry();
+        registry.mutators.retain(|other| !Arc::ptr_eq(other, cell));
+        let mut stats = cell.counters.snapshot();
+        stats.desired_size_bytes = 0;
+        registry.detached += stats;
+        drop(registry);
+        self.resumed.notify_all();
+    }
+
+    pub(crate) fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn global(&self) -> &GlobalHeap {
+        &self.global
+    }
+
+    pub(crate) fn object_model(&self) -> &dyn ObjectModel {
+        &*self.model
+    }
+
+    pub(crate) fn tlab_reserve_bytes(&self) -> usize {
+        self.tlab_reserve_bytes
+    }
+
+    pub(crate) fn count_collection(&self) {
+        self.collections.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl std::fmt::Debug for Heap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Heap")
+            .field("config", &self.config)
+            .field("allocation_range", &self.allocation_range())
+            .finish_non_exhaustive()
+    }
+}

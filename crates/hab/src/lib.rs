@@ -1,0 +1,92 @@
+//! # Hab: hierarchical allocation buffers for garbage-collected runtimes
+//!
+//! A mutator thread allocates an object by bumping a pointer in its **TLAB**; TLABs are carved
+//! from the **global heap** with a compare-and-swap. The fast path is inline and costs what a
+//! JIT emits (load, add, compare, branch, store); everything else is out of line.
+//!
+//! ```
+//! use hab::{HeaderWordModel, Heap, HeapConfig, Mode, TlabPolicy};
+//!
+//! // The runtime picks the capacity, the mode and the TLAB sizing policy.
+//! let config = HeapConfig::builder()
+//!     .capacity("16MiB")
+//!     .mode(Mode::Tlab)
+//!     .tlab(TlabPolicy::Adaptive)
+//!     .build()?;
+//! let heap = Heap::new(config, HeaderWordModel)?;
+//!
+//! // Each mutator thread attaches once and allocates through its handle.
+//! let mut mutator = heap.attach();
+//! for _ in 0..10_000 {
+//!     let object = mutator.alloc(16)?;
+//!     // SAFETY: `object` is 16 fresh bytes owned by this thread.
+//!     unsafe { HeaderWordModel::write_header(object, 16) };
+//! }
+//!
+//! // A collection: the thread parks at a safepoint, the collector stops the world (every TLAB
+//! // is retired, its tail covered by a filler), walks the heap and gives back a new range.
+//! let parked = mutator.park();
+//! let mut collection = heap.collection();
+//! let summary = collection.verify()?;
+//! assert_eq!(summary.objects, 10_000);
+//! assert_eq!(summary.total_bytes(), collection.used_bytes());
+//! collection.reset();
+//! collection.finish();
+//! let mut mutator = parked.unpark();
+//! mutator.alloc(16)?;
+//! println!("{}", heap.stats());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Glossary
+//!
+//! | term | meaning | where |
+//! | --- | --- | --- |
+//! | global heap | the allocation range inside one `mmap` reservation; CAS bump on its top | `global.rs`, `reservation.rs` |
+//! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `tlab.rs` |
+//! | LAB | any local allocation buffer (TLAB, and the per-CPU/core levels to come) | |
+//! | mutator | a thread's handle: its TLAB, sizing state and counters | `mutator.rs` |
+//! | sizing policy | how big the next TLAB is: fixed, adaptive (HotSpot), growing (Agesen) | `sizing.rs` |
+//! | filler | a dead object written over unused LAB space, so the heap stays walkable | `object_model.rs` |
+//! | retire | end a LAB: filler over its tail, tail counted as waste | `tlab.rs` |
+//! | refill waste | tail of a TLAB retired to take a new one | `stats.rs` |
+//! | slow allocation | an object allocated outside a TLAB | `mutator.rs` |
+//! | park | a thread at a safepoint or in a safe region; collections may touch its TLAB | `mutator.rs` |
+//! | collection | stop the world, retire every LAB, walk, install the next range, resize | `collection.rs` |
+//!
+//! ## Memory contents
+//!
+//! Memory never handed out before is zero (fresh anonymous mapping). Memory handed out again
+//! after a collection installed a used range is zeroed when handed out with
+//! [`ZeroMemory::AtRefill`] (the default: a whole TLAB at its refill, an outside object at its
+//! allocation), and left as it is with [`ZeroMemory::Never`].
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod collection;
+mod config;
+mod error;
+mod global;
+mod heap;
+mod mutator;
+mod object_model;
+mod reservation;
+mod size;
+mod sizing;
+mod stats;
+mod tlab;
+
+pub use collection::{Collection, HeapObject, WalkSummary};
+pub use config::{
+    ConfigError, HeapConfig, HeapConfigBuilder, IntoByteSize, Mode, TlabPolicy, ZeroMemory,
+    GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES, MIN_ALIGNMENT_BYTES,
+    WORD_BYTES,
+};
+pub use error::{AllocError, CollectionError, HeapError, VerifyError};
+pub use heap::Heap;
+pub use mutator::{AllocSize, Mutator, ParkedMutator};
+pub use object_model::{HeaderWordModel, ObjectModel};
+pub use size::{ByteSize, SizeParseError};
+pub use stats::{HeapStats, TlabStats};
+pub use tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};

@@ -1,0 +1,132 @@
+//! The heap's address range: one anonymous `mmap` reserved at start-up, unmapped on drop.
+//!
+//! `MAP_NORESERVE` keeps a large heap from counting against swap until it is touched; the
+//! kernel hands out zero pages, so memory never handed out before needs no zeroing.
+
+use std::io;
+use std::ptr::{self, NonNull};
+
+/// An owned, page-aligned, readable and writable range of virtual memory.
+pub(crate) struct Reservation {
+    base: NonNull<u8>,
+    len_bytes: usize,
+}
+
+// SAFETY: the reservation is plain memory owned by this value; who may write which part of it
+// is decided by the heap's allocation protocols, not by the reservation.
+unsafe impl Send for Reservation {}
+// SAFETY: as above; `Reservation` itself only hands out addresses.
+unsafe impl Sync for Reservation {}
+
+impl Reservation {
+    /// Reserves `len_bytes` (rounded up to whole pages).
+    pub(crate) fn new(len_bytes: usize) -> io::Result<Self> {
+        let len_bytes = len_bytes.next_multiple_of(page_size());
+        // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
+        // existing memory; the result is checked against MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(base.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave 0"))?;
+        // Addresses are handled as integers by the allocation paths; exposing the mapping's
+        // provenance lets them turn back into pointers.
+        let _ = base.as_ptr().expose_provenance();
+        Ok(Reservation { base, len_bytes })
+    }
+
+    /// The first address.
+    pub(crate) fn start(&self) -> usize {
+        self.base.as_ptr() as usize
+    }
+
+    /// One past the last address.
+    pub(crate) fn end(&self) -> usize {
+        self.start() + self.len_bytes
+    }
+
+    /// Faults in every page now so that allocation is not timed with first touches.
+    pub(crate) fn pretouch(&self) {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: the range is exactly this mapping; populating pages does not change contents.
+        let populated = unsafe {
+            libc::madvise(
+                self.base.as_ptr().cast(),
+                self.len_bytes,
+                MADV_POPULATE_WRITE,
+            )
+        };
+        if populated == 0 {
+            return;
+        }
+        // Kernels before 5.14: write one byte of every page (still zero, so contents stay).
+        for offset in (0..self.len_bytes).step_by(page_size()) {
+            // SAFETY: `offset` is inside the mapping, which is writable; writing the zero the
+            // fresh page already holds leaves its contents unchanged.
+            unsafe { ptr::write_volatile(self.base.as_ptr().add(offset), 0) };
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        // SAFETY: this value owns the mapping and nothing handed out from it outlives the heap
+        // (mutators and collections hold the heap alive).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len_bytes) };
+    }
+}
+
+/// The size of a page, as the kernel reports it.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|s| s.is_power_of_two())
+        .unwrap_or(4096)
+}
+
+/// Turns a heap address back into a pointer carrying the mapping's provenance.
+#[inline(always)]
+pub(crate) fn address_to_pointer(address: usize) -> *mut u8 {
+    ptr::with_exposed_provenance_mut(address)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserves_zeroed_writable_memory() {
+        let reservation = Reservation::new(10_000).unwrap();
+        assert_eq!(
+            reservation.end() - reservation.start(),
+            10_000usize.next_multiple_of(page_size())
+        );
+        reservation.pretouch();
+        let first = address_to_pointer(reservation.start());
+        let last = address_to_pointer(reservation.end() - 1);
+        // SAFETY: both addresses are inside the live mapping.
+        unsafe {
+            assert_eq!(*first, 0);
+            assert_eq!(*last, 0);
+            *last = 7;
+            assert_eq!(*last, 7);
+        }
+    }
+
+    #[test]
+    fn an_impossible_reservation_is_an_error() {
+        assert!(Reservation::new(usize::MAX / 2).is_err());
+    }
+}

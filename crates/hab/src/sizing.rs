@@ -1,0 +1,282 @@
+//! TLAB sizing policies: how many bytes a thread's next TLAB should have.
+//!
+//! Mechanism (taking and retiring TLABs) lives in `mutator.rs`; this file is only policy, fed
+//! at three moments: a refill, an allocation outside the TLAB, and a collection.
+//!
+//! - `fixed(size)`: always `size`.
+//! - `adaptive` (HotSpot): `desired = average allocation fraction × capacity / target refills`,
+//!   where the fraction is the share of the allocation space the thread used between two
+//!   collections, averaged with a decaying weight (35 %), and the target refills come from the
+//!   waste target (50 for 1 %). A new thread starts at `capacity / (threads × refills)`.
+//! - `growing` (Agesen): 24 words, ×1.5 at every refill, ÷2 at every collection.
+//!
+//! All policies keep the desired size inside `[min_tlab, max_tlab]`, a multiple of the
+//! alignment, and reset the refill waste limit (`desired / 64`) whenever the size changes or a
+//! TLAB is taken; each allocation outside the TLAB raises the limit by the waste increment.
+
+use crate::config::{HeapConfig, TlabPolicy, GROWING_INITIAL_BYTES};
+
+/// A decaying average whose newest sample has a fixed weight, except that the first samples
+/// weigh more (1/n) so the average is not biased towards its zero start (HotSpot's
+/// `AdaptiveWeightedAverage`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DecayingAverage {
+    average: f64,
+    samples: u32,
+    weight_percent: u32,
+}
+
+impl DecayingAverage {
+    pub(crate) fn new(weight_percent: u32) -> Self {
+        DecayingAverage {
+            average: 0.0,
+            samples: 0,
+            weight_percent,
+        }
+    }
+
+    pub(crate) fn sample(&mut self, value: f64) {
+        self.samples = self.samples.saturating_add(1);
+        let weight = if self.samples < 100 {
+            self.weight_percent.max(100 / self.samples)
+        } else {
+            self.weight_percent
+        };
+        let weight = f64::from(weight) / 100.0;
+        self.average = (1.0 - weight) * self.average + weight * value;
+    }
+
+    pub(crate) fn average(&self) -> f64 {
+        self.average
+    }
+}
+
+/// What a collection tells a thread's sizer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CollectionFeedback {
+    /// TLABs the thread took since the previous collection.
+    pub(crate) refills: u64,
+    /// Bytes the thread allocated (in and outside TLABs) since the previous collection.
+    pub(crate) allocated_bytes: u64,
+    /// Bytes of the allocation range in use when the collection began.
+    pub(crate) used_bytes: usize,
+    /// Size of the allocation range before the collection.
+    pub(crate) old_capacity_bytes: usize,
+    /// Size of the allocation range after the collection.
+    pub(crate) new_capacity_bytes: usize,
+}
+
+/// One thread's TLAB sizing state.
+#[derive(Clone, Debug)]
+pub(crate) struct TlabSizer {
+    policy: TlabPolicy,
+    desired_bytes: usize,
+    refill_waste_limit_bytes: usize,
+    /// Adaptive only: the thread's share of allocation between collections.
+    allocation_fraction: DecayingAverage,
+}
+
+impl TlabSizer {
+    /// A new thread's sizer, for an allocation range of `capacity_bytes` shared by an average
+    /// of `allocating_threads` threads.
+    pub(crate) fn new(config: &HeapConfig, capacity_bytes: usize, allocating_threads: f64) -> Self {
+        let mut allocation_fraction = DecayingAverage::new(config.allocation_weight_percent());
+        let desired = match config.tlab() {
+            TlabPolicy::Fixed(bytes) => bytes,
+            TlabPolicy::Growing => GROWING_INITIAL_BYTES,
+            TlabPolicy::Adaptive => {
+                let threads = allocating_threads.round().max(1.0);
+                (capacity_bytes as f64 / (threads * config.target_refills())) as usize
+            }
+        };
+        let mut sizer = TlabSizer {
+            policy: config.tlab(),
+            desired_bytes: 0,
+            refill_waste_limit_bytes: 0,
+            allocation_fraction,
+        };
+        sizer.set_desired(config, desired);
+        if config.tlab() == TlabPolicy::Adaptive && capacity_bytes > 0 {
+            let fraction =
+                sizer.desired_bytes as f64 * config.target_refills() / capacity_bytes as f64;
+            allocation_fraction.sample(fraction.min(1.0));
+            sizer.allocation_fraction = allocation_fraction;
+        }
+        sizer
+    }
+
+    /// The size the thread's next TLAB should have.
+    #[inline]
+    pub(crate) fn desired_bytes(&self) -> usize {
+        self.desired_bytes
+    }
+
+    /// A TLAB with more free bytes than this is kept when an object does not fit.
+    #[inline]
+    pub(crate) fn refill_waste_limit_bytes(&self) -> usize {
+        self.refill_waste_limit_bytes
+    }
+
+    /// An object was allocated outside a TLAB that was kept: tolerate a little more waste next
+    /// time, so a run of large objects eventually retires the TLAB.
+    pub(crate) fn record_slow_allocation(&mut self, config: &HeapConfig) {
+        self.refill_waste_limit_bytes = self
+            .refill_waste_limit_bytes
+            .saturating_add(config.waste_increment_bytes());
+    }
+
+    /// The thread took a new TLAB.
+    pub(crate) fn record_refill(&mut self, config: &HeapConfig) {
+        match self.policy {
+            TlabPolicy::Growing => self.set_desired(config, self.desired_bytes / 2 * 3),
+            TlabPolicy::Fixed(_) | TlabPolicy::Adaptive => self.reset_waste_limit(config),
+        }
+    }
+
+    /// A collection ended; resize for the next interval.
+    pub(crate) fn record_collection(&mut self, config: &HeapConfig, feedback: CollectionFeedback) {
+        match self.policy {
+            TlabPolicy::Fixed(_) => self.reset_waste_limit(config),
+            TlabPolicy::Growing => self.set_desired(config, self.desired_bytes / 2),
+            TlabPolicy::Adaptive => {
+                // Only intervals that used a good part of the space say something about the
+                // thread's share; the fraction can exceed 1 through outside allocations.
+                if feedback.refills > 0
+                    && feedback.used_bytes > 0
+                    && feedback.used_bytes * 2 > feedback.old_capacity_bytes
+                {
+                    let fraction = feedback.allocated_bytes as f64 / feedback.used_bytes as f64;
+                    self.allocation_fraction.sample(fraction.min(1.0));
+                }
+                let share = self.allocation_fraction.average() * feedback.new_capacity_bytes as f64;
+                self.set_desired(config, (share / config.target_refills()) as usize);
+            }
+        }
+    }
+
+    fn set_desired(&mut self, config: &HeapConfig, bytes: usize) {
+        let (min, max) = match self.policy {
+            TlabPolicy::Fixed(bytes) => (bytes, bytes),
+            _ => (config.min_tlab_bytes(), config.max_tlab_bytes()),
+        };
+        let aligned = bytes - bytes % config.alignment_bytes();
+        self.desired_bytes = aligned.clamp(min, max);
+        self.reset_waste_limit(config);
+    }
+
+    fn reset_waste_limit(&mut self, config: &HeapConfig) {
+        self.refill_waste_limit_bytes = self.desired_bytes / config.refill_waste_fraction();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HeapConfig;
+
+    fn config(policy: TlabPolicy) -> HeapConfig {
+        HeapConfig::builder()
+            .capacity("64MiB")
+            .tlab(policy)
+            .max_tlab("4MiB")
+            .build()
+            .unwrap()
+    }
+
+    fn feedback(allocated: u64, used: usize, capacity: usize) -> CollectionFeedback {
+        CollectionFeedback {
+            refills: 10,
+            allocated_bytes: allocated,
+            used_bytes: used,
+            old_capacity_bytes: capacity,
+            new_capacity_bytes: capacity,
+        }
+    }
+
+    #[test]
+    fn growing_follows_agesen() {
+        let config = config(TlabPolicy::Growing);
+        let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0);
+        let mut words = vec![];
+        for _ in 0..4 {
+            words.push(sizer.desired_bytes() / 8);
+            sizer.record_refill(&config);
+        }
+        assert_eq!(words, [24, 36, 54, 81]);
+        let before = sizer.desired_bytes();
+        sizer.record_collection(&config, feedback(0, 0, 64 << 20));
+        assert_eq!(sizer.desired_bytes(), before / 2 / 8 * 8);
+        for _ in 0..100 {
+            sizer.record_refill(&config);
+        }
+        assert_eq!(sizer.desired_bytes(), 4 << 20, "clamped to the max");
+        for _ in 0..100 {
+            sizer.record_collection(&config, feedback(0, 0, 64 << 20));
+        }
+        assert_eq!(sizer.desired_bytes(), 192, "clamped to the min");
+    }
+
+    #[test]
+    fn adaptive_initial_size_shares_the_space_among_threads() {
+        let config = config(TlabPolicy::Adaptive);
+        // 64 MiB / (1 thread × 50 refills) = 1342177 bytes, aligned down to 8.
+        let one = TlabSizer::new(&config, 64 << 20, 1.0);
+        assert_eq!(one.desired_bytes(), 1_342_176);
+        assert_eq!(one.refill_waste_limit_bytes(), 1_342_176 / 64);
+        // 4 threads: a quarter.
+        let four = TlabSizer::new(&config, 64 << 20, 4.0);
+        assert_eq!(four.desired_bytes(), 335_544);
+        // 1000 threads: below the 2 KiB minimum, so clamped.
+        let many = TlabSizer::new(&config, 64 << 20, 1000.0);
+        assert_eq!(many.desired_bytes(), 2048);
+    }
+
+    #[test]
+    fn adaptive_follows_the_allocation_fraction() {
+        let config = config(TlabPolicy::Adaptive);
+        let capacity = 64 << 20;
+        let mut sizer = TlabSizer::new(&config, capacity, 4.0);
+        // Initial fraction sample: 335544 × 50 / 64 MiB = 0.25.
+        // The thread did all the allocation this time: fraction 1.0, weight max(35, 100/2) %.
+        sizer.record_collection(&config, feedback(48 << 20, 48 << 20, capacity));
+        let fraction = 0.5 * (335_544.0 * 50.0 / capacity as f64) + 0.5 * 1.0;
+        let expected = (fraction * capacity as f64 / 50.0) as usize / 8 * 8;
+        assert_eq!(sizer.desired_bytes(), expected);
+        // A collection when less than half the space was used leaves the average alone.
+        sizer.record_collection(&config, feedback(1 << 20, 1 << 20, capacity));
+        assert_eq!(sizer.desired_bytes(), expected);
+        // Third sample, weight max(35, 100/3 = 33) = 35 %.
+        sizer.record_collection(&config, feedback(0, 40 << 20, capacity));
+        let fraction = 0.65 * fraction;
+        let expected = (fraction * capacity as f64 / 50.0) as usize / 8 * 8;
+        assert_eq!(sizer.desired_bytes(), expected.max(2048));
+    }
+
+    #[test]
+    fn refill_waste_limit_grows_by_the_increment_and_resets_at_refill() {
+        let config = config(TlabPolicy::Fixed(64 << 10));
+        let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0);
+        assert_eq!(sizer.desired_bytes(), 64 << 10);
+        assert_eq!(sizer.refill_waste_limit_bytes(), 1024);
+        sizer.record_slow_allocation(&config);
+        sizer.record_slow_allocation(&config);
+        assert_eq!(sizer.refill_waste_limit_bytes(), 1024 + 2 * 32);
+        sizer.record_refill(&config);
+        assert_eq!(sizer.refill_waste_limit_bytes(), 1024);
+        sizer.record_collection(&config, feedback(1, 1, 1));
+        assert_eq!(sizer.desired_bytes(), 64 << 10, "fixed never resizes");
+    }
+
+    #[test]
+    fn decaying_average_weights_early_samples_more() {
+        let mut average = DecayingAverage::new(35);
+        average.sample(1.0);
+        assert_eq!(average.average(), 1.0);
+        average.sample(0.0);
+        assert_eq!(average.average(), 0.5);
+        for _ in 0..200 {
+            average.sample(0.0);
+        }
+        assert!(average.average() < 1e-9);
+    }
+}

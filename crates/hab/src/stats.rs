@@ -1,0 +1,177 @@
+//! Allocation statistics, per mutator and in total: what HotSpot's `gc+tlab` log shows.
+//!
+//! Nothing is counted on the fast path. Bytes allocated inside a TLAB are derived when the TLAB
+//! is retired (`top - start`), so a live TLAB's objects appear in the figures at its next
+//! retire. Counters are written only by the owning thread (or by a collection while the owner
+//! is stopped) with plain relaxed load + store, and may be read from any thread at any time.
+
+use std::fmt;
+use std::ops::AddAssign;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::size::ByteSize;
+
+/// A snapshot of allocation counters.
+///
+/// ```
+/// use hab::{HeapConfig, HeaderWordModel, Heap};
+/// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
+/// let mut mutator = heap.attach();
+/// mutator.alloc(16)?;
+/// let stats = mutator.stats();
+/// assert_eq!(stats.refills, 1);
+/// println!("{stats}"); // one line, like HotSpot's -Xlog:gc+tlab=trace
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlabStats {
+    /// The size the thread's next TLAB will have (for totals: the sum over threads).
+    pub desired_size_bytes: u64,
+    /// TLABs taken.
+    pub refills: u64,
+    /// Bytes of all TLABs taken.
+    pub tlab_bytes: u64,
+    /// Bytes of objects allocated inside TLABs, counted when each TLAB is retired.
+    pub tlab_allocated_bytes: u64,
+    /// Objects allocated outside a TLAB (every object in `shared` mode).
+    pub slow_allocs: u64,
+    /// Bytes of the objects allocated outside a TLAB.
+    pub slow_alloc_bytes: u64,
+    /// Free bytes of TLABs retired to take a new one.
+    pub refill_waste_bytes: u64,
+    /// Free bytes of TLABs retired by collections or when the thread detached.
+    pub gc_waste_bytes: u64,
+}
+
+impl TlabStats {
+    /// Bytes allocated in objects, inside and outside TLABs.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.tlab_allocated_bytes + self.slow_alloc_bytes
+    }
+
+    /// Bytes of TLABs left unused: refill waste plus collection waste.
+    pub fn waste_bytes(&self) -> u64 {
+        self.refill_waste_bytes + self.gc_waste_bytes
+    }
+
+    /// Waste as a percentage of the bytes of all TLABs taken (0 when none were taken).
+    pub fn waste_percent(&self) -> f64 {
+        if self.tlab_bytes == 0 {
+            0.0
+        } else {
+            100.0 * self.waste_bytes() as f64 / self.tlab_bytes as f64
+        }
+    }
+}
+
+impl AddAssign for TlabStats {
+    fn add_assign(&mut self, other: TlabStats) {
+        self.desired_size_bytes += other.desired_size_bytes;
+        self.refills += other.refills;
+        self.tlab_bytes += other.tlab_bytes;
+        self.tlab_allocated_bytes += other.tlab_allocated_bytes;
+        self.slow_allocs += other.slow_allocs;
+        self.slow_alloc_bytes += other.slow_alloc_bytes;
+        self.refill_waste_bytes += other.refill_waste_bytes;
+        self.gc_waste_bytes += other.gc_waste_bytes;
+    }
+}
+
+impl fmt::Display for TlabStats {
+    /// `desired_size: 1MiB slow allocs: 0 refill waste: 0B alloc: 800MiB refills: 800
+    /// waste 0.0% gc: 0B slow: 0B`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let size = |bytes: u64| ByteSize::new(bytes as usize);
+        write!(
+            f,
+            "desired_size: {} slow allocs: {} refill waste: {} alloc: {} refills: {} waste {:.1}% gc: {} slow: {}",
+            size(self.desired_size_bytes),
+            self.slow_allocs,
+            size(self.refill_waste_bytes),
+            size(self.allocated_bytes()),
+            self.refills,
+            self.waste_percent(),
+            size(self.gc_waste_bytes),
+            size(self.slow_alloc_bytes),
+        )
+    }
+}
+
+/// One mutator's live counters (see the module documentation for who writes them).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) desired_size_bytes: Counter,
+    pub(crate) refills: Counter,
+    pub(crate) tlab_bytes: Counter,
+    pub(crate) tlab_allocated_bytes: Counter,
+    pub(crate) slow_allocs: Counter,
+    pub(crate) slow_alloc_bytes: Counter,
+    pub(crate) refill_waste_bytes: Counter,
+    pub(crate) gc_waste_bytes: Counter,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> TlabStats {
+        TlabStats {
+            desired_size_bytes: self.desired_size_bytes.get(),
+            refills: self.refills.get(),
+            tlab_bytes: self.tlab_bytes.get(),
+            tlab_allocated_bytes: self.tlab_allocated_bytes.get(),
+            slow_allocs: self.slow_allocs.get(),
+            slow_alloc_bytes: self.slow_alloc_bytes.get(),
+            refill_waste_bytes: self.refill_waste_bytes.get(),
+            gc_waste_bytes: self.gc_waste_bytes.get(),
+        }
+    }
+}
+
+/// A counter with a single writer: adding is a relaxed load and store, no atomic RMW.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub(crate) fn add(&self, amount: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + amount, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn set(&self, value: u64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Heap-wide figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HeapStats {
+    /// Sum over every mutator that ever attached (live and detached).
+    pub totals: TlabStats,
+    /// Mutators attached now.
+    pub live_mutators: usize,
+    /// Collections finished.
+    pub collections: u64,
+    /// Bytes of the allocation range handed out now (objects, TLABs and fillers).
+    pub used_bytes: usize,
+    /// Bytes of the current allocation range.
+    pub capacity_bytes: usize,
+}
+
+impl fmt::Display for HeapStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "heap: {} of {} used, {} mutators, {} collections; TLAB totals: {}",
+            ByteSize::new(self.used_bytes),
+            ByteSize::new(self.capacity_bytes),
+            self.live_mutators,
+            self.collections,
+            self.totals
+        )
+    }
+}

@@ -1,0 +1,94 @@
+//! The thread-local allocation buffer: a `[start, hard_end)` chunk the thread bumps `top`
+//! through without synchronisation.
+//!
+//! The fast path touches only `top` and `end`, laid out `#[repr(C)]` at offsets
+//! [`TLAB_TOP_OFFSET`] and [`TLAB_END_OFFSET`] so that a JIT can inline it. `end` is a *soft*
+//! end: when the object model's smallest filler is larger than the alignment, `end` stays that
+//! far below `hard_end` so the tail left at retire can always be filled.
+
+use std::ptr::NonNull;
+
+use crate::object_model::ObjectModel;
+use crate::reservation::address_to_pointer;
+use crate::stats::Counters;
+
+/// Offset of the TLAB's `top` (a `usize` address) from the address
+/// [`Mutator::tlab_address`](crate::Mutator::tlab_address) returns.
+pub const TLAB_TOP_OFFSET: usize = 0;
+/// Offset of the TLAB's soft `end` (a `usize` address): an object of `n` bytes fits when
+/// `top + n <= end`.
+pub const TLAB_END_OFFSET: usize = 8;
+
+/// A thread's TLAB. Empty (all zero) when the thread has none: every fast path then fails.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct Tlab {
+    /// Next free byte.
+    pub(crate) top: usize,
+    /// Objects must end at or below this address.
+    pub(crate) end: usize,
+    /// First byte of the chunk.
+    pub(crate) start: usize,
+    /// One past the last byte of the chunk.
+    pub(crate) hard_end: usize,
+}
+
+/// Where the free tail of a retired TLAB is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waste {
+    /// Retired to take a new TLAB.
+    Refill,
+    /// Retired by a collection, at a safepoint, or when its thread detached.
+    Collection,
+}
+
+impl Tlab {
+    /// Bytes an object may still take before the soft end.
+    #[inline]
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.end - self.top
+    }
+
+    /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes.
+    pub(crate) fn install(&mut self, start: usize, len: usize, reserve: usize) {
+        debug_assert!(self.start == 0, "retire before installing");
+        *self = Tlab {
+            top: start,
+            end: start + len - reserve,
+            start,
+            hard_end: start + len,
+        };
+    }
+
+    /// Fills the free tail with a filler, counts used bytes and waste, and leaves the TLAB
+    /// empty. Does nothing to an empty TLAB.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to this TLAB's memory (its own, or a stopped thread's).
+    pub(crate) unsafe fn retire(
+        &mut self,
+        model: &dyn ObjectModel,
+        counters: &Counters,
+        waste: Waste,
+    ) {
+        if self.start == 0 {
+            return;
+        }
+        let tail = self.hard_end - self.top;
+        if tail > 0 {
+            // SAFETY: [top, hard_end) is the unused tail of this TLAB, owned by the caller, and
+            // at least `min_filler_bytes` long (the reserve guarantees it; see module doc).
+            unsafe {
+                model.write_filler(NonNull::new_unchecked(address_to_pointer(self.top)), tail)
+            };
+        }
+        counters
+            .tlab_allocated_bytes
+            .add((self.top - self.start) as u64);
+        match waste {
+            Waste::Refill => counters.refill_waste_bytes.add(tail as u64),
+            Waste::Collection => counters.gc_waste_bytes.add(tail as u64),
+        }
+        *self = Tlab::default();
+    }
+}
