@@ -199,6 +199,10 @@ impl Heap {
     /// or this waits forever.
     pub fn collection(&self) -> Collection<'_> {
         let guard = self.collecting.lock().unwrap_or_else(|e| e.into_inner());
+        self.stop_the_world(guard)
+    }
+
+    fn stop_the_world<'h>(&'h self, guard: MutexGuard<'h, ()>) -> Collection<'h> {
         self.registry().stopping = true;
         let mut rounds = 0u32;
         while self.claim_parked_mutators() > 0 {
@@ -210,6 +214,36 @@ impl Heap {
             }
         }
         Collection::begin(self, guard)
+    }
+
+    /// Stops the world as [`collection`](Heap::collection) does, unless a collection finished
+    /// since the caller saw [`collections`](Heap::collections) return `seen`: then returns
+    /// `None` at once. Lets threads that ran out of memory together collect only once.
+    ///
+    /// ```
+    /// use hab::{AllocError, HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().capacity("64KiB").build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// let seen = heap.collections();
+    /// while let Ok(object) = mutator.alloc(64) {
+    ///     // SAFETY: 64 fresh bytes owned by this thread.
+    ///     unsafe { HeaderWordModel::write_header(object, 64) };
+    /// }
+    /// mutator.safe_region(|| {
+    ///     if let Some(mut collection) = heap.collection_if_none_since(seen) {
+    ///         collection.reset();
+    ///     }
+    /// });
+    /// assert_eq!(heap.collections(), 1);
+    /// mutator.alloc(64)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn collection_if_none_since(&self, seen: u64) -> Option<Collection<'_>> {
+        let guard = self.collecting.lock().unwrap_or_else(|e| e.into_inner());
+        if self.collections() != seen {
+            return None;
+        }
+        Some(self.stop_the_world(guard))
     }
 
     /// Like [`collection`](Heap::collection) but does not wait: fails if another collection

@@ -174,9 +174,11 @@ impl Mutator {
         self.alloc_slow(size.bytes())
     }
 
+    /// Takes `&self` (the mutator's own fields never change) so the caller's loop need not
+    /// reload them after a slow path; all state it changes lives in `cell`.
     #[cold]
     #[inline(never)]
-    fn alloc_slow(&mut self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+    fn alloc_slow(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         // Re-check: the size may have been checked against another heap.
         let config = self.heap.config();
         AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
@@ -188,7 +190,7 @@ impl Mutator {
 
     /// HotSpot's rule: keep a TLAB with much free space and allocate the object outside it;
     /// otherwise retire it and take a new one sized by the policy.
-    fn refill_or_alloc_outside(&mut self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+    fn refill_or_alloc_outside(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         let heap = &*self.heap;
         let config = heap.config();
         let cell = &*self.cell;
@@ -224,7 +226,7 @@ impl Mutator {
         Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
     }
 
-    fn alloc_outside_tlab(&mut self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+    fn alloc_outside_tlab(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         let address = self
             .heap
             .global()

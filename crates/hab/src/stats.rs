@@ -54,6 +54,27 @@ impl TlabStats {
         self.refill_waste_bytes + self.gc_waste_bytes
     }
 
+    /// The counts accumulated since `earlier`, a snapshot of the same counters taken before
+    /// (the desired size is this snapshot's).
+    pub fn since(&self, earlier: &TlabStats) -> TlabStats {
+        TlabStats {
+            desired_size_bytes: self.desired_size_bytes,
+            refills: self.refills.saturating_sub(earlier.refills),
+            tlab_bytes: self.tlab_bytes.saturating_sub(earlier.tlab_bytes),
+            tlab_allocated_bytes: self
+                .tlab_allocated_bytes
+                .saturating_sub(earlier.tlab_allocated_bytes),
+            slow_allocs: self.slow_allocs.saturating_sub(earlier.slow_allocs),
+            slow_alloc_bytes: self
+                .slow_alloc_bytes
+                .saturating_sub(earlier.slow_alloc_bytes),
+            refill_waste_bytes: self
+                .refill_waste_bytes
+                .saturating_sub(earlier.refill_waste_bytes),
+            gc_waste_bytes: self.gc_waste_bytes.saturating_sub(earlier.gc_waste_bytes),
+        }
+    }
+
     /// Waste as a percentage of the bytes of all TLABs taken (0 when none were taken).
     pub fn waste_percent(&self) -> f64 {
         if self.tlab_bytes == 0 {

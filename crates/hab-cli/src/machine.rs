@@ -1,0 +1,60 @@
+//! A short description of the machine a report was measured on.
+
+use std::fs;
+
+/// Lines describing CPU, memory and kernel, read from /proc and sysfs where available.
+pub fn describe() -> Vec<String> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        cpuinfo
+            .lines()
+            .find(|line| line.starts_with(name))
+            .and_then(|line| line.split(':').nth(1))
+            .map(|value| value.trim().to_string())
+    };
+    let model = field("model name").unwrap_or_else(|| "unknown CPU".into());
+    let flags = field("flags").unwrap_or_default();
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let memory = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let kib: u64 = text
+                .lines()
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some(format!("{:.1} GiB", kib as f64 / (1 << 20) as f64))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let cache = |index: u32| {
+        let base = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
+        let level = fs::read_to_string(format!("{base}/level")).ok()?;
+        let size = fs::read_to_string(format!("{base}/size")).ok()?;
+        Some(format!("L{} {}", level.trim(), size.trim()))
+    };
+    let caches: Vec<String> = (0..8).filter_map(cache).collect();
+    let hypervisor = if flags.split_whitespace().any(|f| f == "hypervisor") {
+        ", virtual machine"
+    } else {
+        ""
+    };
+    vec![
+        format!("CPU: {model}, {cpus} logical CPUs available{hypervisor}"),
+        format!(
+            "Caches (per CPU 0): {}",
+            if caches.is_empty() {
+                "unknown".into()
+            } else {
+                caches.join(", ")
+            }
+        ),
+        format!("Memory: {memory}; Linux {kernel}"),
+    ]
+}

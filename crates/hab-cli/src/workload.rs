@@ -1,0 +1,334 @@
+//! The allocation workloads of the seeds, timed on threads that allocate through Hab.
+//!
+//! - `alloc-array` (Shipilëv): each thread allocates N objects, writes their header and stores
+//!   each address in its own preallocated array, in a pre-touched heap large enough that nothing
+//!   is collected during a repetition.
+//! - `alloc-object` (Jaffer): allocate, write the header and drop; when the heap is full, the
+//!   thread that noticed stops the world, resets the heap (everything is dead) and goes on.
+//!
+//! Every repetition starts all threads at a barrier; its time runs from the first thread's
+//! start to the last thread's end. Between repetitions every mutator is parked and one
+//! collection resets the heap, so each repetition starts from the same state.
+
+use std::hint::black_box;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
+
+use hab::{
+    AllocError, HeaderWordModel, Heap, HeapConfig, Mode, Mutator, TlabPolicy, TlabStats, ZeroMemory,
+};
+use serde::Serialize;
+
+/// Which workload to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// Shipilëv's experiment: allocate N objects per thread and keep them in an array.
+    AllocArray,
+    /// Jaffer's experiment: allocate and drop; reset the heap when it fills.
+    AllocObject,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::AllocArray => "alloc-array",
+            Workload::AllocObject => "alloc-object",
+        }
+    }
+}
+
+/// Everything that defines one measured configuration.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub workload: Workload,
+    pub mode: Mode,
+    pub tlab: TlabPolicy,
+    pub threads: usize,
+    /// Objects per thread and repetition.
+    pub objects: usize,
+    pub object_size: usize,
+    /// Heap capacity; `None` picks one that fits the workload.
+    pub heap_bytes: Option<usize>,
+    pub repeat: usize,
+    /// Repetitions run first and not counted.
+    pub warmup: usize,
+    pub zero: ZeroMemory,
+    pub min_tlab: Option<usize>,
+    pub max_tlab: Option<usize>,
+    /// Also time the compute loop on 1 and `threads` threads.
+    pub compute: bool,
+}
+
+/// One configuration's measurements: the JSON line of `hab run --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub workload: &'static str,
+    pub mode: String,
+    pub threads: usize,
+    pub object_size: usize,
+    pub objects: usize,
+    pub tlab_policy: &'static str,
+    /// The fixed TLAB size, or the mean desired size at the end for adaptive and growing.
+    pub tlab_size: u64,
+    pub heap_bytes: usize,
+    pub repeat: usize,
+    pub elapsed_ms: Vec<f64>,
+    pub elapsed_ms_min: f64,
+    pub elapsed_ms_median: f64,
+    pub ns_per_alloc: f64,
+    pub allocs_per_sec: f64,
+    pub bytes_per_sec: f64,
+    /// Mean per repetition, like every count below.
+    pub refills: u64,
+    pub slow_allocs: u64,
+    pub waste_bytes: u64,
+    pub waste_pct: f64,
+    pub collections: u64,
+    /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
+    pub compute_speedup: Option<f64>,
+}
+
+/// Policy name as the JSON spells it.
+fn policy_name(policy: TlabPolicy) -> &'static str {
+    match policy {
+        TlabPolicy::Fixed(_) => "fixed",
+        TlabPolicy::Adaptive => "adaptive",
+        TlabPolicy::Growing => "growing",
+    }
+}
+
+impl RunSpec {
+    /// The heap capacity to use: the given one, or room for every object of a repetition plus
+    /// a TLAB per thread of slack (alloc-array), or 16 MiB, small enough to stay in the caches
+    /// (alloc-object).
+    pub fn heap_bytes(&self) -> usize {
+        self.heap_bytes.unwrap_or(match self.workload {
+            Workload::AllocArray => {
+                let objects = self.threads * self.objects * self.object_size;
+                let slack = self.threads * (4 << 20) + objects / 8;
+                (objects + slack).next_multiple_of(1 << 20)
+            }
+            Workload::AllocObject => 16 << 20,
+        })
+    }
+
+    fn config(&self) -> Result<HeapConfig, String> {
+        let mut builder = HeapConfig::builder()
+            .capacity(self.heap_bytes())
+            .mode(self.mode)
+            .tlab(self.tlab)
+            .zero(self.zero)
+            .pretouch(self.workload == Workload::AllocArray);
+        if let Some(min) = self.min_tlab {
+            builder = builder.min_tlab(min);
+        }
+        if let Some(max) = self.max_tlab {
+            builder = builder.max_tlab(max);
+        }
+        builder.build().map_err(|e| e.to_string())
+    }
+}
+
+/// Runs one configuration: warm-up and measured repetitions.
+pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
+    if spec.threads == 0 || spec.objects == 0 || spec.repeat == 0 {
+        return Err("--threads, --objects and --repeat must be at least 1".into());
+    }
+    let heap = Heap::new(spec.config()?, HeaderWordModel).map_err(|e| e.to_string())?;
+    let size = heap
+        .checked_size(spec.object_size)
+        .map_err(|e| e.to_string())?;
+    let reps = spec.warmup + spec.repeat;
+    let barrier = Barrier::new(spec.threads + 1);
+    let spans = Mutex::new(vec![Vec::new(); reps]);
+    let failure = Mutex::new(None::<String>);
+    let mut per_rep = Vec::new();
+    let mut mean_desired_bytes = 0;
+
+    std::thread::scope(|scope| {
+        for _ in 0..spec.threads {
+            scope.spawn(|| {
+                let mut parked = heap.attach().park();
+                let mut array = match spec.workload {
+                    Workload::AllocArray => vec![1usize; spec.objects],
+                    Workload::AllocObject => Vec::new(),
+                };
+                for rep in 0..reps {
+                    barrier.wait();
+                    let mut mutator = parked.unpark();
+                    let start = Instant::now();
+                    let outcome = match spec.workload {
+                        Workload::AllocArray => alloc_array(&mut mutator, size, &mut array),
+                        Workload::AllocObject => alloc_object(&mut mutator, size, spec.objects),
+                    };
+                    let end = Instant::now();
+                    parked = mutator.park();
+                    if let Err(error) = outcome {
+                        failure.lock().unwrap().get_or_insert(error);
+                    }
+                    spans.lock().unwrap()[rep].push((start, end));
+                    barrier.wait();
+                    barrier.wait();
+                }
+                black_box(&array);
+            });
+        }
+        let mut before = heap.stats();
+        for _ in 0..reps {
+            barrier.wait();
+            barrier.wait();
+            let mut collection = heap.collection();
+            collection.reset();
+            collection.finish();
+            let after = heap.stats();
+            let live = heap.mutator_stats();
+            mean_desired_bytes = live.iter().map(|(_, s)| s.desired_size_bytes).sum::<u64>()
+                / live.len().max(1) as u64;
+            per_rep.push((
+                after.totals.since(&before.totals),
+                after.collections - before.collections,
+            ));
+            before = after;
+            barrier.wait();
+        }
+    });
+    if let Some(error) = failure.into_inner().unwrap() {
+        return Err(error);
+    }
+
+    let spans = spans.into_inner().unwrap();
+    let elapsed_ms: Vec<f64> = spans[spec.warmup..]
+        .iter()
+        .map(|rep| {
+            let first = rep.iter().map(|(start, _)| *start).min().unwrap();
+            let last = rep.iter().map(|(_, end)| *end).max().unwrap();
+            (last - first).as_secs_f64() * 1e3
+        })
+        .collect();
+    let measured = &per_rep[spec.warmup..];
+    let mean = |value: &dyn Fn(&(TlabStats, u64)) -> u64| {
+        measured.iter().map(value).sum::<u64>() / measured.len() as u64
+    };
+    let mut sorted = elapsed_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let total_objects = (spec.threads * spec.objects) as f64;
+    let tlab_size = match spec.tlab {
+        TlabPolicy::Fixed(bytes) => bytes as u64,
+        _ => mean_desired_bytes,
+    };
+    let waste_bytes = mean(&|(s, _)| s.waste_bytes());
+    let tlab_bytes = mean(&|(s, _)| s.tlab_bytes);
+    // Each repetition ends with the collection that resets the heap; count only the others.
+    let collections = mean(&|(_, c)| *c).saturating_sub(1);
+    Ok(RunResult {
+        workload: spec.workload.name(),
+        mode: spec.mode.to_string(),
+        threads: spec.threads,
+        object_size: spec.object_size,
+        objects: spec.objects,
+        tlab_policy: policy_name(spec.tlab),
+        tlab_size,
+        heap_bytes: spec.heap_bytes(),
+        repeat: spec.repeat,
+        elapsed_ms_min: sorted[0],
+        elapsed_ms_median: median,
+        ns_per_alloc: median * 1e6 / total_objects,
+        allocs_per_sec: total_objects / (median / 1e3),
+        bytes_per_sec: total_objects * spec.object_size as f64 / (median / 1e3),
+        elapsed_ms,
+        refills: mean(&|(s, _)| s.refills),
+        slow_allocs: mean(&|(s, _)| s.slow_allocs),
+        waste_bytes,
+        waste_pct: if tlab_bytes == 0 {
+            0.0
+        } else {
+            100.0 * waste_bytes as f64 / tlab_bytes as f64
+        },
+        collections,
+        compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
+    })
+}
+
+/// Shipilëv's loop: allocate, write the header, keep the address.
+fn alloc_array(
+    mutator: &mut Mutator,
+    size: hab::AllocSize,
+    array: &mut [usize],
+) -> Result<(), String> {
+    for slot in array.iter_mut() {
+        let object = mutator.alloc_sized(size).map_err(|error| match error {
+            AllocError::OutOfMemory { .. } => format!("{error}: give alloc-array a larger --heap"),
+            _ => error.to_string(),
+        })?;
+        // SAFETY: `object` is `size` fresh bytes owned by this thread.
+        unsafe { HeaderWordModel::write_header(object, size.bytes()) };
+        *slot = object.as_ptr() as usize;
+    }
+    Ok(())
+}
+
+/// Jaffer's loop: allocate, write the header, drop; collect when the heap is full.
+fn alloc_object(mutator: &mut Mutator, size: hab::AllocSize, objects: usize) -> Result<(), String> {
+    let mut done = 0;
+    while done < objects {
+        match mutator.alloc_sized(size) {
+            Ok(object) => {
+                // SAFETY: `object` is `size` fresh bytes owned by this thread.
+                unsafe { HeaderWordModel::write_header(object, size.bytes()) };
+                done += 1;
+            }
+            Err(AllocError::OutOfMemory { .. }) => collect_when_full(mutator),
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// Parks, resets the heap unless another thread just did, and unparks.
+#[cold]
+fn collect_when_full(mutator: &mut Mutator) {
+    let heap: Arc<Heap> = mutator.heap().clone();
+    let seen = heap.collections();
+    mutator.safe_region(|| {
+        if let Some(mut collection) = heap.collection_if_none_since(seen) {
+            collection.reset();
+        }
+    });
+}
+
+/// Iterations of the compute loop: about 0.1 s on these machines.
+const COMPUTE_ITERATIONS: u64 = 100_000_000;
+
+/// A pure compute loop (xorshift), touching no memory.
+fn compute_loop(iterations: u64) -> u64 {
+    let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..iterations {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    black_box(x)
+}
+
+/// How much faster `threads` threads get the same per-thread compute work done than one
+/// thread: `threads × t(1) / t(threads)`. On a machine that scales perfectly, `threads`.
+pub fn compute_speedup(threads: usize) -> f64 {
+    let time = |threads: usize| {
+        let barrier = Barrier::new(threads);
+        let start = Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    barrier.wait();
+                    compute_loop(COMPUTE_ITERATIONS)
+                });
+            }
+        });
+        start.elapsed().as_secs_f64()
+    };
+    let one = (0..3).map(|_| time(1)).fold(f64::MAX, f64::min);
+    let many = (0..3).map(|_| time(threads)).fold(f64::MAX, f64::min);
+    threads as f64 * one / many
+}
