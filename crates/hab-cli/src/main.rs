@@ -67,6 +67,13 @@ struct RunArgs {
     /// Largest TLAB (MaxTLABSize).
     #[arg(long, value_parser = parse_size)]
     max_tlab: Option<usize>,
+    /// Allowed TLAB waste in percent of the heap (TLABWasteTargetPercent).
+    #[arg(long, default_value_t = 1.0)]
+    waste_target_percent: f64,
+    /// Retire a full TLAB only if its free space is at most 1/N of its size
+    /// (TLABRefillWasteFraction).
+    #[arg(long, default_value_t = 64)]
+    refill_waste_fraction: usize,
     /// Zero reused memory at refill, or never (the workloads write only the header).
     #[arg(long, default_value = "refill", value_parser = parse_zero)]
     zero: ZeroMemory,
@@ -134,6 +141,8 @@ fn run(args: RunArgs) -> Result<(), String> {
         zero: args.zero,
         min_tlab: args.min_tlab,
         max_tlab: args.max_tlab,
+        waste_target_percent: args.waste_target_percent,
+        refill_waste_fraction: args.refill_waste_fraction,
         compute: !args.no_compute,
     };
     let result = workload::run(&spec)?;

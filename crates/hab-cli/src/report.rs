@@ -75,6 +75,8 @@ fn spec(
         zero: ZeroMemory::AtRefill,
         min_tlab: None,
         max_tlab: None,
+        waste_target_percent: 1.0,
+        refill_waste_fraction: 64,
         compute: false,
     }
 }

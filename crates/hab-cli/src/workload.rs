@@ -56,6 +56,8 @@ pub struct RunSpec {
     pub zero: ZeroMemory,
     pub min_tlab: Option<usize>,
     pub max_tlab: Option<usize>,
+    pub waste_target_percent: f64,
+    pub refill_waste_fraction: usize,
     /// Also time the compute loop on 1 and `threads` threads.
     pub compute: bool,
 }
@@ -119,6 +121,8 @@ impl RunSpec {
             .mode(self.mode)
             .tlab(self.tlab)
             .zero(self.zero)
+            .waste_target_percent(self.waste_target_percent)
+            .refill_waste_fraction(self.refill_waste_fraction)
             .pretouch(self.workload == Workload::AllocArray);
         if let Some(min) = self.min_tlab {
             builder = builder.min_tlab(min);
