@@ -187,6 +187,9 @@ fn run(args: RunArgs) -> Result<(), String> {
         result.waste_pct,
         result.collections
     );
+    for line in &result.thread_stats {
+        println!("  {line}");
+    }
     if let Some(speedup) = result.compute_speedup {
         println!(
             "  compute loop on {} threads: {speedup:.2}x one thread",

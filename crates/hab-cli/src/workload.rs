@@ -87,6 +87,8 @@ pub struct RunResult {
     pub waste_bytes: u64,
     pub waste_pct: f64,
     pub collections: u64,
+    /// Each thread's TLAB statistics at the end, as one line like HotSpot's `gc+tlab` log.
+    pub thread_stats: Vec<String>,
     /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
     pub compute_speedup: Option<f64>,
 }
@@ -149,6 +151,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let failure = Mutex::new(None::<String>);
     let mut per_rep = Vec::new();
     let mut mean_desired_bytes = 0;
+    let mut thread_stats = Vec::new();
 
     std::thread::scope(|scope| {
         for _ in 0..spec.threads {
@@ -187,6 +190,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
             collection.finish();
             let after = heap.stats();
             let live = heap.mutator_stats();
+            thread_stats = live
+                .iter()
+                .map(|(id, s)| format!("TLAB: thread {id} {s}"))
+                .collect();
             mean_desired_bytes = live.iter().map(|(_, s)| s.desired_size_bytes).sum::<u64>()
                 / live.len().max(1) as u64;
             per_rep.push((
@@ -251,6 +258,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
             100.0 * waste_bytes as f64 / tlab_bytes as f64
         },
         collections,
+        thread_stats,
         compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
     })
 }

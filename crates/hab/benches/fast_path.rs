@@ -20,7 +20,11 @@ fn allocate(mutator: &mut Mutator, count: u64, checked: bool) -> Duration {
     let start = Instant::now();
     let mut done = 0;
     while done < count {
-        let result = if checked { mutator.alloc(OBJECT_BYTES) } else { mutator.alloc_sized(size) };
+        let result = if checked {
+            mutator.alloc(OBJECT_BYTES)
+        } else {
+            mutator.alloc_sized(size)
+        };
         match result {
             Ok(object) => {
                 // SAFETY: `object` is 16 fresh bytes owned by this thread.
@@ -58,7 +62,9 @@ fn fast_path(c: &mut Criterion) {
     ] {
         let heap = heap(mode);
         let mut mutator = heap.attach();
-        group.bench_function(name, |b| b.iter_custom(|iters| allocate(&mut mutator, iters, checked)));
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| allocate(&mut mutator, iters, checked))
+        });
     }
     group.finish();
 }

@@ -81,9 +81,7 @@ impl<'h> Collection<'h> {
         for cell in &heap.registry().mutators {
             // SAFETY: every registered mutator is HELD by this collection, so no other thread
             // touches its TLAB until the collection ends.
-            unsafe {
-                (*cell.tlab.get()).retire(heap.object_model(), &cell.counters, Waste::Collection)
-            };
+            unsafe { (*cell.tlab.get()).retire(heap, &cell.counters, Waste::Collection) };
         }
         let range = heap.global().range();
         Collection {

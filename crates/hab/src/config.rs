@@ -450,9 +450,24 @@ impl HeapConfigBuilder {
             Some(bytes) => aligned("min_tlab", bytes)?,
             None => round_down(default_min.min(capacity_bytes)),
         };
+        let explicit_max = explicit_max
+            .map(|bytes| aligned("max_tlab", bytes))
+            .transpose()?;
         let max_tlab_bytes = match (tlab, explicit_max) {
-            (TlabPolicy::Fixed(bytes), _) => aligned("tlab", bytes)?,
-            (_, Some(bytes)) => aligned("max_tlab", bytes)?,
+            (TlabPolicy::Fixed(bytes), max) => {
+                let bytes = aligned("tlab", bytes)?;
+                if max.is_some_and(|max| bytes > max) {
+                    return Err(ConfigError::new(
+                        "tlab",
+                        format!(
+                            "a fixed TLAB of {} is larger than max_tlab",
+                            ByteSize::new(bytes)
+                        ),
+                    ));
+                }
+                bytes
+            }
+            (_, Some(bytes)) => bytes,
             (_, None) => round_down((1 << 20).min(capacity_bytes)),
         };
         if min_tlab_bytes > max_tlab_bytes {
@@ -561,6 +576,10 @@ mod tests {
         );
         assert_eq!(field_of(b().tlab(TlabPolicy::Fixed(0))), "tlab");
         assert_eq!(field_of(b().capacity("1MiB").max_tlab("2MiB")), "max_tlab");
+        assert_eq!(
+            field_of(b().tlab(TlabPolicy::Fixed(8192)).max_tlab("4KiB")),
+            "tlab"
+        );
         assert_eq!(
             field_of(b().waste_target_percent(0.0)),
             "waste_target_percent"

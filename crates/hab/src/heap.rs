@@ -2,6 +2,7 @@
 //! collections stop and whose TLABs they retire.
 
 use std::ops::Range;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use crate::error::{AllocError, CollectionError, HeapError};
 use crate::global::GlobalHeap;
 use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
 use crate::object_model::ObjectModel;
-use crate::reservation::Reservation;
+use crate::reservation::{address_to_pointer, Reservation};
 use crate::sizing::{DecayingAverage, TlabSizer};
 use crate::stats::{Counters, HeapStats, TlabStats};
 use crate::tlab::Tlab;
@@ -26,6 +27,8 @@ pub struct Heap {
     global: GlobalHeap,
     /// Bytes every TLAB keeps below its hard end so its tail can hold a filler.
     tlab_reserve_bytes: usize,
+    /// The object model's smallest filler.
+    min_filler_bytes: usize,
     registry: Mutex<Registry>,
     /// Signalled when a collection ends or when a stopped attach may proceed.
     resumed: Condvar,
@@ -82,6 +85,7 @@ impl Heap {
             global: GlobalHeap::new(reservation, config.capacity_bytes(), config.zero()),
             model: Box::new(model),
             tlab_reserve_bytes,
+            min_filler_bytes: min_filler,
             registry: Mutex::new(Registry {
                 mutators: Vec::new(),
                 stopping: false,
@@ -328,6 +332,26 @@ impl Heap {
 
     pub(crate) fn object_model(&self) -> &dyn ObjectModel {
         &*self.model
+    }
+
+    /// Covers the gap `[start, start + bytes)` with a filler. A gap that breaks the object
+    /// model's contract (misaligned, or shorter than its smallest filler) can only come from a
+    /// size checked against another heap; it is left unwritten rather than risk a write beyond
+    /// the gap, and the heap walk then reports the heap as unparseable there.
+    ///
+    /// # Safety
+    /// The caller owns the gap exclusively.
+    pub(crate) unsafe fn write_filler(&self, start: usize, bytes: usize) {
+        let alignment = self.config.alignment_bytes();
+        if bytes == 0 || bytes < self.min_filler_bytes || (start | bytes) % alignment != 0 {
+            return;
+        }
+        // SAFETY: the gap is aligned, long enough for a filler, inside the reservation (a LAB
+        // carved from it) and owned by the caller; a non-null heap address.
+        unsafe {
+            self.model
+                .write_filler(NonNull::new_unchecked(address_to_pointer(start)), bytes)
+        };
     }
 
     pub(crate) fn tlab_reserve_bytes(&self) -> usize {

@@ -34,9 +34,11 @@ pub(crate) const HELD: u32 = 2;
 /// larger than the heap. Lets the fast path skip the checks, as a JIT does with sizes it
 /// computed when a class was loaded.
 ///
-/// A size checked for one heap and used with another is checked again there on the next slow
-/// path; in between it can only misalign objects with respect to a larger alignment of that
-/// other heap (addresses stay multiples of 8).
+/// A size checked for one heap and used with another is a logic error of the runtime: it is
+/// checked again on the next slow path, but in between it can misalign objects with respect to
+/// a larger alignment of the other heap. Hab then writes no filler it cannot place correctly
+/// and the heap walk reports the heap as unparseable; memory outside the heap is never
+/// written, and addresses stay multiples of 8.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AllocSize(usize);
 
@@ -206,7 +208,7 @@ impl Mutator {
             return self.alloc_outside_tlab(bytes);
         }
         // SAFETY: the thread's own TLAB, while running.
-        unsafe { tlab.retire(heap.object_model(), &cell.counters, Waste::Refill) };
+        unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
         let desired = local.sizer.desired_bytes().max(needed);
         let min = config.min_tlab_bytes().max(needed).min(desired);
         let Some((start, len)) = heap.global().carve_between(min, desired) else {
@@ -244,13 +246,7 @@ impl Mutator {
         // SAFETY: running mutator, see `alloc_sized`.
         let tlab = unsafe { &mut *self.cell.tlab.get() };
         // SAFETY: the thread's own TLAB, while running.
-        unsafe {
-            tlab.retire(
-                self.heap.object_model(),
-                &self.cell.counters,
-                Waste::Collection,
-            )
-        };
+        unsafe { tlab.retire(&self.heap, &self.cell.counters, Waste::Collection) };
     }
 
     /// This mutator's counters.

@@ -9,8 +9,6 @@ use std::fmt;
 use std::ops::AddAssign;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::size::ByteSize;
-
 /// A snapshot of allocation counters.
 ///
 /// ```
@@ -102,19 +100,32 @@ impl fmt::Display for TlabStats {
     /// `desired_size: 1MiB slow allocs: 0 refill waste: 0B alloc: 800MiB refills: 800
     /// waste 0.0% gc: 0B slow: 0B`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let size = |bytes: u64| ByteSize::new(bytes as usize);
+        let size = Approximate;
         write!(
             f,
             "desired_size: {} slow allocs: {} refill waste: {} alloc: {} refills: {} waste {:.1}% gc: {} slow: {}",
-            size(self.desired_size_bytes),
+            size.of(self.desired_size_bytes),
             self.slow_allocs,
-            size(self.refill_waste_bytes),
-            size(self.allocated_bytes()),
+            size.of(self.refill_waste_bytes),
+            size.of(self.allocated_bytes()),
             self.refills,
             self.waste_percent(),
-            size(self.gc_waste_bytes),
-            size(self.slow_alloc_bytes),
+            size.of(self.gc_waste_bytes),
+            size.of(self.slow_alloc_bytes),
         )
+    }
+}
+
+/// Byte counts for people: exact below 10 KiB, else one decimal of the largest fitting unit.
+struct Approximate;
+
+impl Approximate {
+    fn of(&self, bytes: u64) -> String {
+        const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
+        match UNITS.iter().find(|(_, shift)| bytes >= 10 << shift) {
+            Some((unit, shift)) => format!("{:.1}{unit}", bytes as f64 / (1u64 << shift) as f64),
+            None => format!("{bytes}B"),
+        }
     }
 }
 
@@ -188,8 +199,8 @@ impl fmt::Display for HeapStats {
         write!(
             f,
             "heap: {} of {} used, {} mutators, {} collections; TLAB totals: {}",
-            ByteSize::new(self.used_bytes),
-            ByteSize::new(self.capacity_bytes),
+            Approximate.of(self.used_bytes as u64),
+            Approximate.of(self.capacity_bytes as u64),
             self.live_mutators,
             self.collections,
             self.totals

@@ -6,10 +6,7 @@
 //! end: when the object model's smallest filler is larger than the alignment, `end` stays that
 //! far below `hard_end` so the tail left at retire can always be filled.
 
-use std::ptr::NonNull;
-
-use crate::object_model::ObjectModel;
-use crate::reservation::address_to_pointer;
+use crate::heap::Heap;
 use crate::stats::Counters;
 
 /// Offset of the TLAB's `top` (a `usize` address) from the address
@@ -65,23 +62,14 @@ impl Tlab {
     ///
     /// # Safety
     /// The caller has exclusive access to this TLAB's memory (its own, or a stopped thread's).
-    pub(crate) unsafe fn retire(
-        &mut self,
-        model: &dyn ObjectModel,
-        counters: &Counters,
-        waste: Waste,
-    ) {
+    pub(crate) unsafe fn retire(&mut self, heap: &Heap, counters: &Counters, waste: Waste) {
         if self.start == 0 {
             return;
         }
         let tail = self.hard_end - self.top;
-        if tail > 0 {
-            // SAFETY: [top, hard_end) is the unused tail of this TLAB, owned by the caller, and
-            // at least `min_filler_bytes` long (the reserve guarantees it; see module doc).
-            unsafe {
-                model.write_filler(NonNull::new_unchecked(address_to_pointer(self.top)), tail)
-            };
-        }
+        // SAFETY: [top, hard_end) is the unused tail of this TLAB, owned by the caller; the
+        // reserve keeps it at least one filler long (see the module documentation).
+        unsafe { heap.write_filler(self.top, tail) };
         counters
             .tlab_allocated_bytes
             .add((self.top - self.start) as u64);
