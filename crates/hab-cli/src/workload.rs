@@ -74,6 +74,8 @@ pub struct RunResult {
     /// The fixed TLAB size, or the mean desired size at the end for adaptive and growing.
     pub tlab_size: u64,
     pub heap_bytes: usize,
+    /// Whether reused memory is zeroed at refill (`refill`) or left to the workload (`never`).
+    pub zero: &'static str,
     pub repeat: usize,
     pub elapsed_ms: Vec<f64>,
     pub elapsed_ms_min: f64,
@@ -242,6 +244,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         tlab_policy: policy_name(spec.tlab),
         tlab_size,
         heap_bytes: spec.heap_bytes(),
+        zero: match spec.zero {
+            ZeroMemory::AtRefill => "refill",
+            ZeroMemory::Never => "never",
+        },
         repeat: spec.repeat,
         elapsed_ms_min: sorted[0],
         elapsed_ms_median: median,
