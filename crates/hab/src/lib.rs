@@ -66,6 +66,7 @@
 
 mod collection;
 mod config;
+mod cpu_id;
 mod error;
 mod global;
 mod heap;
@@ -76,6 +77,7 @@ mod size;
 mod sizing;
 mod stats;
 mod tlab;
+mod topology;
 
 pub use collection::{Collection, HeapObject, WalkSummary};
 pub use config::{
@@ -90,3 +92,4 @@ pub use object_model::{HeaderWordModel, ObjectModel};
 pub use size::{ByteSize, SizeParseError};
 pub use stats::{HeapStats, TlabStats};
 pub use tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
+pub use topology::Level;

@@ -1,0 +1,3 @@
+//! Which CPU am I on: the sources of the current CPU number.
+//!
+//! (Being written.)
