@@ -83,6 +83,16 @@ impl<'h> Collection<'h> {
             // touches its TLAB until the collection ends.
             unsafe { (*cell.tlab.get()).retire(heap, &cell.counters, Waste::Collection) };
         }
+        let base = heap.reserved_range().start;
+        for level in heap.levels() {
+            let waste = &heap.collector().levels[level.level().index()].waste_bytes;
+            level.retire_all(base, |start, end| {
+                // SAFETY: every mutator is stopped, so no thread carves from the buffer whose
+                // tail this is; the collection owns it.
+                unsafe { heap.write_filler(start, end - start) };
+                waste.add((end - start) as u64);
+            });
+        }
         let range = heap.global().range();
         Collection {
             heap,

@@ -6,7 +6,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::cpu_id::CpuIdSource;
 use crate::size::{ByteSize, SizeParseError};
+use crate::topology::Level;
 
 /// The smallest object alignment: one 64-bit heap word. Every address Hab hands out is a
 /// multiple of it, whatever the configuration.
@@ -31,17 +33,21 @@ pub enum Mode {
     Shared,
     /// Objects are bumped in the thread's TLAB; TLABs are carved from the global heap.
     Tlab,
+    /// Objects are bumped in the thread's TLAB; TLABs are carved from the middle levels (the
+    /// buffer of the CPU, core, … the thread runs on), which are carved from the global heap.
+    Hab,
 }
 
 impl Mode {
     /// Every mode, in the order the CLI lists them.
-    pub const ALL: [Mode; 2] = [Mode::Shared, Mode::Tlab];
+    pub const ALL: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::Hab];
 
     /// The mode's name as the CLI and the statistics spell it.
     pub const fn name(self) -> &'static str {
         match self {
             Mode::Shared => "shared",
             Mode::Tlab => "tlab",
+            Mode::Hab => "hab",
         }
     }
 }
@@ -59,7 +65,7 @@ impl FromStr for Mode {
         Mode::ALL
             .into_iter()
             .find(|mode| mode.name() == text)
-            .ok_or_else(|| ConfigError::invalid("mode", text, "one of: shared, tlab"))
+            .ok_or_else(|| ConfigError::invalid("mode", text, "one of: shared, tlab, hab"))
     }
 }
 
@@ -198,6 +204,70 @@ impl IntoByteSize for &String {
     }
 }
 
+/// One middle level of a configuration: which level, and how big each of its buffers is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MiddleLevelSpec {
+    /// The level.
+    pub level: Level,
+    /// Bytes of each buffer of the level (one buffer per domain).
+    pub buffer_bytes: usize,
+}
+
+impl MiddleLevelSpec {
+    /// Parses a list such as `core:1MiB` or `core:512KiB,package:32MiB` (lowest level first).
+    /// An empty text is an empty list.
+    ///
+    /// ```
+    /// use hab::{Level, MiddleLevelSpec};
+    /// let levels = MiddleLevelSpec::parse_list("core:512KiB,package:32MiB")?;
+    /// assert_eq!(levels[1], MiddleLevelSpec { level: Level::Package, buffer_bytes: 32 << 20 });
+    /// # Ok::<(), hab::ConfigError>(())
+    /// ```
+    pub fn parse_list(text: &str) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
+        let expected = "a list like core:1MiB or core:512KiB,package:32MiB";
+        text.split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                let (level, size) = item
+                    .split_once(':')
+                    .ok_or_else(|| ConfigError::invalid("middle", item, expected))?;
+                let level = level
+                    .trim()
+                    .parse::<Level>()
+                    .map_err(|problem| ConfigError::new("middle", problem))?;
+                let size = size
+                    .parse::<ByteSize>()
+                    .map_err(|error| ConfigError::new("middle", error.to_string()))?;
+                Ok(MiddleLevelSpec {
+                    level,
+                    buffer_bytes: size.bytes(),
+                })
+            })
+            .collect()
+    }
+
+    /// The list as [`parse_list`](MiddleLevelSpec::parse_list) reads it.
+    pub fn list_to_string(levels: &[MiddleLevelSpec]) -> String {
+        let items: Vec<String> = levels
+            .iter()
+            .map(|spec| format!("{}:{}", spec.level, ByteSize::new(spec.buffer_bytes)))
+            .collect();
+        items.join(",")
+    }
+}
+
+/// Where the heap learns the machine's shape.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TopologySpec {
+    /// Read sysfs (see [`Topology::discover`](crate::Topology::discover)).
+    #[default]
+    Discover,
+    /// A simulated machine such as `4x10x2` (see
+    /// [`Topology::simulated`](crate::Topology::simulated)).
+    Simulated(String),
+}
+
 /// A checked heap configuration. Build one with [`HeapConfig::builder`].
 ///
 /// ```
@@ -229,6 +299,9 @@ pub struct HeapConfig {
     allocation_weight_percent: u32,
     zero: ZeroMemory,
     pretouch: bool,
+    middle: Vec<MiddleLevelSpec>,
+    cpu_id: Option<CpuIdSource>,
+    topology: TopologySpec,
 }
 
 impl HeapConfig {
@@ -297,6 +370,19 @@ impl HeapConfig {
     pub fn pretouch(&self) -> bool {
         self.pretouch
     }
+    /// The middle levels, lowest first (empty unless the mode is [`Mode::Hab`]).
+    pub fn middle(&self) -> &[MiddleLevelSpec] {
+        &self.middle
+    }
+    /// The CPU-id source asked for; `None` picks rseq where glibc registered it, else
+    /// `sched_getcpu`.
+    pub fn cpu_id(&self) -> Option<CpuIdSource> {
+        self.cpu_id
+    }
+    /// Where the machine's shape comes from.
+    pub fn topology(&self) -> &TopologySpec {
+        &self.topology
+    }
 }
 
 /// Collects heap settings; [`build`](HeapConfigBuilder::build) checks them.
@@ -316,6 +402,9 @@ pub struct HeapConfigBuilder {
     allocation_weight_percent: Option<u32>,
     zero: Option<ZeroMemory>,
     pretouch: bool,
+    middle: Option<Result<Vec<MiddleLevelSpec>, ConfigError>>,
+    cpu_id: Option<CpuIdSource>,
+    topology: TopologySpec,
 }
 
 impl HeapConfigBuilder {
@@ -377,6 +466,31 @@ impl HeapConfigBuilder {
     /// Touch the whole reservation when the heap is created (default off).
     pub fn pretouch(mut self, pretouch: bool) -> Self {
         self.pretouch = pretouch;
+        self
+    }
+    /// The middle levels of [`Mode::Hab`], lowest first, as text: `core:1MiB` or
+    /// `core:512KiB,package:32MiB`. Each buffer must be a multiple of the largest chunk the
+    /// level below takes from it: the largest TLAB for the lowest level, the buffer of the level
+    /// below for the others (the default largest TLAB shrinks to the lowest buffer if needed).
+    pub fn middle(mut self, levels: &str) -> Self {
+        self.middle = Some(MiddleLevelSpec::parse_list(levels));
+        self
+    }
+    /// The middle levels of [`Mode::Hab`], lowest first.
+    pub fn middle_levels(mut self, levels: &[MiddleLevelSpec]) -> Self {
+        self.middle = Some(Ok(levels.to_vec()));
+        self
+    }
+    /// Where the CPU number comes from (default: rseq if glibc registered it, else
+    /// `sched_getcpu`).
+    pub fn cpu_id(mut self, source: CpuIdSource) -> Self {
+        self.cpu_id = Some(source);
+        self
+    }
+    /// Simulates a machine of `packages x cores x threads` (e.g. `4x10x2`) instead of reading
+    /// the real one; checked when the heap is created.
+    pub fn simulated_topology(mut self, spec: &str) -> Self {
+        self.topology = TopologySpec::Simulated(spec.to_string());
         self
     }
 
@@ -450,6 +564,9 @@ impl HeapConfigBuilder {
             Some(bytes) => aligned("min_tlab", bytes)?,
             None => round_down(default_min.min(capacity_bytes)),
         };
+        let middle = self.middle.transpose()?.unwrap_or_default();
+        let mode = self.mode.unwrap_or(Mode::Tlab);
+        let lowest_buffer = middle.first().map(|spec| spec.buffer_bytes);
         let explicit_max = explicit_max
             .map(|bytes| aligned("max_tlab", bytes))
             .transpose()?;
@@ -468,7 +585,11 @@ impl HeapConfigBuilder {
                 bytes
             }
             (_, Some(bytes)) => bytes,
-            (_, None) => round_down((1 << 20).min(capacity_bytes)),
+            (_, None) => round_down(
+                (1 << 20)
+                    .min(capacity_bytes)
+                    .min(lowest_buffer.unwrap_or(usize::MAX)),
+            ),
         };
         if min_tlab_bytes > max_tlab_bytes {
             return Err(ConfigError::new(
@@ -508,9 +629,16 @@ impl HeapConfigBuilder {
                 format!("{allocation_weight_percent} is not in 1..=100"),
             ));
         }
+        check_middle(
+            mode,
+            &middle,
+            max_tlab_bytes,
+            alignment_bytes,
+            capacity_bytes,
+        )?;
         Ok(HeapConfig {
             capacity_bytes,
-            mode: self.mode.unwrap_or(Mode::Tlab),
+            mode,
             tlab,
             min_tlab_bytes,
             max_tlab_bytes,
@@ -521,8 +649,81 @@ impl HeapConfigBuilder {
             allocation_weight_percent,
             zero: self.zero.unwrap_or_default(),
             pretouch: self.pretouch,
+            middle,
+            cpu_id: self.cpu_id,
+            topology: self.topology,
         })
     }
+}
+
+/// The middle levels fit the mode, come lowest first, and each buffer holds a whole number of
+/// the largest chunks the level below takes (the seed's rule against extra fragmentation).
+fn check_middle(
+    mode: Mode,
+    middle: &[MiddleLevelSpec],
+    max_tlab_bytes: usize,
+    alignment_bytes: usize,
+    capacity_bytes: usize,
+) -> Result<(), ConfigError> {
+    match (mode, middle.is_empty()) {
+        (Mode::Hab, true) => {
+            return Err(ConfigError::new(
+                "middle",
+                "mode hab needs at least one middle level",
+            ))
+        }
+        (Mode::Shared | Mode::Tlab, false) => {
+            return Err(ConfigError::new(
+                "middle",
+                format!("middle levels need mode hab, not {mode}"),
+            ))
+        }
+        _ => {}
+    }
+    let mut below: Option<MiddleLevelSpec> = None;
+    for spec in middle {
+        let (chunk_name, chunk_bytes) = match below {
+            Some(lower) if lower.level >= spec.level => {
+                return Err(ConfigError::new(
+                    "middle",
+                    format!(
+                        "{} comes after {}: list levels lowest first, each once",
+                        spec.level, lower.level
+                    ),
+                ))
+            }
+            Some(lower) => (format!("the {} buffer", lower.level), lower.buffer_bytes),
+            None => ("the largest TLAB".to_string(), max_tlab_bytes),
+        };
+        let size = ByteSize::new(spec.buffer_bytes);
+        if spec.buffer_bytes == 0 || spec.buffer_bytes % alignment_bytes != 0 {
+            return Err(ConfigError::new(
+                "middle",
+                format!(
+                    "{}:{size} is not a positive multiple of the alignment {alignment_bytes}",
+                    spec.level
+                ),
+            ));
+        }
+        if spec.buffer_bytes > capacity_bytes {
+            return Err(ConfigError::new(
+                "middle",
+                format!("{}:{size} is larger than the heap", spec.level),
+            ));
+        }
+        if spec.buffer_bytes % chunk_bytes != 0 {
+            return Err(ConfigError::new(
+                "middle",
+                format!(
+                    "{}:{size} is not a multiple of {chunk_name} ({}), so refills would leave tails",
+                    spec.level,
+                    ByteSize::new(chunk_bytes)
+                ),
+            ));
+        }
+        below = Some(*spec);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -605,6 +806,51 @@ mod tests {
         assert!(
             message.contains("min_tlab") && message.contains("64KiB"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn middle_levels_are_checked() {
+        let b = || HeapConfig::builder().mode(Mode::Hab);
+        let config = b().middle("core:512KiB,package:32MiB").build().unwrap();
+        assert_eq!(
+            config.max_tlab_bytes(),
+            512 << 10,
+            "the default max shrinks to the buffer"
+        );
+        assert_eq!(config.middle().len(), 2);
+        assert_eq!(field_of(b()), "middle");
+        assert_eq!(
+            field_of(HeapConfig::builder().middle("core:1MiB")),
+            "middle"
+        );
+        assert_eq!(field_of(b().middle("package:32MiB,core:1MiB")), "middle");
+        assert_eq!(field_of(b().middle("core:1MiB,core:2MiB")), "middle");
+        assert_eq!(field_of(b().middle("core:1MiB,package:1536KiB")), "middle");
+        assert_eq!(
+            field_of(b().middle("core:1MiB").max_tlab("768KiB")),
+            "middle"
+        );
+        assert_eq!(
+            field_of(b().middle("core:1MiB").tlab(TlabPolicy::Fixed(3 << 10))),
+            "middle"
+        );
+        assert_eq!(field_of(b().middle("socket:1MiB")), "middle");
+        assert_eq!(field_of(b().middle("core=1MiB")), "middle");
+        assert_eq!(field_of(b().middle("core:lots")), "middle");
+        assert_eq!(field_of(b().middle("core:1GiB")), "middle");
+        let message = b()
+            .middle("core:1MiB,package:1536KiB")
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("not a multiple of the core buffer"),
+            "{message}"
+        );
+        assert_eq!(
+            MiddleLevelSpec::list_to_string(config.middle()),
+            "core:512KiB,package:32MiB"
         );
     }
 

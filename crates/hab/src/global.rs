@@ -82,24 +82,23 @@ impl GlobalHeap {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => {
-                    self.prepare(top, len);
-                    return Some((top, len));
-                }
+                Ok(_) => return Some((top, len)),
                 Err(current) => top = current,
             }
         }
     }
 
-    /// Zeroes the part of a fresh chunk that was handed out before, if so configured.
-    fn prepare(&self, start: usize, len: usize) {
+    /// Zeroes the part of a chunk about to hold objects (a TLAB, or an object outside one)
+    /// that was handed out before, if so configured. Middle-level buffers are not zeroed: the
+    /// TLABs carved from them are, when they are installed, while they are hot in the cache.
+    pub(crate) fn zero_reused(&self, start: usize, len: usize) {
         if self.zero == ZeroMemory::Never {
             return;
         }
         let dirty_end = (start + len).min(self.pristine_from.load(Ordering::Relaxed));
         if dirty_end > start {
-            // SAFETY: [start, dirty_end) lies in a chunk this thread just carved from the
-            // reservation, so no other thread reads or writes it.
+            // SAFETY: [start, dirty_end) lies in a chunk the calling thread just carved from the
+            // reservation (directly or through a middle level), so no other thread touches it.
             unsafe { std::ptr::write_bytes(address_to_pointer(start), 0, dirty_end - start) };
         }
     }
@@ -145,10 +144,12 @@ mod tests {
             let global = heap(4096, zero);
             let (start, end) = global.range();
             let chunk = global.carve(4096).unwrap();
+            global.zero_reused(chunk, 4096);
             // SAFETY: the chunk was just carved and spans the whole reservation.
             unsafe { std::ptr::write_bytes(address_to_pointer(chunk), 0xab, 4096) };
             global.reset_range(start, end);
             let again = global.carve(64).unwrap();
+            global.zero_reused(again, 64);
             // SAFETY: `again` is a carved chunk of 64 bytes.
             let byte = unsafe { *address_to_pointer(again + 63) };
             assert_eq!(byte, expected, "{zero:?}");

@@ -8,15 +8,18 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::collection::Collection;
-use crate::config::{ConfigError, HeapConfig};
+use crate::config::{ConfigError, HeapConfig, TopologySpec};
+use crate::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::error::{AllocError, CollectionError, HeapError};
 use crate::global::GlobalHeap;
+use crate::middle::MiddleLevel;
 use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
 use crate::object_model::ObjectModel;
 use crate::reservation::{address_to_pointer, Reservation};
 use crate::sizing::{DecayingAverage, TlabSizer};
 use crate::stats::{Counters, HeapStats, TlabStats};
 use crate::tlab::Tlab;
+use crate::topology::{Level, Topology};
 
 /// A garbage-collected heap's allocation subsystem. Create one with [`Heap::new`], give each
 /// mutator thread a [`Mutator`] with [`attach`](Heap::attach), and stop them all for a
@@ -29,6 +32,13 @@ pub struct Heap {
     tlab_reserve_bytes: usize,
     /// The object model's smallest filler.
     min_filler_bytes: usize,
+    topology: Topology,
+    cpu_id: CpuIdReader,
+    /// The configured middle levels, lowest first (empty unless the mode is `hab`).
+    levels: Vec<MiddleLevel>,
+    /// Counters of work done by collections rather than by a mutator (middle-level tails
+    /// retired at collections).
+    collector: Counters,
     registry: Mutex<Registry>,
     /// Signalled when a collection ends or when a stopped attach may proceed.
     resumed: Condvar,
@@ -51,7 +61,8 @@ pub(crate) struct Registry {
 impl Heap {
     /// Reserves the heap's address range and sets up its levels.
     ///
-    /// Errors: the object model's smallest filler does not fit the smallest TLAB, or the
+    /// Errors: the object model's smallest filler does not fit the smallest TLAB, a simulated
+    /// topology spec is malformed, the CPU-id source asked for does not work here, or the
     /// address range cannot be reserved.
     pub fn new(config: HeapConfig, model: impl ObjectModel) -> Result<Arc<Heap>, HeapError> {
         let alignment = config.alignment_bytes();
@@ -71,6 +82,24 @@ impl Heap {
             )
             .into());
         }
+        let topology = match config.topology() {
+            TopologySpec::Discover => Topology::discover(),
+            TopologySpec::Simulated(spec) => Topology::simulated(spec)
+                .map_err(|problem| ConfigError::new("topology", problem))?,
+        };
+        let cpu_id = match config.cpu_id() {
+            Some(source) => CpuIdReader::new(source, topology.cpu_slots()),
+            None => CpuIdReader::new(CpuIdSource::Rseq, topology.cpu_slots())
+                .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots())),
+        }
+        .map_err(|problem| ConfigError::new("cpu_id", problem))?;
+        let levels = config
+            .middle()
+            .iter()
+            .map(|spec| {
+                MiddleLevel::new(spec.level, spec.buffer_bytes, topology.domains(spec.level))
+            })
+            .collect();
         let reservation =
             Reservation::new(config.capacity_bytes()).map_err(|source| HeapError::Reserve {
                 bytes: config.capacity_bytes(),
@@ -86,6 +115,10 @@ impl Heap {
             model: Box::new(model),
             tlab_reserve_bytes,
             min_filler_bytes: min_filler,
+            topology,
+            cpu_id,
+            levels,
+            collector: Counters::default(),
             registry: Mutex::new(Registry {
                 mutators: Vec::new(),
                 stopping: false,
@@ -126,6 +159,7 @@ impl Heap {
                 sizer,
                 allocated_at_last_collection: 0,
                 refills_at_last_collection: 0,
+                simulated_cpu: SimulatedCpu::new(&self.cpu_id, registry.next_id),
             }
             .into(),
             state: RUNNING.into(),
@@ -173,6 +207,7 @@ impl Heap {
     pub fn stats(&self) -> HeapStats {
         let registry = self.registry();
         let mut totals = registry.detached;
+        totals += self.collector.snapshot();
         totals.desired_size_bytes = 0;
         for cell in &registry.mutators {
             totals += cell.counters.snapshot();
@@ -352,6 +387,33 @@ impl Heap {
             self.model
                 .write_filler(NonNull::new_unchecked(address_to_pointer(start)), bytes)
         };
+    }
+
+    /// The machine's shape the middle levels follow.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Where the heap reads the current CPU number.
+    pub fn cpu_id(&self) -> &CpuIdReader {
+        &self.cpu_id
+    }
+
+    /// The middle levels, lowest first: each level, its buffer size and its number of buffers
+    /// (one per domain).
+    pub fn middle_levels(&self) -> Vec<(Level, usize, usize)> {
+        self.levels
+            .iter()
+            .map(|level| (level.level(), level.buffer_bytes(), level.domains()))
+            .collect()
+    }
+
+    pub(crate) fn levels(&self) -> &[MiddleLevel] {
+        &self.levels
+    }
+
+    pub(crate) fn collector(&self) -> &Counters {
+        &self.collector
     }
 
     pub(crate) fn tlab_reserve_bytes(&self) -> usize {

@@ -70,26 +70,30 @@ mod cpu_id;
 mod error;
 mod global;
 mod heap;
+mod hierarchy;
+mod middle;
 mod mutator;
 mod object_model;
 mod reservation;
 mod size;
 mod sizing;
 mod stats;
+mod sync;
 mod tlab;
 mod topology;
 
 pub use collection::{Collection, HeapObject, WalkSummary};
 pub use config::{
-    ConfigError, HeapConfig, HeapConfigBuilder, IntoByteSize, Mode, TlabPolicy, ZeroMemory,
-    GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES, MIN_ALIGNMENT_BYTES,
-    WORD_BYTES,
+    ConfigError, HeapConfig, HeapConfigBuilder, IntoByteSize, MiddleLevelSpec, Mode, TlabPolicy,
+    TopologySpec, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
+    MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
+pub use cpu_id::{measure_ns_per_call, CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use error::{AllocError, CollectionError, HeapError, VerifyError};
 pub use heap::Heap;
 pub use mutator::{AllocSize, Mutator, ParkedMutator};
 pub use object_model::{HeaderWordModel, ObjectModel};
 pub use size::{ByteSize, SizeParseError};
-pub use stats::{HeapStats, TlabStats};
+pub use stats::{HeapStats, LevelStats, TlabStats};
 pub use tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
-pub use topology::Level;
+pub use topology::{Level, Topology, TopologySource};

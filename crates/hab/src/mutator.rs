@@ -16,8 +16,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::config::Mode;
+use crate::cpu_id::SimulatedCpu;
 use crate::error::AllocError;
 use crate::heap::Heap;
+use crate::hierarchy;
+use crate::middle::Chunk;
 use crate::reservation::address_to_pointer;
 use crate::sizing::TlabSizer;
 use crate::stats::{Counters, TlabStats};
@@ -100,6 +103,8 @@ pub(crate) struct MutatorLocal {
     pub(crate) allocated_at_last_collection: u64,
     /// `counters.refills` when the last collection ended.
     pub(crate) refills_at_last_collection: u64,
+    /// The thread's virtual CPU, when the CPU-id source is simulated.
+    pub(crate) simulated_cpu: SimulatedCpu,
 }
 
 /// A thread's allocation handle, holding its TLAB. `Send` but not `Sync`: one thread at a
@@ -186,7 +191,7 @@ impl Mutator {
         AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
         match config.mode() {
             Mode::Shared => self.alloc_outside_tlab(bytes),
-            Mode::Tlab => self.refill_or_alloc_outside(bytes),
+            Mode::Tlab | Mode::Hab => self.refill_or_alloc_outside(bytes),
         }
     }
 
@@ -211,9 +216,19 @@ impl Mutator {
         unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
         let desired = local.sizer.desired_bytes().max(needed);
         let min = config.min_tlab_bytes().max(needed).min(desired);
-        let Some((start, len)) = heap.global().carve_between(min, desired) else {
+        let chunk = match config.mode() {
+            Mode::Hab => {
+                hierarchy::carve_tlab(heap, &cell.counters, &mut local.simulated_cpu, min, desired)
+            }
+            Mode::Tlab | Mode::Shared => heap
+                .global()
+                .carve_between(min, desired)
+                .map(|(start, len)| Chunk { start, len }),
+        };
+        let Some(Chunk { start, len }) = chunk else {
             return self.alloc_outside_tlab(bytes);
         };
+        heap.global().zero_reused(start, len);
         tlab.install(start, len, reserve);
         local.sizer.record_refill(config);
         cell.counters.refills.add(1);
@@ -234,6 +249,7 @@ impl Mutator {
             .global()
             .carve(bytes)
             .ok_or(AllocError::OutOfMemory { bytes })?;
+        self.heap.global().zero_reused(address, bytes);
         self.cell.counters.slow_allocs.add(1);
         self.cell.counters.slow_alloc_bytes.add(bytes as u64);
         // SAFETY: a carved heap address is not null.

@@ -9,6 +9,8 @@ use std::fmt;
 use std::ops::AddAssign;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::topology::Level;
+
 /// A snapshot of allocation counters.
 ///
 /// ```
@@ -39,6 +41,54 @@ pub struct TlabStats {
     pub refill_waste_bytes: u64,
     /// Free bytes of TLABs retired by collections or when the thread detached.
     pub gc_waste_bytes: u64,
+    /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
+    pub levels: [LevelStats; Level::ALL.len()],
+}
+
+/// What one middle level did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
+    pub allocs: u64,
+    /// Those served by a domain other than the one the thread ran on when the carve committed.
+    pub foreign_allocs: u64,
+    /// Buffers of this level claimed for a refill.
+    pub refills: u64,
+    /// Free bytes of this level's buffers retired at refills and collections.
+    pub waste_bytes: u64,
+}
+
+impl LevelStats {
+    /// Foreign allocations as a percentage of the level's allocations.
+    pub fn foreign_percent(&self) -> f64 {
+        percent(self.foreign_allocs, self.allocs)
+    }
+
+    fn since(&self, earlier: &LevelStats) -> LevelStats {
+        LevelStats {
+            allocs: self.allocs.saturating_sub(earlier.allocs),
+            foreign_allocs: self.foreign_allocs.saturating_sub(earlier.foreign_allocs),
+            refills: self.refills.saturating_sub(earlier.refills),
+            waste_bytes: self.waste_bytes.saturating_sub(earlier.waste_bytes),
+        }
+    }
+}
+
+impl AddAssign for LevelStats {
+    fn add_assign(&mut self, other: LevelStats) {
+        self.allocs += other.allocs;
+        self.foreign_allocs += other.foreign_allocs;
+        self.refills += other.refills;
+        self.waste_bytes += other.waste_bytes;
+    }
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
 }
 
 impl TlabStats {
@@ -70,16 +120,25 @@ impl TlabStats {
                 .refill_waste_bytes
                 .saturating_sub(earlier.refill_waste_bytes),
             gc_waste_bytes: self.gc_waste_bytes.saturating_sub(earlier.gc_waste_bytes),
+            levels: std::array::from_fn(|i| self.levels[i].since(&earlier.levels[i])),
         }
     }
 
     /// Waste as a percentage of the bytes of all TLABs taken (0 when none were taken).
     pub fn waste_percent(&self) -> f64 {
-        if self.tlab_bytes == 0 {
-            0.0
-        } else {
-            100.0 * self.waste_bytes() as f64 / self.tlab_bytes as f64
-        }
+        percent(self.waste_bytes(), self.tlab_bytes)
+    }
+
+    /// Free bytes of middle-level buffers retired at refills and collections, all levels.
+    pub fn middle_waste_bytes(&self) -> u64 {
+        self.levels.iter().map(|level| level.waste_bytes).sum()
+    }
+
+    /// Chunks handed out by all middle levels, and how many of them were foreign.
+    pub fn middle_allocs(&self) -> (u64, u64) {
+        self.levels.iter().fold((0, 0), |(all, foreign), level| {
+            (all + level.allocs, foreign + level.foreign_allocs)
+        })
     }
 }
 
@@ -93,6 +152,9 @@ impl AddAssign for TlabStats {
         self.slow_alloc_bytes += other.slow_alloc_bytes;
         self.refill_waste_bytes += other.refill_waste_bytes;
         self.gc_waste_bytes += other.gc_waste_bytes;
+        for (mine, theirs) in self.levels.iter_mut().zip(other.levels) {
+            *mine += theirs;
+        }
     }
 }
 
@@ -112,7 +174,20 @@ impl fmt::Display for TlabStats {
             self.waste_percent(),
             size.of(self.gc_waste_bytes),
             size.of(self.slow_alloc_bytes),
-        )
+        )?;
+        for (level, stats) in Level::ALL.iter().zip(&self.levels) {
+            if stats.allocs + stats.refills > 0 {
+                write!(
+                    f,
+                    " {level}: {} allocs ({:.1}% foreign) {} refills {} waste",
+                    stats.allocs,
+                    stats.foreign_percent(),
+                    stats.refills,
+                    size.of(stats.waste_bytes)
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -140,6 +215,16 @@ pub(crate) struct Counters {
     pub(crate) slow_alloc_bytes: Counter,
     pub(crate) refill_waste_bytes: Counter,
     pub(crate) gc_waste_bytes: Counter,
+    pub(crate) levels: [LevelCounters; Level::ALL.len()],
+}
+
+/// One mutator's counters of one middle level.
+#[derive(Debug, Default)]
+pub(crate) struct LevelCounters {
+    pub(crate) allocs: Counter,
+    pub(crate) foreign_allocs: Counter,
+    pub(crate) refills: Counter,
+    pub(crate) waste_bytes: Counter,
 }
 
 impl Counters {
@@ -153,6 +238,15 @@ impl Counters {
             slow_alloc_bytes: self.slow_alloc_bytes.get(),
             refill_waste_bytes: self.refill_waste_bytes.get(),
             gc_waste_bytes: self.gc_waste_bytes.get(),
+            levels: std::array::from_fn(|i| {
+                let level = &self.levels[i];
+                LevelStats {
+                    allocs: level.allocs.get(),
+                    foreign_allocs: level.foreign_allocs.get(),
+                    refills: level.refills.get(),
+                    waste_bytes: level.waste_bytes.get(),
+                }
+            }),
         }
     }
 }

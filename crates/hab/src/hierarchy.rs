@@ -1,0 +1,77 @@
+//! How a TLAB refill of the `hab` mode travels up the levels: the thread's side of the
+//! middle-level protocol (which CPU it runs on, where waste and foreign allocations are
+//! counted), for `middle::carve`.
+
+use crate::cpu_id::SimulatedCpu;
+use crate::heap::Heap;
+use crate::middle::{self, Chunk, Surroundings};
+use crate::stats::Counters;
+use crate::topology::Level;
+
+/// One refill by one mutator.
+struct Refill<'a> {
+    heap: &'a Heap,
+    counters: &'a Counters,
+    simulated: &'a SimulatedCpu,
+    base: usize,
+    /// The CPU the thread ran on when the refill began.
+    cpu: usize,
+}
+
+/// Carves a TLAB of `desired` bytes (at least `min`) from the middle levels, or the global
+/// heap when they are exhausted. The simulated CPU source may migrate the thread first.
+pub(crate) fn carve_tlab(
+    heap: &Heap,
+    counters: &Counters,
+    simulated: &mut SimulatedCpu,
+    min: usize,
+    desired: usize,
+) -> Option<Chunk> {
+    heap.cpu_id().on_slow_path(simulated);
+    let cpu = heap.cpu_id().current(simulated);
+    let mut refill = Refill {
+        heap,
+        counters,
+        simulated,
+        base: heap.reserved_range().start,
+        cpu,
+    };
+    middle::carve(heap.levels(), 0, min, desired, &mut refill)
+}
+
+impl Surroundings for Refill<'_> {
+    fn base(&self) -> usize {
+        self.base
+    }
+
+    fn current_domain(&mut self, level: Level) -> usize {
+        self.heap.topology().domain_of(self.cpu, level)
+    }
+
+    fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
+        let (start, len) = self.heap.global().carve_between(min, desired)?;
+        Some(Chunk { start, len })
+    }
+
+    fn retire_tail(&mut self, index: usize, start: usize, end: usize) {
+        let counters = &self.counters.levels[self.heap.levels()[index].level().index()];
+        counters.refills.add(1);
+        if end > start {
+            // SAFETY: the tail belongs to a buffer this thread claimed; no other thread carves
+            // from a claimed buffer, so the thread owns the gap.
+            unsafe { self.heap.write_filler(start, end - start) };
+            counters.waste_bytes.add((end - start) as u64);
+        }
+    }
+
+    /// Counts the allocation, and whether it is foreign: the CPU id is read again after the
+    /// commit, as the thread may have moved since it chose the domain.
+    fn served(&mut self, _: usize, level: Level, domain: usize) {
+        let counters = &self.counters.levels[level.index()];
+        counters.allocs.add(1);
+        let now = self.heap.cpu_id().current(self.simulated);
+        if self.heap.topology().domain_of(now, level) != domain {
+            counters.foreign_allocs.add(1);
+        }
+    }
+}

@@ -1,0 +1,561 @@
+//! Middle levels: per-CPU, per-core (CLAB), per-LLC, per-package (PLAB) and per-node buffers
+//! between the TLABs and the global heap, shared by the threads running in their domain and
+//! refilled with the lock-free protocol of Kirsch, Payer and Röck (Listings 1 and 2):
+//!
+//! 1. carve the request from the buffer of the domain the thread runs in;
+//! 2. if that buffer is exhausted, claim it by swapping its state for the REFILLING marker, retire
+//!    its tail, take a chunk from the level above, install it and keep the request's part;
+//! 3. if the buffer is being refilled by another thread (or the claim was lost), try the other
+//!    domains of the level round-robin (a *foreign* allocation);
+//! 4. then the level above, and finally the global heap.
+//!
+//! A buffer is two words on a cache line of its own: `state` packs the top (an offset in words
+//! from the heap's base) with a generation that every refill increments, so a compare-and-swap
+//! on a stale top can never succeed after the buffer was refilled in between (no ABA); `end` is
+//! written only while `state` holds the marker and published by the release store that installs
+//! the new state. No lock anywhere; a thread that stops while holding the marker only sends the
+//! others to foreign domains.
+//!
+//! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
+
+use crate::global::CachePadded;
+use crate::sync::{AtomicU64, Ordering};
+use crate::topology::Level;
+
+const OFFSET_BITS: u32 = 42;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+const GENERATION_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
+/// `state` while one thread refills the buffer. Its offset bits (all ones) exceed any offset
+/// in a heap of at most 16 TiB, so no real state equals it.
+const REFILLING: u64 = u64::MAX;
+const WORD: usize = 8;
+
+/// A contiguous piece of the heap: `len` bytes from address `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Chunk {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+}
+
+fn pack(top_words: u64, generation: u64) -> u64 {
+    (generation & GENERATION_MASK) << OFFSET_BITS | top_words
+}
+
+fn top_of(state: u64) -> u64 {
+    state & OFFSET_MASK
+}
+
+fn next_generation(state: u64) -> u64 {
+    (state >> OFFSET_BITS) + 1
+}
+
+/// What one attempt on a buffer gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Attempt {
+    Carved(Chunk),
+    /// Another thread is refilling it.
+    Busy,
+    /// Less than the minimum left; the state seen, for a claim.
+    Exhausted(u64),
+}
+
+/// One domain's buffer.
+#[derive(Debug)]
+pub(crate) struct CasBuffer {
+    state: AtomicU64,
+    end_words: AtomicU64,
+}
+
+impl CasBuffer {
+    fn new() -> Self {
+        CasBuffer {
+            state: AtomicU64::new(0),
+            end_words: AtomicU64::new(0),
+        }
+    }
+
+    /// Carves `desired` bytes, or what is left if at least `min`.
+    fn try_carve(&self, base: usize, min: usize, desired: usize) -> Attempt {
+        let (min_words, desired_words) = ((min / WORD) as u64, (desired / WORD) as u64);
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if state == REFILLING {
+                return Attempt::Busy;
+            }
+            let top = top_of(state);
+            let available = self.end_words.load(Ordering::Relaxed).saturating_sub(top);
+            if available < min_words {
+                return Attempt::Exhausted(state);
+            }
+            let take = desired_words.min(available);
+            let next = pack(top + take, state >> OFFSET_BITS);
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    let start = base + top as usize * WORD;
+                    return Attempt::Carved(Chunk {
+                        start,
+                        len: take as usize * WORD,
+                    });
+                }
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Claims a buffer seen exhausted in `seen` for refilling. Returns its free tail (in words),
+    /// or `None` if another thread carved from or claimed it first.
+    fn claim(&self, seen: u64) -> Option<(u64, u64)> {
+        self.state
+            .compare_exchange(seen, REFILLING, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        Some((top_of(seen), self.end_words.load(Ordering::Relaxed)))
+    }
+
+    /// Ends a claim: the buffer now spans `[top, end)` (words), in a new generation.
+    fn install(&self, seen: u64, top_words: u64, end_words: u64) {
+        self.end_words.store(end_words, Ordering::Relaxed);
+        self.state
+            .store(pack(top_words, next_generation(seen)), Ordering::Release);
+    }
+
+    /// Empties the buffer at a collection and returns its free tail `[top, end)` in words.
+    /// Only called while no thread can be inside the protocol.
+    fn take_tail(&self) -> (u64, u64) {
+        let state = self.state.load(Ordering::Acquire);
+        debug_assert_ne!(state, REFILLING, "a collection met a buffer in mid-refill");
+        let tail = (top_of(state), self.end_words.load(Ordering::Relaxed));
+        self.install(state, 0, 0);
+        tail
+    }
+}
+
+/// One configured middle level: a buffer per domain.
+pub(crate) struct MiddleLevel {
+    level: Level,
+    buffer_bytes: usize,
+    buffers: Box<[CachePadded<CasBuffer>]>,
+}
+
+impl MiddleLevel {
+    pub(crate) fn new(level: Level, buffer_bytes: usize, domains: usize) -> Self {
+        let buffers = (0..domains.max(1))
+            .map(|_| CachePadded(CasBuffer::new()))
+            .collect();
+        MiddleLevel {
+            level,
+            buffer_bytes,
+            buffers,
+        }
+    }
+
+    pub(crate) fn level(&self) -> Level {
+        self.level
+    }
+
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        self.buffer_bytes
+    }
+
+    pub(crate) fn domains(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// Empties every buffer; calls `tail(start, end)` (addresses) for each non-empty free tail.
+    /// Only at a collection, with every mutator stopped.
+    pub(crate) fn retire_all(&self, base: usize, mut tail: impl FnMut(usize, usize)) {
+        for buffer in self.buffers.iter() {
+            let (top, end) = buffer.0.take_tail();
+            if end > top {
+                tail(base + top as usize * WORD, base + end as usize * WORD);
+            }
+        }
+    }
+}
+
+/// What the protocol needs from the thread running it and from the heap around it.
+pub(crate) trait Surroundings {
+    /// Address that offsets are counted from (the reservation's start).
+    fn base(&self) -> usize;
+    /// The domain at `level` of the CPU the thread runs on now.
+    fn current_domain(&mut self, level: Level) -> usize;
+    /// Carves from the global heap.
+    fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk>;
+    /// This thread claimed a buffer of the level at `index` for a refill; `[start, end)` (maybe
+    /// empty) is the free tail of its previous chunk, to be covered by a filler and counted as
+    /// waste. The thread owns the tail: no other thread carves from a claimed buffer.
+    fn retire_tail(&mut self, index: usize, start: usize, end: usize);
+    /// The level at `index` served a request from `domain`.
+    fn served(&mut self, index: usize, level: Level, domain: usize);
+}
+
+/// Carves a chunk of `desired` bytes (or at least `min`) for the level below `levels[index]`
+/// (a TLAB when `index` is 0), following the protocol above. `min` and `desired` are multiples
+/// of 8. `None` when every level and the global heap are exhausted.
+pub(crate) fn carve(
+    levels: &[MiddleLevel],
+    index: usize,
+    min: usize,
+    desired: usize,
+    env: &mut impl Surroundings,
+) -> Option<Chunk> {
+    let Some(level) = levels.get(index) else {
+        return env.carve_global(min, desired);
+    };
+    let base = env.base();
+    let home = env.current_domain(level.level) % level.domains();
+    match level.buffers[home].0.try_carve(base, min, desired) {
+        Attempt::Carved(chunk) => {
+            env.served(index, level.level, home);
+            return Some(chunk);
+        }
+        Attempt::Exhausted(seen) => {
+            if let Some(chunk) = refill(levels, index, home, seen, min, desired, env) {
+                env.served(index, level.level, home);
+                return Some(chunk);
+            }
+        }
+        Attempt::Busy => {}
+    }
+    for step in 1..level.domains() {
+        let domain = (home + step) % level.domains();
+        if let Attempt::Carved(chunk) = level.buffers[domain].0.try_carve(base, min, desired) {
+            env.served(index, level.level, domain);
+            return Some(chunk);
+        }
+    }
+    carve(levels, index + 1, min, desired, env)
+}
+
+/// Claims the exhausted buffer of `domain`, retires its tail, refills it from the level above
+/// and keeps this request's part. `None` if the claim was lost or the levels above are empty.
+#[cold]
+fn refill(
+    levels: &[MiddleLevel],
+    index: usize,
+    domain: usize,
+    seen: u64,
+    min: usize,
+    desired: usize,
+    env: &mut impl Surroundings,
+) -> Option<Chunk> {
+    let level = &levels[index];
+    let buffer = &level.buffers[domain].0;
+    let (tail_top, tail_end) = buffer.claim(seen)?;
+    let base = env.base();
+    env.retire_tail(
+        index,
+        base + tail_top as usize * WORD,
+        base + tail_end as usize * WORD,
+    );
+    let Some(chunk) = carve(levels, index + 1, min, level.buffer_bytes.max(min), env) else {
+        buffer.install(seen, tail_end, tail_end);
+        return None;
+    };
+    let start_words = ((chunk.start - base) / WORD) as u64;
+    let take = desired.min(chunk.len);
+    buffer.install(
+        seen,
+        start_words + (take / WORD) as u64,
+        start_words + (chunk.len / WORD) as u64,
+    );
+    Some(Chunk {
+        start: chunk.start,
+        len: take,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Surroundings with a bump "global heap" over offsets and a fixed domain.
+    struct Fixed {
+        domain: usize,
+        global_top: usize,
+        global_end: usize,
+        tails: Vec<(usize, usize)>,
+        served: Vec<(usize, usize)>,
+    }
+
+    impl Surroundings for Fixed {
+        fn base(&self) -> usize {
+            0
+        }
+        fn current_domain(&mut self, _: Level) -> usize {
+            self.domain
+        }
+        fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
+            let len = desired.min(self.global_end - self.global_top);
+            if len < min {
+                return None;
+            }
+            self.global_top += len;
+            Some(Chunk {
+                start: self.global_top - len,
+                len,
+            })
+        }
+        fn retire_tail(&mut self, _: usize, start: usize, end: usize) {
+            if end > start {
+                self.tails.push((start, end));
+            }
+        }
+        fn served(&mut self, index: usize, _: Level, domain: usize) {
+            self.served.push((index, domain));
+        }
+    }
+
+    fn env(domain: usize, global_bytes: usize) -> Fixed {
+        Fixed {
+            domain,
+            global_top: 0,
+            global_end: global_bytes,
+            tails: vec![],
+            served: vec![],
+        }
+    }
+
+    #[test]
+    fn carves_from_the_home_buffer_and_refills_it() {
+        let levels = [MiddleLevel::new(Level::Core, 1024, 2)];
+        let mut env = env(1, 1 << 20);
+        let first = carve(&levels, 0, 64, 256, &mut env).unwrap();
+        assert_eq!(first, Chunk { start: 0, len: 256 });
+        assert_eq!(
+            carve(&levels, 0, 64, 256, &mut env).unwrap(),
+            Chunk {
+                start: 256,
+                len: 256
+            }
+        );
+        assert_eq!(env.global_top, 1024, "one refill of the level's size");
+        // 512 left: a 600-byte request takes what is left.
+        assert_eq!(
+            carve(&levels, 0, 64, 600, &mut env).unwrap(),
+            Chunk {
+                start: 512,
+                len: 512
+            }
+        );
+        // Exhausted: refilled, no tail to retire.
+        assert_eq!(
+            carve(&levels, 0, 64, 256, &mut env).unwrap(),
+            Chunk {
+                start: 1024,
+                len: 256
+            }
+        );
+        assert!(env.tails.is_empty());
+        // 768 left but the minimum is 800: the tail is retired, the buffer refilled.
+        assert_eq!(
+            carve(&levels, 0, 800, 800, &mut env).unwrap(),
+            Chunk {
+                start: 2048,
+                len: 800
+            }
+        );
+        assert_eq!(env.tails, [(1280, 2048)]);
+        assert!(env
+            .served
+            .iter()
+            .all(|&(index, domain)| index == 0 && domain == 1));
+    }
+
+    #[test]
+    fn a_busy_home_sends_the_request_to_other_domains_then_up() {
+        let levels = [
+            MiddleLevel::new(Level::Core, 1024, 3),
+            MiddleLevel::new(Level::Package, 4096, 1),
+        ];
+        let mut env = env(0, 1 << 20);
+        // Domain 2 gets a chunk; then domain 0 is marked busy.
+        env.domain = 2;
+        carve(&levels, 0, 64, 64, &mut env).unwrap();
+        levels[0].buffers[0]
+            .0
+            .state
+            .store(REFILLING, Ordering::Relaxed);
+        env.domain = 0;
+        env.served.clear();
+        let chunk = carve(&levels, 0, 64, 64, &mut env).unwrap();
+        assert_eq!(
+            chunk,
+            Chunk { start: 64, len: 64 },
+            "from domain 2's buffer"
+        );
+        assert_eq!(env.served, [(0, 2)]);
+        // Domain 2 exhausted (a minimum larger than what is left): up to the package level.
+        env.served.clear();
+        let chunk = carve(&levels, 0, 1000, 1000, &mut env).unwrap();
+        assert_eq!(env.served, [(1, 0)], "served by the package level");
+        assert_eq!(chunk.len, 1000);
+    }
+
+    #[test]
+    fn an_exhausted_heap_leaves_the_buffer_empty_and_usable() {
+        let levels = [MiddleLevel::new(Level::Cpu, 1024, 1)];
+        let mut env = env(0, 1536);
+        assert!(carve(&levels, 0, 512, 512, &mut env).is_some());
+        assert!(carve(&levels, 0, 512, 512, &mut env).is_some());
+        // 512 left in the global heap: the refill takes it (at least the minimum).
+        assert_eq!(
+            carve(&levels, 0, 512, 512, &mut env),
+            Some(Chunk {
+                start: 1024,
+                len: 512
+            })
+        );
+        assert_eq!(carve(&levels, 0, 8, 8, &mut env), None);
+        assert_eq!(
+            levels[0].buffers[0].0.state.load(Ordering::Relaxed) & OFFSET_MASK,
+            1536 / 8
+        );
+        let mut tails = vec![];
+        levels[0].retire_all(0, |start, end| tails.push((start, end)));
+        assert!(tails.is_empty());
+    }
+
+    #[test]
+    fn states_pack_and_the_marker_is_not_a_state() {
+        let state = pack(12345, 7);
+        assert_eq!(top_of(state), 12345);
+        assert_eq!(next_generation(state), 8);
+        assert_ne!(pack(OFFSET_MASK >> 1, GENERATION_MASK), REFILLING);
+        assert_eq!(top_of(pack(5, GENERATION_MASK + 1)), 5, "generations wrap");
+    }
+}
+
+/// Model checks of the refill protocol: `RUSTFLAGS="--cfg loom" cargo test -p hab --release
+/// --lib middle::model_check`.
+#[cfg(all(test, loom))]
+mod model_check {
+    use super::*;
+    use ::loom::sync::Arc;
+
+    /// A global heap whose top is a loom atomic, so its carves interleave too.
+    struct Global {
+        top: AtomicU64,
+        end: u64,
+    }
+
+    struct Thread<'a> {
+        global: &'a Global,
+        domain: usize,
+        tails: Vec<(usize, usize)>,
+    }
+
+    impl Surroundings for Thread<'_> {
+        fn base(&self) -> usize {
+            0
+        }
+        fn current_domain(&mut self, _: Level) -> usize {
+            self.domain
+        }
+        fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
+            let mut top = self.global.top.load(Ordering::Relaxed);
+            loop {
+                let len = (desired as u64).min(self.global.end.saturating_sub(top));
+                if len < min as u64 {
+                    return None;
+                }
+                match self.global.top.compare_exchange(
+                    top,
+                    top + len,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        return Some(Chunk {
+                            start: top as usize,
+                            len: len as usize,
+                        })
+                    }
+                    Err(now) => top = now,
+                }
+            }
+        }
+        fn retire_tail(&mut self, _: usize, start: usize, end: usize) {
+            if end > start {
+                self.tails.push((start, end));
+            }
+        }
+        fn served(&mut self, _: usize, _: Level, _: usize) {}
+    }
+
+    /// Context switches explored per execution: enough for a refill to be interrupted between
+    /// its claim and its install, and a carve between its load and its CAS, at once.
+    const PREEMPTIONS: usize = 3;
+
+    /// Every byte of the global heap handed out ends up exactly once in a chunk, a retired tail or
+    /// a buffer's final free tail: no overlap, nothing lost, and no marker left behind.
+    fn check(
+        threads: usize,
+        requests: usize,
+        domains: usize,
+        buffer_bytes: usize,
+        global_bytes: u64,
+    ) {
+        let mut builder = ::loom::model::Builder::new();
+        builder.preemption_bound = Some(PREEMPTIONS);
+        builder.check(move || {
+            let levels = Arc::new([MiddleLevel::new(Level::Core, buffer_bytes, domains)]);
+            let global = Arc::new(Global {
+                top: AtomicU64::new(0),
+                end: global_bytes,
+            });
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (levels, global) = (levels.clone(), global.clone());
+                    ::loom::thread::spawn(move || {
+                        let mut env = Thread {
+                            global: &global,
+                            domain: t % domains,
+                            tails: vec![],
+                        };
+                        let mut pieces = vec![];
+                        for _ in 0..requests {
+                            if let Some(chunk) = carve(&levels[..], 0, 8, 16, &mut env) {
+                                pieces.push((chunk.start, chunk.start + chunk.len));
+                            }
+                        }
+                        pieces.extend(env.tails);
+                        pieces
+                    })
+                })
+                .collect();
+            let mut pieces: Vec<(usize, usize)> = handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect();
+            levels[0].retire_all(0, |start, end| pieces.push((start, end)));
+            for buffer in levels[0].buffers.iter() {
+                assert_ne!(buffer.0.state.load(Ordering::Relaxed), REFILLING);
+            }
+            pieces.sort();
+            let mut covered = 0;
+            for (start, end) in pieces {
+                assert_eq!(start, covered, "gap or overlap at {start}");
+                covered = end;
+            }
+            assert_eq!(covered as u64, global.top.load(Ordering::Relaxed));
+        });
+    }
+
+    #[test]
+    fn two_threads_one_domain() {
+        check(2, 3, 1, 32, 96);
+    }
+
+    #[test]
+    fn two_threads_two_domains() {
+        check(2, 2, 2, 32, 64);
+    }
+
+    #[test]
+    fn three_threads_two_domains() {
+        check(3, 1, 2, 24, 48);
+    }
+}
