@@ -1,11 +1,14 @@
 //! Instruction counts under `valgrind --tool=callgrind`: repeatable on a shared, noisy machine
 //! where time is not.
 //!
-//! Instructions per object = (count with `large` objects − count with `small` objects) /
-//! (`large` − `small`): set-up, thread start and exit cancel out; refills and collections are
+//! Instructions per unit (object, call) = (count with `large` units − count with `small` units)
+//! / (`large` − `small`): set-up, thread start and exit cancel out; refills and collections are
 //! amortised into the figure as they are in a real run.
 
 use std::process::Command;
+
+/// Where the unit count goes in a command line.
+pub const COUNT: &str = "{N}";
 
 /// Whether valgrind can be run here.
 pub fn available() -> bool {
@@ -15,42 +18,38 @@ pub fn available() -> bool {
         .is_ok_and(|output| output.status.success())
 }
 
-/// Instructions per object of `hab run <args>` (one repetition, no warm-up, no compute loop).
-pub fn instructions_per_object(args: &[&str], small: usize, large: usize) -> Result<f64, String> {
+/// Instructions per unit of `hab <args>`, where one argument is [`COUNT`].
+pub fn instructions_per_unit(args: &[&str], small: u64, large: u64) -> Result<f64, String> {
     let small_count = instructions(args, small)?;
     let large_count = instructions(args, large)?;
     Ok((large_count as f64 - small_count as f64) / (large - small) as f64)
 }
 
-/// The command line the figure comes from, for the report.
+/// The command line a figure comes from, for the report.
 pub fn command_line(args: &[&str]) -> String {
     format!(
-        "valgrind --tool=callgrind hab run {} --objects N --repeat 1 --warmup 0 --no-compute",
-        args.join(" ")
+        "valgrind --tool=callgrind hab {}",
+        args.join(" ").replace(COUNT, "N")
     )
 }
 
-fn instructions(args: &[&str], objects: usize) -> Result<u64, String> {
+fn instructions(args: &[&str], units: u64) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let units = units.to_string();
+    let args = args
+        .iter()
+        .map(|arg| if *arg == COUNT { units.as_str() } else { arg });
     let output = Command::new("valgrind")
         .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
         .arg(exe)
-        .arg("run")
         .args(args)
-        .args([
-            "--objects",
-            &objects.to_string(),
-            "--repeat",
-            "1",
-            "--warmup",
-            "0",
-            "--no-compute",
-        ])
         .output()
         .map_err(|e| format!("cannot run valgrind: {e}"))?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
-        return Err(format!("valgrind failed: {stderr}"));
+        // The program's own message says why (e.g. a CPU-id source valgrind does not emulate).
+        let why = stderr.lines().find_map(|line| line.strip_prefix("hab: "));
+        return Err(why.map_or_else(|| format!("valgrind failed: {stderr}"), str::to_string));
     }
     stderr
         .lines()

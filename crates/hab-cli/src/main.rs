@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hab::{ByteSize, Mode, TlabPolicy, ZeroMemory};
+use hab::{
+    measure_ns_per_call, ByteSize, CpuIdReader, CpuIdSource, HeaderWordModel, Heap, HeapConfig,
+    MiddleLevelSpec, Mode, SimulatedCpu, TlabPolicy, Topology, TopologySource, ZeroMemory,
+};
 
 use workload::{RunSpec, Workload};
 
@@ -30,6 +33,38 @@ enum Command {
     Run(RunArgs),
     /// Run the seeds' experiments and write DIR/README.md with tables.
     Report(ReportArgs),
+    /// Print the machine's topology, the buffers each middle level would have, and the CPU-id
+    /// source and synchronisation in use.
+    Topology(TopologyArgs),
+    /// Measure the cost of each CPU-id source (ns per call).
+    CpuId(CpuIdArgs),
+}
+
+#[derive(clap::Args)]
+struct TopologyArgs {
+    /// Simulate a machine of PACKAGESxCORESxTHREADS (e.g. 4x10x2) instead of this one.
+    #[arg(long)]
+    topology: Option<String>,
+    /// Middle levels to show buffers for.
+    #[arg(
+        long,
+        default_value = "cpu:256KiB,core:1MiB,llc:8MiB,package:32MiB,node:64MiB"
+    )]
+    middle: String,
+    /// CPU-id source (default: rseq where glibc registered it, else getcpu).
+    #[arg(long, value_parser = parse_cpu_id)]
+    cpu_id: Option<CpuIdSource>,
+}
+
+#[derive(clap::Args)]
+struct CpuIdArgs {
+    /// Only this source, and print nothing: `--calls` readings (for counting instructions
+    /// under callgrind).
+    #[arg(long, value_parser = parse_cpu_id)]
+    source: Option<CpuIdSource>,
+    /// Readings per measurement.
+    #[arg(long, default_value_t = 10_000_000)]
+    calls: u64,
 }
 
 #[derive(clap::Args)]
@@ -37,7 +72,8 @@ struct RunArgs {
     /// The workload.
     #[arg(long, value_enum, default_value = "alloc-array")]
     workload: Workload,
-    /// Allocation mode: shared (CAS per object, like -XX:-UseTLAB) or tlab.
+    /// Allocation mode: shared (CAS per object, like -XX:-UseTLAB), tlab, or hab (TLABs refilled
+    /// from the middle levels).
     #[arg(long, default_value = "tlab", value_parser = parse_mode)]
     mode: Mode,
     /// TLAB size (e.g. 256KiB, fixed), adaptive (HotSpot) or growing (Agesen).
@@ -77,6 +113,16 @@ struct RunArgs {
     /// Zero reused memory at refill, or never (the workloads write only the header).
     #[arg(long, default_value = "refill", value_parser = parse_zero)]
     zero: ZeroMemory,
+    /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB.
+    #[arg(long, default_value = "")]
+    middle: String,
+    /// Where the CPU number comes from: rseq, getcpu, rdpid, or sim[:probability[:seed]]
+    /// (default: rseq where glibc registered it, else getcpu).
+    #[arg(long, value_parser = parse_cpu_id)]
+    cpu_id: Option<CpuIdSource>,
+    /// Simulate a machine of PACKAGESxCORESxTHREADS (e.g. 4x10x2) instead of this one.
+    #[arg(long)]
+    topology: Option<String>,
     /// Skip timing the compute loop that normalises multi-thread scaling.
     #[arg(long)]
     no_compute: bool,
@@ -107,6 +153,10 @@ fn parse_zero(text: &str) -> Result<ZeroMemory, String> {
     text.parse().map_err(|e: hab::ConfigError| e.to_string())
 }
 
+fn parse_cpu_id(text: &str) -> Result<CpuIdSource, String> {
+    text.parse()
+}
+
 fn parse_size(text: &str) -> Result<usize, String> {
     text.parse::<ByteSize>()
         .map(ByteSize::bytes)
@@ -117,6 +167,8 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => run(args),
         Command::Report(args) => report::write(args.quick, &args.out),
+        Command::Topology(args) => topology(args),
+        Command::CpuId(args) => cpu_id(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -144,6 +196,9 @@ fn run(args: RunArgs) -> Result<(), String> {
         waste_target_percent: args.waste_target_percent,
         refill_waste_fraction: args.refill_waste_fraction,
         compute: !args.no_compute,
+        middle: MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?,
+        cpu_id: args.cpu_id,
+        topology: args.topology,
     };
     let result = workload::run(&spec)?;
     if args.json {
@@ -187,6 +242,28 @@ fn run(args: RunArgs) -> Result<(), String> {
         result.waste_pct,
         result.collections
     );
+    if !result.levels.is_empty() {
+        println!(
+            "  middle levels ({}, CPU id from {}, topology {}): {} allocations, {:.2}% foreign",
+            result.middle,
+            result.cpu_id_source,
+            result.topology,
+            result.middle_allocs,
+            result.foreign_pct
+        );
+        for level in &result.levels {
+            println!(
+                "    {}: {} buffers of {}, {} allocs ({:.2}% foreign), {} refills, {} waste",
+                level.level,
+                level.domains,
+                ByteSize::new(level.buffer_bytes),
+                level.allocs,
+                level.foreign_pct,
+                level.refills,
+                ByteSize::new(level.waste_bytes as usize)
+            );
+        }
+    }
     for line in &result.thread_stats {
         println!("  {line}");
     }
@@ -195,6 +272,73 @@ fn run(args: RunArgs) -> Result<(), String> {
             "  compute loop on {} threads: {speedup:.2}x one thread",
             result.threads
         );
+    }
+    Ok(())
+}
+
+fn topology(args: TopologyArgs) -> Result<(), String> {
+    let middle = MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?;
+    let mut builder = HeapConfig::builder()
+        .capacity("1GiB")
+        .mode(Mode::Hab)
+        .middle_levels(&middle);
+    if let Some(spec) = &args.topology {
+        builder = builder.simulated_topology(spec);
+    }
+    if let Some(source) = args.cpu_id {
+        builder = builder.cpu_id(source);
+    }
+    let config = builder.build().map_err(|e| e.to_string())?;
+    let heap = Heap::new(config, HeaderWordModel).map_err(|e| e.to_string())?;
+    let topology = heap.topology();
+    let source = match topology.source() {
+        TopologySource::Sysfs => "read from /sys".to_string(),
+        TopologySource::Simulated => format!("simulated {}", args.topology.unwrap_or_default()),
+    };
+    println!("topology ({source}):");
+    print!("{topology}");
+    for warning in topology.warnings() {
+        println!("warning: {warning}");
+    }
+    println!();
+    println!("middle levels (lowest first):");
+    for (level, buffer_bytes, domains) in heap.middle_levels() {
+        let sharing = if domains == topology.cpu_slots() {
+            "one CPU each"
+        } else {
+            "shared by the CPUs of each domain"
+        };
+        println!(
+            "  {level:<8} {domains:>4} buffers of {:>7}  ({sharing}; compare-and-swap)",
+            ByteSize::new(buffer_bytes).to_string()
+        );
+    }
+    println!();
+    println!("CPU id: {}", heap.cpu_id().source());
+    Ok(())
+}
+
+fn cpu_id(args: CpuIdArgs) -> Result<(), String> {
+    let slots = Topology::discover().cpu_slots();
+    if let Some(source) = args.source {
+        let reader = CpuIdReader::new(source, slots)?;
+        let thread = SimulatedCpu::new(&reader, 0);
+        let mut sum = 0usize;
+        for _ in 0..args.calls {
+            sum = sum.wrapping_add(reader.current(std::hint::black_box(&thread)));
+        }
+        std::hint::black_box(sum);
+        return Ok(());
+    }
+    for name in CpuIdSource::NAMES {
+        let source: CpuIdSource = name.parse()?;
+        match CpuIdReader::new(source, slots) {
+            Ok(reader) => println!(
+                "{name:<7} {:.2} ns per call",
+                measure_ns_per_call(&reader, args.calls)
+            ),
+            Err(why) => println!("{name:<7} unavailable: {why}"),
+        }
     }
     Ok(())
 }

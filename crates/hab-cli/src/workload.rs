@@ -15,7 +15,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
 use hab::{
-    AllocError, HeaderWordModel, Heap, HeapConfig, Mode, Mutator, TlabPolicy, TlabStats, ZeroMemory,
+    AllocError, CpuIdSource, HeaderWordModel, Heap, HeapConfig, MiddleLevelSpec, Mode, Mutator,
+    TlabPolicy, TlabStats, ZeroMemory,
 };
 use serde::Serialize;
 
@@ -39,7 +40,7 @@ impl Workload {
 }
 
 /// Everything that defines one measured configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunSpec {
     pub workload: Workload,
     pub mode: Mode,
@@ -60,6 +61,39 @@ pub struct RunSpec {
     pub refill_waste_fraction: usize,
     /// Also time the compute loop on 1 and `threads` threads.
     pub compute: bool,
+    /// Middle levels (mode `hab`).
+    pub middle: Vec<MiddleLevelSpec>,
+    /// CPU-id source; `None` lets the heap choose.
+    pub cpu_id: Option<CpuIdSource>,
+    /// A simulated topology such as `4x10x2`; `None` reads the machine's.
+    pub topology: Option<String>,
+}
+
+impl Default for RunSpec {
+    /// `alloc-array`, `tlab` mode with adaptive TLABs, 1 thread, 10 M objects of 16 bytes, 5
+    /// repetitions after 1 warm-up, HotSpot's defaults for the rest.
+    fn default() -> Self {
+        RunSpec {
+            workload: Workload::AllocArray,
+            mode: Mode::Tlab,
+            tlab: TlabPolicy::Adaptive,
+            threads: 1,
+            objects: 10_000_000,
+            object_size: 16,
+            heap_bytes: None,
+            repeat: 5,
+            warmup: 1,
+            zero: ZeroMemory::AtRefill,
+            min_tlab: None,
+            max_tlab: None,
+            waste_target_percent: 1.0,
+            refill_waste_fraction: 64,
+            compute: false,
+            middle: Vec::new(),
+            cpu_id: None,
+            topology: None,
+        }
+    }
 }
 
 /// One configuration's measurements: the JSON line of `hab run --json`.
@@ -87,12 +121,39 @@ pub struct RunResult {
     pub refills: u64,
     pub slow_allocs: u64,
     pub waste_bytes: u64,
+    /// Waste (TLABs and middle levels) in percent of the bytes allocated in objects.
     pub waste_pct: f64,
     pub collections: u64,
+    /// The middle levels, e.g. `core:1MiB` (empty outside mode `hab`).
+    pub middle: String,
+    /// Where the CPU number came from.
+    pub cpu_id_source: String,
+    /// `sysfs` or the simulated spec.
+    pub topology: String,
+    /// Chunks handed out by the middle levels (TLABs and buffers of lower levels).
+    pub middle_allocs: u64,
+    /// Those served by a domain other than the thread's at commit.
+    pub foreign_allocs: u64,
+    pub foreign_pct: f64,
+    /// Per configured level: allocations, foreign percentage, refills, waste bytes.
+    pub levels: Vec<LevelResult>,
     /// Each thread's TLAB statistics at the end, as one line like HotSpot's `gc+tlab` log.
     pub thread_stats: Vec<String>,
     /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
     pub compute_speedup: Option<f64>,
+}
+
+/// One middle level's figures in a run (means per repetition).
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelResult {
+    pub level: &'static str,
+    pub buffer_bytes: usize,
+    pub domains: usize,
+    pub allocs: u64,
+    pub foreign_allocs: u64,
+    pub foreign_pct: f64,
+    pub refills: u64,
+    pub waste_bytes: u64,
 }
 
 /// Policy name as the JSON spells it.
@@ -106,17 +167,33 @@ fn policy_name(policy: TlabPolicy) -> &'static str {
 
 impl RunSpec {
     /// The heap capacity to use: the given one, or room for every object of a repetition plus
-    /// a TLAB per thread of slack (alloc-array), or 16 MiB, small enough to stay in the caches
+    /// slack for TLABs and middle-level buffers (alloc-array), or 16 MiB, small enough to stay in the caches
     /// (alloc-object).
     pub fn heap_bytes(&self) -> usize {
         self.heap_bytes.unwrap_or(match self.workload {
             Workload::AllocArray => {
                 let objects = self.threads * self.objects * self.object_size;
-                let slack = self.threads * (4 << 20) + objects / 8;
+                let slack = self.threads * (4 << 20) + objects / 8 + self.middle_bytes();
                 (objects + slack).next_multiple_of(1 << 20)
             }
             Workload::AllocObject => 16 << 20,
         })
+    }
+
+    /// An upper bound of what the middle levels' buffers can hold back: a buffer per CPU at
+    /// each level.
+    fn middle_bytes(&self) -> usize {
+        let cpus = match &self.topology {
+            Some(spec) => spec
+                .split('x')
+                .filter_map(|n| n.parse::<usize>().ok())
+                .product(),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        self.middle
+            .iter()
+            .map(|spec| spec.buffer_bytes * cpus)
+            .sum()
     }
 
     fn config(&self) -> Result<HeapConfig, String> {
@@ -127,7 +204,14 @@ impl RunSpec {
             .zero(self.zero)
             .waste_target_percent(self.waste_target_percent)
             .refill_waste_fraction(self.refill_waste_fraction)
-            .pretouch(self.workload == Workload::AllocArray);
+            .pretouch(self.workload == Workload::AllocArray)
+            .middle_levels(&self.middle);
+        if let Some(source) = self.cpu_id {
+            builder = builder.cpu_id(source);
+        }
+        if let Some(spec) = &self.topology {
+            builder = builder.simulated_topology(spec);
+        }
         if let Some(min) = self.min_tlab {
             builder = builder.min_tlab(min);
         }
@@ -231,8 +315,28 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         TlabPolicy::Fixed(bytes) => bytes as u64,
         _ => mean_desired_bytes,
     };
-    let waste_bytes = mean(&|(s, _)| s.waste_bytes());
-    let tlab_bytes = mean(&|(s, _)| s.tlab_bytes);
+    let waste_bytes = mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes());
+    let levels: Vec<LevelResult> = heap
+        .middle_levels()
+        .into_iter()
+        .map(|(level, buffer_bytes, domains)| {
+            let i = level.index();
+            let allocs = mean(&|(s, _)| s.levels[i].allocs);
+            let foreign_allocs = mean(&|(s, _)| s.levels[i].foreign_allocs);
+            LevelResult {
+                level: level.name(),
+                buffer_bytes,
+                domains,
+                allocs,
+                foreign_allocs,
+                foreign_pct: percent(foreign_allocs, allocs),
+                refills: mean(&|(s, _)| s.levels[i].refills),
+                waste_bytes: mean(&|(s, _)| s.levels[i].waste_bytes),
+            }
+        })
+        .collect();
+    let middle_allocs = levels.iter().map(|l| l.allocs).sum();
+    let foreign_allocs = levels.iter().map(|l| l.foreign_allocs).sum();
     // Each repetition ends with the collection that resets the heap; count only the others.
     let collections = mean(&|(_, c)| *c).saturating_sub(1);
     Ok(RunResult {
@@ -258,15 +362,29 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         refills: mean(&|(s, _)| s.refills),
         slow_allocs: mean(&|(s, _)| s.slow_allocs),
         waste_bytes,
-        waste_pct: if tlab_bytes == 0 {
-            0.0
-        } else {
-            100.0 * waste_bytes as f64 / tlab_bytes as f64
-        },
+        waste_pct: percent(
+            waste_bytes,
+            (spec.threads * spec.objects * spec.object_size) as u64,
+        ),
+        middle: MiddleLevelSpec::list_to_string(heap.config().middle()),
+        cpu_id_source: heap.cpu_id().source().to_string(),
+        topology: spec.topology.clone().unwrap_or_else(|| "sysfs".into()),
+        middle_allocs,
+        foreign_allocs,
+        foreign_pct: percent(foreign_allocs, middle_allocs),
+        levels,
         collections,
         thread_stats,
         compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
     })
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
 }
 
 /// Shipilëv's loop: allocate, write the header, keep the address.

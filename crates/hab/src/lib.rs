@@ -1,8 +1,10 @@
 //! # Hab: hierarchical allocation buffers for garbage-collected runtimes
 //!
 //! A mutator thread allocates an object by bumping a pointer in its **TLAB**; TLABs are carved
-//! from the **global heap** with a compare-and-swap. The fast path is inline and costs what a
-//! JIT emits (load, add, compare, branch, store); everything else is out of line.
+//! from the **global heap** with a compare-and-swap, or in [`Mode::Hab`] from the **middle
+//! levels**: per-CPU, per-core (CLAB), per-LLC, per-package (PLAB) or per-node buffers chosen
+//! by the CPU the thread runs on, refilled from the level above. The fast path is inline and
+//! costs what a JIT emits (load, add, compare, branch, store); everything else is out of line.
 //!
 //! ```
 //! use hab::{HeaderWordModel, Heap, HeapConfig, Mode, TlabPolicy};
@@ -47,6 +49,11 @@
 //! | LAB | any local allocation buffer (TLAB, and the per-CPU/core levels to come) | |
 //! | mutator | a thread's handle: its TLAB, sizing state and counters | `mutator.rs` |
 //! | sizing policy | how big the next TLAB is: fixed, adaptive (HotSpot), growing (Agesen) | `sizing.rs` |
+//! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `middle.rs` |
+//! | domain | the CPUs sharing a buffer: one CPU, a core, an LLC, a package, a NUMA node | `topology.rs` |
+//! | CLAB, PLAB | the seeds' per-core and per-processor buffers: the `core` and `package` levels | `middle.rs` |
+//! | foreign allocation | a chunk carved from a domain other than the thread's at commit | `hierarchy.rs` |
+//! | CPU id | which CPU the thread runs on: rseq area, `sched_getcpu`, RDPID, simulated | `cpu_id.rs` |
 //! | filler | a dead object written over unused LAB space, so the heap stays walkable | `object_model.rs` |
 //! | retire | end a LAB: filler over its tail, tail counted as waste | `tlab.rs` |
 //! | refill waste | tail of a TLAB retired to take a new one | `stats.rs` |

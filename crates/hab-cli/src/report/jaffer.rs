@@ -1,0 +1,109 @@
+//! Jaffer's experiment: TLABs against a shared compare-and-swap by object size, and how each
+//! scales from 1 to 2 threads (`alloc-object`).
+
+use std::fmt::Write as _;
+
+use hab::{ByteSize, Mode};
+
+use super::{check, Extras, Measured, Scale};
+use crate::workload::{RunSpec, Workload};
+
+const SIZES: [usize; 3] = [16, 48, 144];
+const THREADS: [usize; 2] = [1, 2];
+/// The heap: small enough to stay in the caches.
+pub const HEAP_BYTES: usize = 16 << 20;
+
+fn run(scale: &Scale, mode: Mode, threads: usize, object_size: usize) -> RunSpec {
+    RunSpec {
+        mode,
+        threads,
+        object_size,
+        ..scale.spec(Workload::AllocObject)
+    }
+}
+
+pub fn specs(scale: &Scale) -> Vec<RunSpec> {
+    let mut specs = Vec::new();
+    for threads in THREADS {
+        for size in SIZES {
+            specs.push(run(scale, Mode::Tlab, threads, size));
+            specs.push(run(scale, Mode::Shared, threads, size));
+        }
+    }
+    specs
+}
+
+pub fn render(scale: &Scale, measured: &Measured, extras: &Extras) -> String {
+    let mut s = String::new();
+    let get = |mode, threads, size| measured.get(&run(scale, mode, threads, size));
+    let _ = writeln!(
+        s,
+        "## Jaffer's experiment: TLAB against a shared CAS, by object size\n"
+    );
+    let _ = writeln!(
+        s,
+        "`alloc-object`: each thread allocates {} objects, writes each header and drops it; the \
+         heap is {} (it stays in the caches), and when it is full the thread that noticed stops \
+         the world and resets it. TLABs use the adaptive policy. Median of {} repetitions.\n",
+        scale.object_objects,
+        ByteSize::new(HEAP_BYTES),
+        scale.repeat
+    );
+    let _ = writeln!(
+        s,
+        "| object | threads | tlab ns/object | shared ns/object | shared / tlab | collections |"
+    );
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: |");
+    for size in SIZES {
+        for threads in THREADS {
+            let (tlab, shared) = (
+                get(Mode::Tlab, threads, size),
+                get(Mode::Shared, threads, size),
+            );
+            let _ = writeln!(
+                s,
+                "| {size} B | {threads} | {:.2} | {:.2} | {:.1}× | {} |",
+                tlab.ns_per_alloc,
+                shared.ns_per_alloc,
+                shared.ns_per_alloc / tlab.ns_per_alloc,
+                tlab.collections
+            );
+        }
+    }
+    let compute = extras.compute_speedup;
+    let _ = writeln!(
+        s,
+        "\nScaling from 1 to 2 threads (same work per thread; speed-up = 2 × t(1) / t(2)), \
+         against the compute loop's {compute:.2}×:\n"
+    );
+    let _ = writeln!(
+        s,
+        "| object | mode | speed-up | ÷ compute loop's | claim: tlab ≥ 0.9× the compute loop's |"
+    );
+    let _ = writeln!(s, "| ---: | --- | ---: | ---: | --- |");
+    for size in SIZES {
+        for mode in [Mode::Tlab, Mode::Shared] {
+            let speedup =
+                2.0 * get(mode, 1, size).elapsed_ms_median / get(mode, 2, size).elapsed_ms_median;
+            let relative = speedup / compute;
+            let holds = if mode == Mode::Tlab {
+                check(relative >= 0.9)
+            } else {
+                "—"
+            };
+            let _ = writeln!(
+                s,
+                "| {size} B | {mode} | {speedup:.2}× | {relative:.2} | {holds} |"
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nIn `tlab` mode the threads share nothing but the refill CAS and the collections. Larger \
+         objects write more fresh cache lines per object (zeroes at refill, then headers), so \
+         their cost is the bandwidth of the cache level the heap lives in, which both CPUs share; \
+         `hab run --workload alloc-object --object-size 144 --zero never` shows the part that \
+         zeroing takes.\n"
+    );
+    s
+}

@@ -1,0 +1,294 @@
+//! The middle levels of Kirsch, Payer and Röck: speed-up of `hab` over `tlab` for TLAB sizes
+//! and middle-level buffer sizes (their Figures 2 and 3), foreign allocations (their Tables I
+//! and II), what a refill costs through each, and a simulated many-CPU machine.
+
+use std::fmt::Write as _;
+
+use hab::{CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
+
+use super::{Extras, Measured, Scale};
+use crate::workload::{RunResult, RunSpec, Workload};
+
+const THREADS: [usize; 3] = [2, 8, 32];
+
+fn tlab_sizes(scale: &Scale) -> Vec<TlabPolicy> {
+    let sizes: &[usize] = if scale.quick {
+        &[1, 16]
+    } else {
+        &[1, 4, 16, 64, 256, 512]
+    };
+    sizes
+        .iter()
+        .map(|kib| TlabPolicy::Fixed(kib << 10))
+        .chain([TlabPolicy::Adaptive])
+        .collect()
+}
+
+fn middle_configs(scale: &Scale) -> Vec<MiddleLevelSpec> {
+    let configs: &[(Level, usize)] = if scale.quick {
+        &[
+            (Level::Core, 512 << 10),
+            (Level::Core, 2 << 20),
+            (Level::Package, 32 << 20),
+        ]
+    } else {
+        &[
+            (Level::Core, 512 << 10),
+            (Level::Core, 2 << 20),
+            (Level::Core, 16 << 20),
+            (Level::Package, 8 << 20),
+            (Level::Package, 32 << 20),
+            (Level::Package, 128 << 20),
+        ]
+    };
+    configs
+        .iter()
+        .map(|&(level, buffer_bytes)| MiddleLevelSpec {
+            level,
+            buffer_bytes,
+        })
+        .collect()
+}
+
+/// One cell of the grid: `alloc-array`, the report's objects shared among the threads.
+fn grid(
+    scale: &Scale,
+    threads: usize,
+    tlab: TlabPolicy,
+    middle: Option<MiddleLevelSpec>,
+) -> RunSpec {
+    RunSpec {
+        threads,
+        tlab,
+        mode: if middle.is_some() {
+            Mode::Hab
+        } else {
+            Mode::Tlab
+        },
+        middle: middle.into_iter().collect(),
+        objects: scale.grid_objects / threads,
+        repeat: scale.repeat.min(3),
+        ..scale.spec(Workload::AllocArray)
+    }
+}
+
+/// Refill-bound runs: `alloc-object` with 1 KiB and 1 MiB TLABs.
+fn refill_run(scale: &Scale, threads: usize, kib: usize, middle: bool) -> RunSpec {
+    RunSpec {
+        threads,
+        tlab: TlabPolicy::Fixed(kib << 10),
+        mode: if middle { Mode::Hab } else { Mode::Tlab },
+        middle: if middle {
+            vec![super::shipilev::DEFAULT_MIDDLE]
+        } else {
+            Vec::new()
+        },
+        ..scale.spec(Workload::AllocObject)
+    }
+}
+
+const SIMULATED: &str = "4x10x2";
+/// Room for a buffer of every level in every domain of the simulated machine.
+const SIMULATED_HEAP_BYTES: usize = 1 << 30;
+
+fn simulated(scale: &Scale, threads: usize, middle: &str) -> RunSpec {
+    RunSpec {
+        threads,
+        mode: Mode::Hab,
+        tlab: TlabPolicy::Fixed(4 << 10),
+        middle: MiddleLevelSpec::parse_list(middle).expect("static list"),
+        topology: Some(SIMULATED.into()),
+        cpu_id: Some(CpuIdSource::Simulated {
+            seed: 1,
+            migrate_probability: 0.01,
+        }),
+        objects: scale.grid_objects / threads,
+        heap_bytes: Some(SIMULATED_HEAP_BYTES),
+        repeat: 1,
+        warmup: 0,
+        ..scale.spec(Workload::AllocObject)
+    }
+}
+
+const SIMULATED_MIDDLE: [&str; 3] = [
+    "core:1MiB",
+    "core:512KiB,package:32MiB",
+    "cpu:256KiB,core:1MiB,package:32MiB,node:64MiB",
+];
+const SIMULATED_THREADS: [usize; 2] = [8, 80];
+
+pub fn specs(scale: &Scale) -> Vec<RunSpec> {
+    let mut specs = Vec::new();
+    for threads in THREADS {
+        for tlab in tlab_sizes(scale) {
+            specs.push(grid(scale, threads, tlab, None));
+            for middle in middle_configs(scale) {
+                specs.push(grid(scale, threads, tlab, Some(middle)));
+            }
+        }
+    }
+    for threads in [1, 2] {
+        for kib in [1, 1024] {
+            specs.push(refill_run(scale, threads, kib, false));
+            specs.push(refill_run(scale, threads, kib, true));
+        }
+    }
+    for threads in SIMULATED_THREADS {
+        for middle in SIMULATED_MIDDLE {
+            specs.push(simulated(scale, threads, middle));
+        }
+    }
+    specs
+}
+
+pub fn render(scale: &Scale, measured: &Measured, _: &Extras) -> String {
+    let mut s = String::new();
+    let sizes = tlab_sizes(scale);
+    let configs = middle_configs(scale);
+    let _ = writeln!(
+        s,
+        "## Middle levels: speed-up of `hab` over `tlab` (Kirsch et al., Figures 2 and 3)\n"
+    );
+    let _ =
+        writeln!(
+        s,
+        "`alloc-array`, 16-byte objects, {} objects per run shared among the threads, median of \
+         {} repetitions. Each cell: throughput of `hab` with that middle level over `tlab` with \
+         the same TLAB size, then over `tlab` with adaptive TLABs. This machine has {} CPUs, so 8 \
+         and 32 threads are oversubscribed. CPU id from `{}`.\n",
+        scale.grid_objects,
+        scale.repeat.min(3),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        measured.get(&grid(scale, 2, sizes[0], Some(configs[0]))).cpu_id_source
+    );
+    for threads in THREADS {
+        let adaptive = measured.get(&grid(scale, threads, TlabPolicy::Adaptive, None));
+        let _ = writeln!(
+            s,
+            "**{threads} threads** (`tlab` with adaptive TLABs: {:.2} ns/object)\n",
+            adaptive.ns_per_alloc
+        );
+        table_header(&mut s, &configs, "`tlab` ns/object");
+        for &tlab in &sizes {
+            let base = measured.get(&grid(scale, threads, tlab, None));
+            let _ = write!(s, "| {tlab} | {:.2} |", base.ns_per_alloc);
+            for &middle in &configs {
+                let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
+                let _ = write!(
+                    s,
+                    " {:.2} / {:.2} |",
+                    hab.allocs_per_sec / base.allocs_per_sec,
+                    hab.allocs_per_sec / adaptive.allocs_per_sec
+                );
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(s);
+    }
+
+    let _ = writeln!(
+        s,
+        "### Foreign allocations (Kirsch et al., Tables I and II)\n"
+    );
+    let _ = writeln!(
+        s,
+        "Share of the middle level's allocations served by a domain other than the one the thread \
+         ran on when its carve committed (the CPU id is read again after the commit), same runs.\n"
+    );
+    for threads in THREADS {
+        let _ = writeln!(s, "**{threads} threads**\n");
+        table_header(&mut s, &configs, "refills/run");
+        for &tlab in &sizes {
+            let base = measured.get(&grid(scale, threads, tlab, None));
+            let _ = write!(s, "| {tlab} | {} |", base.refills);
+            for &middle in &configs {
+                let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
+                let _ = write!(s, " {:.3} % |", hab.foreign_pct);
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(s);
+    }
+    render_refill_cost(&mut s, scale, measured);
+    render_simulated(&mut s, scale, measured);
+    s
+}
+
+fn table_header(s: &mut String, configs: &[MiddleLevelSpec], second: &str) {
+    let _ = write!(s, "| TLAB | {second} |");
+    for middle in configs {
+        let _ = write!(s, " `{}` |", MiddleLevelSpec::list_to_string(&[*middle]));
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "| --- | ---: |{}", " ---: |".repeat(configs.len()));
+}
+
+/// Time per refill: what 1 KiB TLABs cost over 1 MiB ones, per extra refill, in CPU time.
+fn render_refill_cost(s: &mut String, scale: &Scale, measured: &Measured) {
+    let _ = writeln!(s, "### What a TLAB refill costs\n");
+    let _ = writeln!(
+        s,
+        "`alloc-object`, 16-byte objects, {} per thread, in a 16 MiB heap. ns per refill = \
+         (t(1 KiB TLABs) − t(1 MiB TLABs)) × threads / (refills(1 KiB) − refills(1 MiB)): the \
+         CPU time each extra refill takes, carving from the global heap (`tlab`) or from the \
+         per-core buffer (`hab`, `core:1MiB`).\n",
+        scale.object_objects
+    );
+    let _ = writeln!(s, "| threads | mode | ns/object, 1 KiB TLABs | ns/object, 1 MiB TLABs | refills/run (1 KiB) | ns per refill |");
+    let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: | ---: |");
+    for threads in [1, 2] {
+        for middle in [false, true] {
+            let small = measured.get(&refill_run(scale, threads, 1, middle));
+            let large = measured.get(&refill_run(scale, threads, 1024, middle));
+            let _ = writeln!(
+                s,
+                "| {threads} | {} | {:.2} | {:.2} | {} | {:.1} |",
+                small.mode,
+                small.ns_per_alloc,
+                large.ns_per_alloc,
+                small.refills,
+                per_refill_ns(small, large, threads)
+            );
+        }
+    }
+    let _ = writeln!(s);
+}
+
+fn per_refill_ns(small: &RunResult, large: &RunResult, threads: usize) -> f64 {
+    let extra_ms = small.elapsed_ms_median - large.elapsed_ms_median;
+    let extra_refills = small.refills.saturating_sub(large.refills).max(1);
+    extra_ms * 1e6 * threads as f64 / extra_refills as f64
+}
+
+fn render_simulated(s: &mut String, scale: &Scale, measured: &Measured) {
+    let _ = writeln!(
+        s,
+        "### A simulated {SIMULATED} machine (4 packages × 10 cores × 2 threads)\n"
+    );
+    let _ = writeln!(
+        s,
+        "`alloc-object`, 16-byte objects, {} objects per run shared among the threads, a 1 GiB \
+         heap, 4 KiB TLABs; each thread has a virtual CPU and moves to another with probability 1 % at each \
+         refill (`--cpu-id sim:0.01:1`). Times mean nothing here (2 real CPUs); the figures are \
+         how the levels share the work.\n",
+        scale.grid_objects
+    );
+    let _ = writeln!(
+        s,
+        "| threads | middle levels | level | buffers | allocs/run | foreign % | refills/run |"
+    );
+    let _ = writeln!(s, "| ---: | --- | --- | ---: | ---: | ---: | ---: |");
+    for threads in SIMULATED_THREADS {
+        for middle in SIMULATED_MIDDLE {
+            let run = measured.get(&simulated(scale, threads, middle));
+            for level in &run.levels {
+                let _ = writeln!(
+                    s,
+                    "| {threads} | `{middle}` | {} | {} | {} | {:.2} | {} |",
+                    level.level, level.domains, level.allocs, level.foreign_pct, level.refills
+                );
+            }
+        }
+    }
+    let _ = writeln!(s);
+}

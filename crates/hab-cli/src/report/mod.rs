@@ -1,0 +1,194 @@
+//! `hab report`: runs the seeds' experiments and writes `DIR/README.md` (tables, and the claims
+//! each experiment is meant to show, checked against this run's figures) and
+//! `DIR/results.jsonl` (every run, one JSON line each).
+//!
+//! Each experiment is a file: the runs it needs (`specs`) and the section it writes (`render`).
+
+mod costs;
+mod jaffer;
+mod middle;
+mod shipilev;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::machine;
+use crate::workload::{self, RunResult, RunSpec, Workload};
+
+/// How big the experiments are.
+pub struct Scale {
+    pub quick: bool,
+    /// Objects per thread in Shipilëv's experiment (the seed: 50 M).
+    pub array_objects: usize,
+    /// Objects per thread in Jaffer's experiment.
+    pub object_objects: usize,
+    /// Objects per run, shared among its threads, in the middle-level grid.
+    pub grid_objects: usize,
+    pub repeat: usize,
+    pub warmup: usize,
+}
+
+const FULL: Scale = Scale {
+    quick: false,
+    array_objects: 50_000_000,
+    object_objects: 20_000_000,
+    grid_objects: 16_000_000,
+    repeat: 5,
+    warmup: 1,
+};
+const QUICK: Scale = Scale {
+    quick: true,
+    array_objects: 2_000_000,
+    object_objects: 2_000_000,
+    grid_objects: 2_000_000,
+    repeat: 3,
+    warmup: 1,
+};
+
+impl Scale {
+    /// A run of `workload` at this scale: 16-byte objects, 1 thread, TLAB mode, adaptive.
+    pub fn spec(&self, workload: Workload) -> RunSpec {
+        let (objects, heap_bytes) = match workload {
+            Workload::AllocArray => (self.array_objects, None),
+            Workload::AllocObject => (self.object_objects, Some(jaffer::HEAP_BYTES)),
+        };
+        RunSpec {
+            workload,
+            objects,
+            heap_bytes,
+            repeat: self.repeat,
+            warmup: self.warmup,
+            ..RunSpec::default()
+        }
+    }
+}
+
+/// Every run of this report, with the spec it was run from.
+pub struct Measured {
+    runs: Vec<(RunSpec, RunResult)>,
+}
+
+impl Measured {
+    /// The result of a run; every experiment only asks for runs its `specs` listed.
+    pub fn get(&self, spec: &RunSpec) -> &RunResult {
+        self.runs
+            .iter()
+            .find(|(run, _)| run == spec)
+            .map(|(_, result)| result)
+            .expect("every configuration of the report was run")
+    }
+}
+
+/// Figures measured outside `hab run`.
+pub struct Extras {
+    /// The compute loop's speed-up from 1 to 2 threads.
+    pub compute_speedup: f64,
+    pub costs: costs::Costs,
+}
+
+/// Runs every experiment and writes the report.
+pub fn write(quick: bool, out: &Path) -> Result<(), String> {
+    let scale = if quick { &QUICK } else { &FULL };
+    let started = Instant::now();
+    let mut specs: Vec<RunSpec> = Vec::new();
+    for spec in shipilev::specs(scale)
+        .into_iter()
+        .chain(jaffer::specs(scale))
+        .chain(middle::specs(scale))
+    {
+        if !specs.contains(&spec) {
+            specs.push(spec);
+        }
+    }
+    let cost_steps = costs::steps();
+    let progress = ProgressBar::new((specs.len() + 1 + cost_steps) as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+
+    progress.set_message("compute loop on 1 and 2 threads");
+    let compute_speedup = workload::compute_speedup(2);
+    progress.inc(1);
+    let mut runs = Vec::new();
+    for spec in specs {
+        progress.set_message(format!(
+            "{} {} {} {} {} threads {} B",
+            spec.workload.name(),
+            spec.mode,
+            hab::MiddleLevelSpec::list_to_string(&spec.middle),
+            spec.tlab,
+            spec.threads,
+            spec.object_size
+        ));
+        let result = workload::run(&spec)?;
+        runs.push((spec, result));
+        progress.inc(1);
+    }
+    let costs = costs::measure(&progress)?;
+    progress.finish_and_clear();
+    let measured = Measured { runs };
+    let extras = Extras {
+        compute_speedup,
+        costs,
+    };
+
+    fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut lines = String::new();
+    for (_, result) in &measured.runs {
+        lines.push_str(&serde_json::to_string(result).map_err(|e| e.to_string())?);
+        lines.push('\n');
+    }
+    fs::write(out.join("results.jsonl"), lines).map_err(|e| e.to_string())?;
+
+    let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
+    text += &shipilev::render(scale, &measured, &extras);
+    text += &jaffer::render(scale, &measured, &extras);
+    text += &middle::render(scale, &measured, &extras);
+    text += &costs::render(&extras.costs);
+    let path = out.join("README.md");
+    fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!(
+        "wrote {} ({:.0} s)",
+        path.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
+    let mut s = String::new();
+    let flag = if scale.quick { " --quick" } else { "" };
+    let _ = writeln!(s, "# Hab report\n");
+    let _ = writeln!(
+        s,
+        "Written by `hab report{flag}` (`cargo run --release -p hab-cli -- report{flag}`) in \
+         {seconds:.0} s. Every figure below was measured in this run; `results.jsonl` beside this \
+         file has every run as one JSON line. A claim marked **no** did not hold in this run.\n"
+    );
+    let _ = writeln!(s, "## Machine\n");
+    for line in machine::describe() {
+        let _ = writeln!(s, "- {line}");
+    }
+    let _ = writeln!(
+        s,
+        "- A pure compute loop ran {:.2}× faster on 2 threads than on 1 in this run (2.00 would \
+         be perfect scaling); multi-thread figures are judged against it.\n",
+        extras.compute_speedup
+    );
+    s
+}
+
+/// `yes`, or a bold `no`.
+pub fn check(holds: bool) -> &'static str {
+    if holds {
+        "yes"
+    } else {
+        "**no**"
+    }
+}
