@@ -116,7 +116,7 @@ struct RunArgs {
     /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB.
     #[arg(long, default_value = "")]
     middle: String,
-    /// Where the CPU number comes from: rseq, getcpu, rdpid, or sim[:probability[:seed]]
+    /// Where the CPU number comes from: rseq, getcpu, rdpid, or `sim[:probability[:seed]]`
     /// (default: rseq where glibc registered it, else getcpu).
     #[arg(long, value_parser = parse_cpu_id)]
     cpu_id: Option<CpuIdSource>,

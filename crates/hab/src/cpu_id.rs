@@ -32,7 +32,9 @@ pub enum CpuIdSource {
     Rdpid,
     /// A simulated CPU per thread that migrates with the given probability at every allocation
     /// slow path; deterministic for a seed. For tests and for studying machines larger than this
-    /// one.
+    /// one. In a heap, the mutator with [`id`](crate::Mutator::id) `i` is thread `i` of
+    /// [`SimulatedCpu::new`], and it may migrate once per TLAB refill, before the refill reads
+    /// its CPU (so a simulated thread never moves between choosing a domain and committing).
     Simulated {
         /// Seeds every thread's generator (with the thread's index).
         seed: u64,

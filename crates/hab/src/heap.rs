@@ -97,7 +97,12 @@ impl Heap {
             .middle()
             .iter()
             .map(|spec| {
-                MiddleLevel::new(spec.level, spec.buffer_bytes, topology.domains(spec.level))
+                MiddleLevel::new(
+                    spec.level,
+                    spec.buffer_bytes,
+                    topology.domains(spec.level),
+                    tlab_reserve_bytes,
+                )
             })
             .collect();
         let reservation =

@@ -19,7 +19,9 @@ struct Refill<'a> {
 }
 
 /// Carves a TLAB of `desired` bytes (at least `min`) from the middle levels, or the global
-/// heap when they are exhausted. The simulated CPU source may migrate the thread first.
+/// heap when they are exhausted. The simulated CPU source may migrate the thread first. The
+/// TLAB may be larger than desired by less than one filler, so that no buffer keeps a tail no
+/// filler fits.
 pub(crate) fn carve_tlab(
     heap: &Heap,
     counters: &Counters,

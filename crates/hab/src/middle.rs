@@ -37,6 +37,18 @@ pub(crate) struct Chunk {
     pub(crate) len: usize,
 }
 
+/// How much of `available` to hand out for a request of `desired`: all of it when the rest
+/// would be a tail too short for a filler (`0 < rest < min_tail`), which the heap walk could not
+/// step over. Any unit, as long as all three share it.
+fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
+    let take = desired.min(available);
+    if available - take < min_tail {
+        available
+    } else {
+        take
+    }
+}
+
 fn pack(top_words: u64, generation: u64) -> u64 {
     (generation & GENERATION_MASK) << OFFSET_BITS | top_words
 }
@@ -75,7 +87,7 @@ impl CasBuffer {
     }
 
     /// Carves `desired` bytes, or what is left if at least `min`.
-    fn try_carve(&self, base: usize, min: usize, desired: usize) -> Attempt {
+    fn try_carve(&self, base: usize, min: usize, desired: usize, min_tail_words: u64) -> Attempt {
         let (min_words, desired_words) = ((min / WORD) as u64, (desired / WORD) as u64);
         let mut state = self.state.load(Ordering::Acquire);
         loop {
@@ -87,7 +99,7 @@ impl CasBuffer {
             if available < min_words {
                 return Attempt::Exhausted(state);
             }
-            let take = desired_words.min(available);
+            let take = portion(available, desired_words, min_tail_words);
             let next = pack(top + take, state >> OFFSET_BITS);
             match self
                 .state
@@ -137,10 +149,19 @@ pub(crate) struct MiddleLevel {
     level: Level,
     buffer_bytes: usize,
     buffers: Box<[CachePadded<CasBuffer>]>,
+    /// No carve leaves a free tail shorter than this (and longer than 0).
+    min_tail_words: u64,
 }
 
 impl MiddleLevel {
-    pub(crate) fn new(level: Level, buffer_bytes: usize, domains: usize) -> Self {
+    /// A level of `domains` buffers of `buffer_bytes`, never leaving a free tail shorter than
+    /// `min_tail_bytes` (the object model's smallest filler, when it exceeds the alignment).
+    pub(crate) fn new(
+        level: Level,
+        buffer_bytes: usize,
+        domains: usize,
+        min_tail_bytes: usize,
+    ) -> Self {
         let buffers = (0..domains.max(1))
             .map(|_| CachePadded(CasBuffer::new()))
             .collect();
@@ -148,6 +169,7 @@ impl MiddleLevel {
             level,
             buffer_bytes,
             buffers,
+            min_tail_words: min_tail_bytes.div_ceil(WORD) as u64,
         }
     }
 
@@ -206,7 +228,10 @@ pub(crate) fn carve(
     };
     let base = env.base();
     let home = env.current_domain(level.level) % level.domains();
-    match level.buffers[home].0.try_carve(base, min, desired) {
+    match level.buffers[home]
+        .0
+        .try_carve(base, min, desired, level.min_tail_words)
+    {
         Attempt::Carved(chunk) => {
             env.served(index, level.level, home);
             return Some(chunk);
@@ -221,7 +246,11 @@ pub(crate) fn carve(
     }
     for step in 1..level.domains() {
         let domain = (home + step) % level.domains();
-        if let Attempt::Carved(chunk) = level.buffers[domain].0.try_carve(base, min, desired) {
+        if let Attempt::Carved(chunk) =
+            level.buffers[domain]
+                .0
+                .try_carve(base, min, desired, level.min_tail_words)
+        {
             env.served(index, level.level, domain);
             return Some(chunk);
         }
@@ -255,7 +284,11 @@ fn refill(
         return None;
     };
     let start_words = ((chunk.start - base) / WORD) as u64;
-    let take = desired.min(chunk.len);
+    let take = portion(
+        chunk.len as u64,
+        desired as u64,
+        level.min_tail_words * WORD as u64,
+    ) as usize;
     buffer.install(
         seen,
         start_words + (take / WORD) as u64,
@@ -320,7 +353,7 @@ mod tests {
 
     #[test]
     fn carves_from_the_home_buffer_and_refills_it() {
-        let levels = [MiddleLevel::new(Level::Core, 1024, 2)];
+        let levels = [MiddleLevel::new(Level::Core, 1024, 2, 0)];
         let mut env = env(1, 1 << 20);
         let first = carve(&levels, 0, 64, 256, &mut env).unwrap();
         assert_eq!(first, Chunk { start: 0, len: 256 });
@@ -367,8 +400,8 @@ mod tests {
     #[test]
     fn a_busy_home_sends_the_request_to_other_domains_then_up() {
         let levels = [
-            MiddleLevel::new(Level::Core, 1024, 3),
-            MiddleLevel::new(Level::Package, 4096, 1),
+            MiddleLevel::new(Level::Core, 1024, 3, 0),
+            MiddleLevel::new(Level::Package, 4096, 1, 0),
         ];
         let mut env = env(0, 1 << 20);
         // Domain 2 gets a chunk; then domain 0 is marked busy.
@@ -396,7 +429,7 @@ mod tests {
 
     #[test]
     fn an_exhausted_heap_leaves_the_buffer_empty_and_usable() {
-        let levels = [MiddleLevel::new(Level::Cpu, 1024, 1)];
+        let levels = [MiddleLevel::new(Level::Cpu, 1024, 1, 0)];
         let mut env = env(0, 1536);
         assert!(carve(&levels, 0, 512, 512, &mut env).is_some());
         assert!(carve(&levels, 0, 512, 512, &mut env).is_some());
@@ -416,6 +449,46 @@ mod tests {
         let mut tails = vec![];
         levels[0].retire_all(0, |start, end| tails.push((start, end)));
         assert!(tails.is_empty());
+    }
+
+    #[test]
+    fn no_carve_leaves_a_tail_too_short_for_a_filler() {
+        let levels = [MiddleLevel::new(Level::Cpu, 1024, 1, 16)];
+        let mut env = env(0, 1 << 20);
+        // 1024 - 1016 would leave 8 bytes: the whole buffer goes.
+        assert_eq!(
+            carve(&levels, 0, 8, 1016, &mut env),
+            Some(Chunk {
+                start: 0,
+                len: 1024
+            })
+        );
+        // From a partly used buffer too: 1024 - 512 - 504 = 8.
+        assert_eq!(
+            carve(&levels, 0, 8, 512, &mut env),
+            Some(Chunk {
+                start: 1024,
+                len: 512
+            })
+        );
+        assert_eq!(
+            carve(&levels, 0, 8, 504, &mut env),
+            Some(Chunk {
+                start: 1536,
+                len: 512
+            })
+        );
+        // A 16-byte rest is fine.
+        assert_eq!(
+            carve(&levels, 0, 8, 1008, &mut env),
+            Some(Chunk {
+                start: 2048,
+                len: 1008
+            })
+        );
+        assert!(env.tails.is_empty());
+        assert_eq!(portion(100, 40, 0), 40);
+        assert_eq!(portion(100, 200, 16), 100);
     }
 
     #[test]
@@ -501,7 +574,7 @@ mod model_check {
         let mut builder = ::loom::model::Builder::new();
         builder.preemption_bound = Some(PREEMPTIONS);
         builder.check(move || {
-            let levels = Arc::new([MiddleLevel::new(Level::Core, buffer_bytes, domains)]);
+            let levels = Arc::new([MiddleLevel::new(Level::Core, buffer_bytes, domains, 0)]);
             let global = Arc::new(Global {
                 top: AtomicU64::new(0),
                 end: global_bytes,

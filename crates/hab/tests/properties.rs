@@ -1,6 +1,8 @@
 //! Property tests: random sequences of allocations, retires, re-attaches and collections (plain,
 //! with reset, with a new allocation range above the survivors) over random configurations,
-//! checked against a model of what the test allocated.
+//! checked against a model of what the test allocated. The configurations cover the `shared`
+//! and `tlab` modes and the `hab` mode with one to five middle levels on simulated machines
+//! whose threads migrate between virtual CPUs.
 
 mod common;
 
@@ -11,8 +13,8 @@ use std::sync::Arc;
 
 use common::write_header;
 use hab::{
-    AllocError, Collection, HeaderWordModel, Heap, HeapConfig, Mode, Mutator, TlabPolicy,
-    TlabStats, ZeroMemory,
+    AllocError, Collection, CpuIdSource, HeaderWordModel, Heap, HeapConfig, Level, LevelStats,
+    Mode, Mutator, TlabPolicy, TlabStats, ZeroMemory,
 };
 use proptest::prelude::*;
 
@@ -27,9 +29,102 @@ struct Setup {
     alignment: usize,
     zero: ZeroMemory,
     mutators: usize,
+    /// The middle levels of `hab` mode; `None` in the other modes.
+    hab: Option<HabSetup>,
 }
 
+/// The `hab` part of a configuration: middle levels on a simulated machine.
+#[derive(Clone, Debug)]
+struct HabSetup {
+    middle: &'static str,
+    topology: &'static str,
+    seed: u64,
+    migrate_probability: f64,
+}
+
+/// Middle-level lists of `hab` setups, with the size of their largest buffer.
+const MIDDLES: [(&str, usize); 4] = [
+    ("cpu:64KiB", 64 << 10),
+    ("core:64KiB", 64 << 10),
+    ("core:64KiB,package:256KiB", 256 << 10),
+    (
+        "cpu:32KiB,core:64KiB,llc:128KiB,package:256KiB,node:512KiB",
+        512 << 10,
+    ),
+];
+
+fn policy(choice: usize, min_tlab: usize, max_tlab: usize) -> TlabPolicy {
+    match choice {
+        0 => TlabPolicy::Fixed(min_tlab),
+        1 => TlabPolicy::Fixed(4096),
+        2 => TlabPolicy::Fixed(max_tlab),
+        3 => TlabPolicy::Adaptive,
+        _ => TlabPolicy::Growing,
+    }
+}
+
+fn zero(zero: bool) -> ZeroMemory {
+    if zero {
+        ZeroMemory::AtRefill
+    } else {
+        ZeroMemory::Never
+    }
+}
+
+/// Half `shared`/`tlab` setups, half `hab` setups.
 fn setup() -> impl Strategy<Value = Setup> {
+    prop_oneof![classic_setup(), hab_setup()]
+}
+
+/// A `hab` setup: middle levels from `MIDDLES`, a largest TLAB that divides the lowest buffer
+/// (every one of them is at least 32 KiB), a heap of 1 to 8 times the largest buffer, a
+/// simulated machine, and virtual CPUs that never, sometimes or always migrate at a refill.
+fn hab_setup() -> impl Strategy<Value = Setup> {
+    (
+        (
+            prop::sample::select(MIDDLES.to_vec()),
+            prop::sample::select(vec!["1x2x1", "2x2x2", "4x10x2"]),
+            any::<u64>(),
+            prop::sample::select(vec![0.0, 0.3, 1.0]),
+        ),
+        0..5usize,
+        prop::sample::select(vec![1usize, 2, 4, 8]),
+        prop::sample::select(vec![256usize, 1024, 2048]),
+        prop::sample::select(vec![4096usize, 16 << 10, 32 << 10]),
+        prop::sample::select(vec![8usize, 16]),
+        any::<bool>(),
+        1..=4usize,
+    )
+        .prop_map(
+            |(
+                ((middle, largest), topology, seed, migrate_probability),
+                policy_choice,
+                factor,
+                min_tlab,
+                max_tlab,
+                alignment,
+                zero_memory,
+                mutators,
+            )| Setup {
+                mode: Mode::Hab,
+                policy: policy(policy_choice, min_tlab, max_tlab),
+                capacity: largest * factor,
+                min_tlab,
+                max_tlab,
+                alignment,
+                zero: zero(zero_memory),
+                mutators,
+                hab: Some(HabSetup {
+                    middle,
+                    topology,
+                    seed,
+                    migrate_probability,
+                }),
+            },
+        )
+}
+
+fn classic_setup() -> impl Strategy<Value = Setup> {
     (
         prop_oneof![Just(Mode::Shared), Just(Mode::Tlab)],
         0..5usize,
@@ -41,25 +136,27 @@ fn setup() -> impl Strategy<Value = Setup> {
         1..=3usize,
     )
         .prop_map(
-            |(mode, policy, capacity, min_tlab, max_tlab, alignment, zero, mutators)| Setup {
+            |(
                 mode,
-                policy: match policy {
-                    0 => TlabPolicy::Fixed(min_tlab),
-                    1 => TlabPolicy::Fixed(4096),
-                    2 => TlabPolicy::Fixed(max_tlab),
-                    3 => TlabPolicy::Adaptive,
-                    _ => TlabPolicy::Growing,
-                },
+                policy_choice,
                 capacity,
                 min_tlab,
                 max_tlab,
                 alignment,
-                zero: if zero {
-                    ZeroMemory::AtRefill
-                } else {
-                    ZeroMemory::Never
-                },
+                zero_memory,
                 mutators,
+            )| {
+                Setup {
+                    mode,
+                    policy: policy(policy_choice, min_tlab, max_tlab),
+                    capacity,
+                    min_tlab,
+                    max_tlab,
+                    alignment,
+                    zero: zero(zero_memory),
+                    mutators,
+                    hab: None,
+                }
             },
         )
 }
@@ -90,10 +187,10 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => (0..3usize, 0..SIZES, 1..48usize)
+        8 => (0..4usize, 0..SIZES, 1..48usize)
             .prop_map(|(mutator, size, count)| Op::Alloc { mutator, size, count }),
-        1 => (0..3usize).prop_map(|mutator| Op::Retire { mutator }),
-        1 => (0..3usize).prop_map(|mutator| Op::Reattach { mutator }),
+        1 => (0..4usize).prop_map(|mutator| Op::Retire { mutator }),
+        1 => (0..4usize).prop_map(|mutator| Op::Reattach { mutator }),
         2 => Just(Op::Collect),
         1 => Just(Op::CollectReset),
         2 => (any::<u16>(), any::<u16>())
@@ -122,25 +219,42 @@ struct World {
     in_range: Vec<(usize, usize)>,
     /// Heap totals when the current allocation range was installed.
     base: TlabStats,
+    /// The configured middle levels, lowest first (empty unless the mode is `hab`).
+    levels: Vec<Level>,
     /// How often the interesting paths ran, to keep the test honest.
     out_of_memory: u64,
     collections: u64,
+    /// Allocations that took a TLAB served by a middle-level domain other than the thread's.
+    foreign_refills: u64,
 }
 
 impl World {
     fn new(setup: &Setup) -> World {
-        let config = HeapConfig::builder()
+        let mut builder = HeapConfig::builder()
             .capacity(setup.capacity)
             .mode(setup.mode)
             .tlab(setup.policy)
             .min_tlab(setup.min_tlab)
             .max_tlab(setup.max_tlab)
             .alignment(setup.alignment)
-            .zero(setup.zero)
-            .build()
-            .expect("valid configuration");
+            .zero(setup.zero);
+        if let Some(hab) = &setup.hab {
+            builder = builder
+                .middle(hab.middle)
+                .simulated_topology(hab.topology)
+                .cpu_id(CpuIdSource::Simulated {
+                    seed: hab.seed,
+                    migrate_probability: hab.migrate_probability,
+                });
+        }
+        let config = builder.build().expect("valid configuration");
         let max_tlab = config.max_tlab_bytes();
         let heap = Heap::new(config, HeaderWordModel).expect("heap");
+        let levels: Vec<Level> = heap
+            .middle_levels()
+            .into_iter()
+            .map(|(level, _, _)| level)
+            .collect();
         let mutators = (0..setup.mutators).map(|_| heap.attach()).collect();
         // Small sizes, sizes around the TLAB size and sizes above `max_tlab` (allocated outside
         // TLABs), none above half the heap so that any of them fits an empty heap.
@@ -166,8 +280,10 @@ impl World {
             live: BTreeMap::new(),
             in_range: Vec::new(),
             base: TlabStats::default(),
+            levels,
             out_of_memory: 0,
             collections: 0,
+            foreign_refills: 0,
         }
     }
 
@@ -242,11 +358,18 @@ impl World {
             assert!(result.is_ok(), "a refill hands out the object");
             let len = (after.tlab_bytes - before.tlab_bytes) as usize;
             let wanted = (before.desired_size_bytes as usize).max(bytes);
+            let min = min_tlab.max(bytes).min(wanted);
             let range = self.heap.allocation_range();
             let full = self.heap.stats().used_bytes == range.len();
             assert!(len >= bytes && len <= max_tlab, "TLAB of {len} for {bytes}");
             assert!(
-                len == wanted || full,
+                (min..=wanted).contains(&len),
+                "TLAB of {len} bytes, {min}..={wanted} asked"
+            );
+            // A middle-level buffer hands out what it has left when that is at least the
+            // minimum; the global heap only does so when it is full.
+            assert!(
+                len == wanted || full || config.mode() == Mode::Hab,
                 "TLAB of {len} bytes, {wanted} wanted, and the range is not full"
             );
             if config.tlab() == TlabPolicy::Growing {
@@ -258,7 +381,57 @@ impl World {
         if let TlabPolicy::Fixed(fixed) = config.tlab() {
             assert_eq!(desired, fixed);
         }
+        if config.mode() == Mode::Hab {
+            self.check_levels(&before, &after, bytes);
+        }
         result
+    }
+
+    /// What one allocation did to the middle-level counters of its (single-threaded) mutator.
+    /// With one thread no buffer is ever busy and no claim is ever lost, so a TLAB refill walks
+    /// up a prefix of the levels: the lowest level serves every TLAB, each level above serves
+    /// at most the one refill of the level below it, and unconfigured levels stay untouched. A
+    /// domain other than the thread's serves only when the levels above and the global heap
+    /// cannot give the minimum any more.
+    fn check_levels(&mut self, before: &TlabStats, after: &TlabStats, bytes: usize) {
+        let delta = after.since(before);
+        let config = self.heap.config();
+        for level in Level::ALL {
+            if !self.levels.contains(&level) {
+                assert_eq!(
+                    delta.levels[level.index()],
+                    LevelStats::default(),
+                    "{level} is not configured"
+                );
+            }
+        }
+        let allocs: Vec<u64> = self
+            .levels
+            .iter()
+            .map(|level| delta.levels[level.index()].allocs)
+            .collect();
+        assert_eq!(
+            allocs[0], delta.refills,
+            "the lowest level serves every TLAB: {allocs:?}"
+        );
+        assert!(
+            allocs.windows(2).all(|pair| pair[1] <= pair[0]) && allocs.iter().all(|&n| n <= 1),
+            "a refill walks up a prefix of the levels: {allocs:?}"
+        );
+        let (_, foreign) = delta.middle_allocs();
+        if foreign > 0 {
+            assert_eq!(delta.refills, 1, "a foreign chunk ends in a TLAB");
+            let wanted = (before.desired_size_bytes as usize).max(bytes);
+            let min = config.min_tlab_bytes().max(bytes).min(wanted);
+            let stats = self.heap.stats();
+            let free = self.heap.allocation_range().len() - stats.used_bytes;
+            assert!(
+                free < min,
+                "a foreign allocation while the global heap still had {free} bytes for a \
+                 minimum of {min}: {delta}"
+            );
+            self.foreign_refills += 1;
+        }
     }
 
     fn record(&mut self, object: NonNull<u8>, bytes: usize) {
@@ -339,7 +512,7 @@ impl World {
         }
         self.mutators = parked.into_iter().map(|parked| parked.unpark()).collect();
         let config = self.heap.config();
-        if config.mode() == Mode::Tlab && config.tlab() == TlabPolicy::Growing {
+        if config.mode() != Mode::Shared && config.tlab() == TlabPolicy::Growing {
             for (mutator, before) in self.mutators.iter().zip(desired_before) {
                 let halved = before as usize / 2;
                 let halved = (halved - halved % self.alignment)
@@ -384,12 +557,17 @@ impl World {
         );
         assert_eq!(objects, expected);
 
-        // Fillers are exactly the TLAB tails counted as waste since the range was installed,
-        // objects exactly the bytes counted as allocated.
+        // Fillers are exactly the TLAB and middle-level buffer tails counted as waste since the
+        // range was installed (by live and detached mutators, and by the collections that
+        // retired the buffers), objects exactly the bytes counted as allocated.
         let totals = self.heap.stats().totals;
         let refill_waste = totals.refill_waste_bytes - self.base.refill_waste_bytes;
         let gc_waste = totals.gc_waste_bytes - self.base.gc_waste_bytes;
-        assert_eq!(summary.filler_bytes as u64, refill_waste + gc_waste);
+        let middle_waste = totals.middle_waste_bytes() - self.base.middle_waste_bytes();
+        assert_eq!(
+            summary.filler_bytes as u64,
+            refill_waste + gc_waste + middle_waste
+        );
         assert_eq!(
             summary.object_bytes as u64,
             totals.allocated_bytes() - self.base.allocated_bytes()
@@ -398,20 +576,28 @@ impl World {
             assert_eq!(summary.fillers, 0);
             assert_eq!(totals.refills, 0);
         }
+        match self.levels.first() {
+            // One thread: the lowest level served every TLAB ever taken.
+            Some(lowest) => assert_eq!(totals.levels[lowest.index()].allocs, totals.refills),
+            None => assert_eq!(totals.levels, TlabStats::default().levels),
+        }
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// Any operation sequence keeps walks equal to the model and fillers equal to the waste.
     #[test]
     fn walks_match_the_model(setup in setup(), ops in prop::collection::vec(op(), 1..80)) {
         // After any sequence of operations every collection's walk meets exactly the objects
-        // the model holds and fillers equal to the growth of the waste counters; no allocation
-        // overlaps a live one or leaves the allocation range; TLABs have the sizes the policy
-        // asks for; OutOfMemory only happens when the range is really full, and a reset always
-        // makes room again.
+        // the model holds and fillers equal to the growth of the waste counters (TLAB tails and,
+        // in `hab` mode, middle-level buffer tails retired at refills and collections); no
+        // allocation overlaps a live one or leaves the allocation range; TLABs have the sizes
+        // the policy asks for (in `hab` mode at least the minimum when a buffer runs low);
+        // every refill walks up a prefix of the middle levels, foreign only once the global heap
+        // cannot serve it; OutOfMemory only happens when the range is really full, and a reset
+        // always makes room again.
         let mut world = World::new(&setup);
         for op in &ops {
             world.run(op);
@@ -477,25 +663,50 @@ proptest! {
     }
 }
 
-/// The model harness itself reaches the paths the properties rely on: OOM, reset, sub-ranges.
+/// The model harness itself reaches the paths the properties rely on: OOM, reset, sub-ranges,
+/// and in `hab` mode middle-level waste and foreign allocations.
 #[test]
 fn the_harness_reaches_out_of_memory_and_sub_ranges() {
-    for mode in [Mode::Shared, Mode::Tlab] {
+    let hab = |middle, topology, migrate_probability| {
+        Some(HabSetup {
+            middle,
+            topology,
+            seed: 7,
+            migrate_probability,
+        })
+    };
+    for (mode, hab) in [
+        (Mode::Shared, None),
+        (Mode::Tlab, None),
+        (Mode::Hab, hab("cpu:64KiB", "1x2x1", 0.0)),
+        (Mode::Hab, hab("core:64KiB,package:256KiB", "2x2x2", 0.3)),
+        (
+            Mode::Hab,
+            hab(
+                "cpu:32KiB,core:64KiB,llc:128KiB,package:256KiB,node:512KiB",
+                "4x10x2",
+                1.0,
+            ),
+        ),
+    ] {
+        let capacity = if hab.is_some() { 512 << 10 } else { 64 << 10 };
         let setup = Setup {
             mode,
             policy: TlabPolicy::Growing,
-            capacity: 64 << 10,
+            capacity,
             min_tlab: 256,
             max_tlab: 4096,
             alignment: 16,
             zero: ZeroMemory::AtRefill,
             mutators: 2,
+            hab,
         };
         let mut world = World::new(&setup);
+        // 4096-byte objects; enough of them to fill the heap twice.
         let fill = |mutator| Op::Alloc {
             mutator,
-            size: 6, // 4096 bytes
-            count: 20,
+            size: 6,
+            count: capacity / 4096 / 2 + 20,
         };
         for op in [
             fill(0),
@@ -510,11 +721,18 @@ fn the_harness_reaches_out_of_memory_and_sub_ranges() {
             fill(0),
             Op::CollectReset,
             fill(1),
+            fill(0),
+            fill(1),
         ] {
             world.run(&op);
         }
         assert!(world.out_of_memory >= 1, "{mode}: the heap never filled");
         assert!(world.collections >= 4, "{mode}");
         assert!(!world.live.is_empty());
+        if mode == Mode::Hab {
+            let totals = world.heap.stats().totals;
+            assert!(totals.middle_waste_bytes() > 0, "{setup:?}: {totals}");
+            assert!(world.foreign_refills > 0, "{setup:?}: {totals}");
+        }
     }
 }

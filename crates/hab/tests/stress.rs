@@ -6,31 +6,17 @@
 mod common;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{assert_disjoint_inside, heap, write_header, Rng};
+use common::{assert_disjoint_inside, heap, watchdog, write_header, Rng};
 use hab::{
     AllocError, Collection, CollectionError, Heap, HeapConfig, HeapConfigBuilder, Mode, Mutator,
     TlabPolicy, TlabStats,
 };
 
 const THREADS: usize = 64;
-
-/// Aborts the process if the test is not done within `limit`: a deadlock fails the run instead
-/// of hanging it. Dropping the returned sender disarms it.
-fn watchdog(name: &'static str, limit: Duration) -> mpsc::Sender<()> {
-    let (done, wait) = mpsc::channel::<()>();
-    thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
-            eprintln!("{name}: no progress after {limit:?}: deadlock");
-            std::process::abort();
-        }
-    });
-    done
-}
 
 /// An object size from 16 to 4096 bytes, a multiple of 8: three in four small (up to 256).
 fn object_size(rng: &mut Rng) -> usize {

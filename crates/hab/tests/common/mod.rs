@@ -7,7 +7,10 @@
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, ThreadId};
+use std::time::Duration;
 
 use hab::{HeaderWordModel, Heap, HeapConfigBuilder, ObjectModel};
 
@@ -26,6 +29,19 @@ pub fn write_header(object: NonNull<u8>, bytes: usize) {
     // SAFETY: every caller passes an address `Mutator::alloc` just returned for `bytes >= 8`
     // bytes, so it is 8-byte aligned, writable and owned by the calling thread.
     unsafe { HeaderWordModel::write_header(object, bytes) };
+}
+
+/// Aborts the process if the test is not done within `limit`: a deadlock fails the run instead
+/// of hanging it. Dropping the returned sender disarms it.
+pub fn watchdog(name: &'static str, limit: Duration) -> mpsc::Sender<()> {
+    let (done, wait) = mpsc::channel::<()>();
+    thread::spawn(move || {
+        if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+            eprintln!("{name}: no progress after {limit:?}: deadlock");
+            std::process::abort();
+        }
+    });
+    done
 }
 
 /// Sorts `objects` (address, size) by address and asserts that none overlaps the next one
@@ -107,6 +123,80 @@ unsafe impl ObjectModel for CheckedFillerModel {
 
     unsafe fn is_filler(&self, address: NonNull<u8>) -> bool {
         // SAFETY: as for `object_size`.
+        unsafe { HeaderWordModel.is_filler(address) }
+    }
+}
+
+/// Where [`GateModel`] stops a thread.
+#[derive(Debug, Default)]
+pub struct GateState {
+    /// The thread to stop at its next filler.
+    armed_for: Option<ThreadId>,
+    /// The size of the filler the stopped thread is writing, once it stopped.
+    stopped_at: Option<usize>,
+    released: bool,
+}
+
+/// The shared state of a [`GateModel`] and the condition variable its threads wait on.
+#[derive(Debug, Default)]
+pub struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+/// [`HeaderWordModel`] whose `write_filler` stops one chosen thread until released: a thread
+/// that retires the tail of a middle-level buffer it claimed then stays in the middle of the
+/// refill, holding the buffer, for as long as the test wants.
+#[derive(Clone, Debug, Default)]
+pub struct GateModel(Arc<Gate>);
+
+impl GateModel {
+    pub fn arm_for_this_thread(&self) {
+        self.0.state.lock().unwrap().armed_for = Some(thread::current().id());
+    }
+
+    /// Waits until the armed thread stopped; returns the size of the filler it is writing.
+    pub fn wait_until_stopped(&self) -> usize {
+        let mut state = self.0.state.lock().unwrap();
+        loop {
+            if let Some(bytes) = state.stopped_at {
+                return bytes;
+            }
+            state = self.0.changed.wait(state).unwrap();
+        }
+    }
+
+    pub fn release(&self) {
+        self.0.state.lock().unwrap().released = true;
+        self.0.changed.notify_all();
+    }
+}
+
+// SAFETY: fillers and headers are exactly `HeaderWordModel`'s; stopping a thread before
+// writing changes nothing about what is written.
+unsafe impl ObjectModel for GateModel {
+    unsafe fn write_filler(&self, address: NonNull<u8>, bytes: usize) {
+        let mut state = self.0.state.lock().unwrap();
+        if state.armed_for == Some(thread::current().id()) {
+            state.armed_for = None;
+            state.stopped_at = Some(bytes);
+            self.0.changed.notify_all();
+            while !state.released {
+                state = self.0.changed.wait(state).unwrap();
+            }
+        }
+        drop(state);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { HeaderWordModel.write_filler(address, bytes) };
+    }
+
+    unsafe fn object_size(&self, address: NonNull<u8>) -> usize {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { HeaderWordModel.object_size(address) }
+    }
+
+    unsafe fn is_filler(&self, address: NonNull<u8>) -> bool {
+        // SAFETY: the caller's contract, forwarded.
         unsafe { HeaderWordModel.is_filler(address) }
     }
 }
