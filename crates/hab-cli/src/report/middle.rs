@@ -209,6 +209,25 @@ pub fn render(scale: &Scale, measured: &Measured, _: &Extras) -> String {
         }
         let _ = writeln!(s);
     }
+    let foreign: u64 = THREADS
+        .iter()
+        .flat_map(|&threads| sizes.iter().map(move |&tlab| (threads, tlab)))
+        .flat_map(|(threads, tlab)| {
+            configs
+                .iter()
+                .map(move |&middle| grid(scale, threads, tlab, Some(middle)))
+        })
+        .map(|spec| measured.get(&spec).foreign_allocs)
+        .sum();
+    let _ = writeln!(
+        s,
+        "{foreign} foreign allocations in all these runs together. A carve is foreign when its \
+         thread moved to another domain between reading its CPU and committing (a preemption in \
+         a window of a few nanoseconds), or when its own buffer was being refilled by a thread \
+         that was preempted while holding it; with few CPUs both are rare. The tests force both \
+         (`tests/middle_stress.rs`, `tests/simulated_topology.rs`) to check that they are \
+         counted.\n"
+    );
     render_refill_cost(&mut s, scale, measured);
     render_simulated(&mut s, scale, measured);
     s
@@ -269,7 +288,8 @@ fn render_simulated(s: &mut String, scale: &Scale, measured: &Measured) {
         s,
         "`alloc-object`, 16-byte objects, {} objects per run shared among the threads, a 1 GiB \
          heap, 4 KiB TLABs; each thread has a virtual CPU and moves to another with probability 1 % at each \
-         refill (`--cpu-id sim:0.01:1`). Times mean nothing here (2 real CPUs); the figures are \
+         refill (`--cpu-id sim:0.01:1`), before it reads its CPU, so it never moves between \
+         choosing a buffer and committing. Times mean nothing here (2 real CPUs); the figures are \
          how the levels share the work.\n",
         scale.grid_objects
     );
