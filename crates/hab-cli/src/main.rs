@@ -315,6 +315,7 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
     }
     println!();
     println!("CPU id: {}", heap.cpu_id().source());
+    println!("restartable sequences: {}", hab::rseq_mechanism());
     Ok(())
 }
 

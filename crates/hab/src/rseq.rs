@@ -1,0 +1,810 @@
+//! Restartable sequences: per-CPU buffers updated with no atomic instruction.
+//!
+//! A thread registers a `struct rseq` area with the kernel (glibc ≥ 2.35 does it for every
+//! thread; otherwise Hab registers its own). Before a critical section the thread stores the
+//! address of the section's descriptor in the area's `rseq_cs`; if the kernel preempts,
+//! migrates or signals the thread between the section's start and its commit, it resumes it at
+//! the section's abort handler instead. A section that reads `cpu_id_start`, works on that
+//! CPU's slot and commits with one store is therefore atomic with respect to every other
+//! thread that touches the slot only from inside such sections on that CPU.
+//!
+//! A per-CPU buffer here is one word, so that both the bump and the install of a new buffer
+//! commit with a single store: the top (in words from the heap's base) in the low [`TOP_BITS`]
+//! bits, the words left in the high bits. Bumping `n` words adds `n` and subtracts `n` shifted
+//! into the high bits; that subtraction borrows exactly when fewer than `n` words are left, so
+//! the check and the new value cost three instructions.
+//!
+//! x86_64 Linux only; elsewhere [`mechanism`] reports rseq as unavailable and callers use
+//! their compare-and-swap fallback.
+
+// The sections are tested here but not yet called by an allocation path: the `cpu` level and
+// the `plab` mode build on them next.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::fmt;
+use std::sync::OnceLock;
+
+/// Bits of a packed per-CPU word holding the top, in words from the heap's base (room for a
+/// 16 TiB heap and the carry of a bump that fills a buffer up to its end).
+pub(crate) const TOP_BITS: u32 = 42;
+const TOP_MASK: u64 = (1 << TOP_BITS) - 1;
+/// The largest per-CPU buffer, in bytes: what is left is counted in the 22 high bits.
+pub(crate) const MAX_BUFFER_BYTES: usize = ((1usize << (64 - TOP_BITS)) - 1) * 8;
+/// Distance between two CPUs' slots: two cache lines, so that neighbours never share one.
+const SLOT_SHIFT: u32 = 7;
+pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
+/// Aborts in a row after which a thread gives up and takes the fallback (e.g. a debugger
+/// single-stepping through the section makes it abort forever).
+pub(crate) const MAX_ABORTS: u64 = 64;
+/// The signature glibc registers with on x86_64; Hab's own registrations use it too.
+pub(crate) const SIGNATURE: u32 = 0x5305_3053;
+
+/// A per-CPU word: words left and top.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Packed(pub(crate) u64);
+
+impl Packed {
+    /// A buffer at `top_words` with `left_words` free words.
+    pub(crate) fn new(top_words: u64, left_words: u64) -> Packed {
+        debug_assert!(top_words <= TOP_MASK && left_words < 1 << (64 - TOP_BITS));
+        Packed(left_words << TOP_BITS | top_words)
+    }
+
+    pub(crate) fn top_words(self) -> u64 {
+        self.0 & TOP_MASK
+    }
+
+    pub(crate) fn left_words(self) -> u64 {
+        self.0 >> TOP_BITS
+    }
+}
+
+/// How this process gets an rseq area for its threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RseqMechanism {
+    /// glibc registered an area for every thread, at this offset from the thread pointer.
+    Glibc {
+        /// `__rseq_offset`.
+        offset: isize,
+    },
+    /// Hab registers an area per thread itself (glibc did not: an older or other C library,
+    /// or `GLIBC_TUNABLES=glibc.pthread.rseq=0`), and unregisters it when the thread exits.
+    Own,
+    /// No rseq: per-CPU buffers fall back to compare-and-swap.
+    Unavailable(String),
+}
+
+impl fmt::Display for RseqMechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RseqMechanism::Glibc { offset } => write!(f, "glibc's registration (offset {offset})"),
+            RseqMechanism::Own => f.write_str("Hab's own registration per thread"),
+            RseqMechanism::Unavailable(why) => write!(f, "unavailable: {why}"),
+        }
+    }
+}
+
+/// The mechanism, decided once per process. `HAB_RSEQ=off` in the environment forces the
+/// fallback (for tests of it).
+pub fn mechanism() -> &'static RseqMechanism {
+    static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
+    MECHANISM.get_or_init(|| {
+        if std::env::var_os("HAB_RSEQ").is_some_and(|value| value == "off") {
+            return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
+        }
+        imp::discover()
+    })
+}
+
+/// The calling thread's registered area, registering it first if Hab owns registrations; `None`
+/// when rseq is unavailable or this thread's registration failed.
+#[inline]
+pub(crate) fn current_area() -> Option<*mut u8> {
+    match mechanism() {
+        RseqMechanism::Glibc { offset } => Some(imp::glibc_area(*offset)),
+        RseqMechanism::Own => imp::own_area(),
+        RseqMechanism::Unavailable(_) => None,
+    }
+}
+
+/// How a critical section ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Committed on `cpu`; `before` is the slot's word before the commit.
+    Done { cpu: usize, before: Packed },
+    /// Not committed: the slot of `cpu` had too little left (bump) or no longer held the
+    /// expected word (install). `seen` is the slot's word.
+    Refused { cpu: usize, seen: Packed },
+    /// Not committed: the thread runs on another CPU than the install expected (or on a CPU
+    /// beyond the slots, which a correct topology rules out).
+    Moved,
+    /// Aborted [`MAX_ABORTS`] times in a row.
+    GaveUp,
+}
+
+/// Per-CPU slots: one packed word per CPU, [`SLOT_BYTES`] apart.
+pub(crate) struct Slots {
+    base: *mut u64,
+    cpus: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the slots are only read and written through restartable sequences (one writer per
+// CPU at a time, guaranteed by the kernel) or by a collection while every mutator is stopped.
+unsafe impl Send for Slots {}
+// SAFETY: as above.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    /// Empty slots for `cpus` CPUs.
+    pub(crate) fn new(cpus: usize) -> Slots {
+        let cpus = cpus.max(1);
+        let layout = std::alloc::Layout::from_size_align(cpus * SLOT_BYTES, SLOT_BYTES)
+            .expect("CPU counts are small");
+        // SAFETY: the layout has a non-zero size.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Slots { base, cpus, layout }
+    }
+
+    pub(crate) fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// Reads a slot outside a critical section (a snapshot; only exact while no thread can
+    /// run a section on that CPU, e.g. during a collection).
+    pub(crate) fn load(&self, cpu: usize) -> Packed {
+        assert!(cpu < self.cpus);
+        // SAFETY: `cpu` is in bounds; a volatile read of an aligned word that threads write
+        // with plain stores cannot tear on x86_64.
+        Packed(unsafe { self.slot(cpu).read_volatile() })
+    }
+
+    /// Writes a slot outside a critical section. Only while no thread can run a section.
+    pub(crate) fn store(&self, cpu: usize, word: Packed) {
+        assert!(cpu < self.cpus);
+        // SAFETY: `cpu` is in bounds; the caller guarantees no concurrent section.
+        unsafe { self.slot(cpu).write_volatile(word.0) };
+    }
+
+    fn slot(&self, cpu: usize) -> *mut u64 {
+        self.base.wrapping_byte_add(cpu * SLOT_BYTES)
+    }
+
+    /// Bumps the current CPU's slot by `words` (at least 1, fewer than 2^22) if it has that
+    /// many left.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered rseq area ([`current_area`]).
+    #[inline]
+    /// Also returns how many times the section aborted and restarted.
+    pub(crate) unsafe fn bump(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::bump(area, self.base, self.cpus, words, words << TOP_BITS) }
+    }
+
+    /// [`bump`](Slots::bump) with a widened window, for tests of the abort path.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_widened(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::bump_widened(area, self.base, self.cpus, words, words << TOP_BITS) }
+    }
+
+    /// Replaces the slot of `cpu` (< `cpus()`) by `new` if the thread still runs on `cpu` and
+    /// the slot still holds `expected`.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[inline]
+    /// Also returns how many times the section aborted and restarted.
+    pub(crate) unsafe fn install(
+        &self,
+        area: *mut u8,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+    ) -> (Outcome, u64) {
+        assert!(cpu < self.cpus);
+        // SAFETY: forwarded; `cpu` is in bounds.
+        unsafe { imp::install(area, self.base, cpu, expected, new) }
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.base.cast(), self.layout) };
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod imp {
+    use std::arch::asm;
+    use std::cell::{Cell, UnsafeCell};
+
+    use super::{Outcome, Packed, RseqMechanism, MAX_ABORTS, SIGNATURE, SLOT_SHIFT};
+
+    const SYS_RSEQ: libc::c_long = 334;
+    const UNREGISTER: libc::c_int = 1;
+    /// `struct rseq` as registered by Hab: 32 bytes, 32-byte aligned.
+    const AREA_BYTES: u32 = 32;
+
+    #[repr(C, align(32))]
+    struct Area([u32; 8]);
+
+    pub(super) fn discover() -> RseqMechanism {
+        if let (Some(offset), Some(size)) = (symbol(c"__rseq_offset"), symbol(c"__rseq_size")) {
+            // SAFETY: glibc defines `const ptrdiff_t __rseq_offset` and `const unsigned int
+            // __rseq_size`, set before user code runs and never written again.
+            let (offset, size) = unsafe { (*offset.cast::<isize>(), *size.cast::<u32>()) };
+            if size > 0 {
+                return RseqMechanism::Glibc { offset };
+            }
+        }
+        match own_area() {
+            Some(_) => RseqMechanism::Own,
+            None => RseqMechanism::Unavailable(format!(
+                "the kernel refused to register an rseq area: {}",
+                std::io::Error::last_os_error()
+            )),
+        }
+    }
+
+    fn symbol(name: &std::ffi::CStr) -> Option<*const libc::c_void> {
+        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the global scope.
+        let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        (!address.is_null()).then_some(address.cast_const())
+    }
+
+    #[inline]
+    pub(super) fn glibc_area(offset: isize) -> *mut u8 {
+        let thread_pointer: *mut u8;
+        // SAFETY: on x86_64 Linux `fs:0` holds the thread pointer itself (the TCB's self
+        // pointer); reading it has no side effect.
+        unsafe {
+            asm!("mov {}, qword ptr fs:0", out(reg) thread_pointer, options(nostack, readonly, preserves_flags))
+        };
+        thread_pointer.wrapping_offset(offset)
+    }
+
+    /// A thread's own area and whether it is registered (0 not tried, 1 registered, 2 failed).
+    struct Own {
+        area: UnsafeCell<Area>,
+        state: Cell<u8>,
+    }
+
+    impl Drop for Own {
+        fn drop(&mut self) {
+            if self.state.get() == 1 {
+                // SAFETY: unregisters the area this thread registered, before its memory goes.
+                unsafe {
+                    libc::syscall(SYS_RSEQ, self.area.get(), AREA_BYTES, UNREGISTER, SIGNATURE)
+                };
+            }
+        }
+    }
+
+    thread_local! {
+        static OWN: Own = const { Own { area: UnsafeCell::new(Area([0; 8])), state: Cell::new(0) } };
+    }
+
+    pub(super) fn own_area() -> Option<*mut u8> {
+        OWN.try_with(|own| {
+            if own.state.get() == 0 {
+                // SAFETY: the area is 32 bytes, 32-byte aligned, lives as long as the thread
+                // (it is unregistered by `Drop` before it is freed), and is registered for the
+                // calling thread only.
+                let area = own.area.get();
+                // SAFETY: see above.
+                let result = unsafe { libc::syscall(SYS_RSEQ, area, AREA_BYTES, 0, SIGNATURE) };
+                own.state.set(if result == 0 { 1 } else { 2 });
+            }
+            (own.state.get() == 1).then(|| own.area.get().cast::<u8>())
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// The bump section; `$widen` are instructions placed between the load and the commit
+    /// (empty except in tests, which widen the window to make aborts likely).
+    macro_rules! bump_section {
+        ($area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr $(, $widen:literal)*) => {{
+            let mut aborts: u64 = 0;
+            let status: u64;
+            let slot: u64;
+            let word: u64;
+            asm!(
+                ".pushsection __rseq_cs, \"aw\"",
+                ".balign 32",
+                "3:",
+                ".long 0, 0",
+                ".quad 4f, (5f - 4f), 6f",
+                ".popsection",
+                "mov {status:e}, 1",
+                "2:",
+                "lea {tmp}, [rip + 3b]",
+                "mov qword ptr [{area} + 8], {tmp}",
+                "4:",
+                "mov {slot:e}, dword ptr [{area}]",
+                "cmp {slot}, {cpus}",
+                "jae 9f",
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                "mov {word}, qword ptr [{slot}]",
+                $($widen,)*
+                "lea {tmp}, [{word} + {words}]",
+                "sub {tmp}, {high}",
+                "jb 7f",
+                "mov qword ptr [{slot}], {tmp}",
+                "5:",
+                ".pushsection .text.hab_rseq_abort, \"ax\"",
+                "7:",
+                "mov {status:e}, 0",
+                "jmp 8f",
+                "9:",
+                "mov {status:e}, 3",
+                "jmp 8f",
+                ".byte 0x0f, 0xb9, 0x3d",
+                ".long {signature}",
+                "6:",
+                "add {aborts}, 1",
+                "cmp {aborts}, {max_aborts}",
+                "jb 2b",
+                "mov {status:e}, 2",
+                "jmp 8f",
+                ".popsection",
+                "8:",
+                area = in(reg) $area,
+                base = in(reg) $base,
+                cpus = in(reg) $cpus,
+                words = in(reg) $words,
+                high = in(reg) $high,
+                aborts = inout(reg) aborts,
+                status = out(reg) status,
+                slot = out(reg) slot,
+                word = out(reg) word,
+                tmp = out(reg) _,
+                slot_shift = const SLOT_SHIFT,
+                signature = const SIGNATURE,
+                max_aborts = const MAX_ABORTS,
+                options(nostack),
+            );
+            (outcome(status, slot, $base, word), aborts)
+        }};
+    }
+
+    /// See `Slots::bump`: `high` is `words` shifted into the high bits.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area; `base` points to `cpus` slots.
+    #[inline]
+    pub(super) unsafe fn bump(
+        area: *mut u8,
+        base: *mut u64,
+        cpus: usize,
+        words: u64,
+        high: u64,
+    ) -> (Outcome, u64) {
+        // Registers: the inputs are never written (the kernel restarts at the abort handler
+        // with the registers as they are); the outputs are early-clobber temporaries. The
+        // descriptor is in __rseq_cs; the abort handler, preceded by the signature, and the
+        // refusal paths are out of line in a section of their own.
+        // SAFETY: the caller guarantees `area` is registered and `base` holds `cpus` slots;
+        // the section writes only the slot of the CPU it runs on, with its last instruction.
+        unsafe { bump_section!(area, base, cpus, words, high) }
+    }
+
+    /// `bump` with a window of a few microseconds between the load and the commit, so that
+    /// signals and preemptions land inside the section and abort it.
+    ///
+    /// # Safety
+    /// As for [`bump`].
+    #[cfg(test)]
+    pub(super) unsafe fn bump_widened(
+        area: *mut u8,
+        base: *mut u64,
+        cpus: usize,
+        words: u64,
+        high: u64,
+    ) -> (Outcome, u64) {
+        // SAFETY: as in `bump`; the widening loop touches only `tmp`, before its first use.
+        unsafe {
+            bump_section!(
+                area,
+                base,
+                cpus,
+                words,
+                high,
+                "mov {tmp:e}, 4000",
+                "12:",
+                "pause",
+                "sub {tmp:e}, 1",
+                "jnz 12b"
+            )
+        }
+    }
+
+    /// See `Slots::install`.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area; `cpu` is below the number of slots
+    /// at `base`.
+    #[inline]
+    pub(super) unsafe fn install(
+        area: *mut u8,
+        base: *mut u64,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+    ) -> (Outcome, u64) {
+        let mut aborts: u64 = 0;
+        let status: u64;
+        let slot: u64;
+        let word: u64;
+        // SAFETY: as in `bump`; the section commits with its single store of `new`, to the
+        // slot of `cpu`, only when the thread runs on `cpu`.
+        unsafe {
+            asm!(
+                ".pushsection __rseq_cs, \"aw\"",
+                ".balign 32",
+                "3:",
+                ".long 0, 0",
+                ".quad 4f, (5f - 4f), 6f",
+                ".popsection",
+                "mov {status:e}, 1",
+                "2:",
+                "lea {word}, [rip + 3b]",
+                "mov qword ptr [{area} + 8], {word}",
+                "4:",
+                "mov {slot:e}, dword ptr [{area}]",
+                "cmp {slot}, {cpu}",
+                "jne 9f",
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                "mov {word}, qword ptr [{slot}]",
+                "cmp {word}, {expected}",
+                "jne 7f",
+                "mov qword ptr [{slot}], {new}",
+                "5:",
+                ".pushsection .text.hab_rseq_abort, \"ax\"",
+                "7:",
+                "mov {status:e}, 0",
+                "jmp 8f",
+                "9:",
+                "mov {status:e}, 3",
+                "jmp 8f",
+                ".byte 0x0f, 0xb9, 0x3d",
+                ".long {signature}",
+                "6:",
+                "add {aborts}, 1",
+                "cmp {aborts}, {max_aborts}",
+                "jb 2b",
+                "mov {status:e}, 2",
+                "jmp 8f",
+                ".popsection",
+                "8:",
+                area = in(reg) area,
+                base = in(reg) base,
+                cpu = in(reg) cpu,
+                expected = in(reg) expected.0,
+                new = in(reg) new.0,
+                aborts = inout(reg) aborts,
+                status = out(reg) status,
+                slot = out(reg) slot,
+                word = out(reg) word,
+                slot_shift = const SLOT_SHIFT,
+                signature = const SIGNATURE,
+                max_aborts = const MAX_ABORTS,
+                options(nostack),
+            );
+        }
+        (outcome(status, slot, base, word), aborts)
+    }
+
+    /// Turns the registers a section left into an outcome: for statuses 0 and 1, `slot` is
+    /// the address of the slot the section used and `word` what it read there.
+    fn outcome(status: u64, slot: u64, base: *mut u64, word: u64) -> Outcome {
+        let cpu = ((slot as usize).wrapping_sub(base as usize)) >> SLOT_SHIFT;
+        match status {
+            1 => Outcome::Done {
+                cpu,
+                before: Packed(word),
+            },
+            0 => Outcome::Refused {
+                cpu,
+                seen: Packed(word),
+            },
+            3 => Outcome::Moved,
+            _ => Outcome::GaveUp,
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod imp {
+    use super::{Outcome, Packed, RseqMechanism};
+
+    pub(super) fn discover() -> RseqMechanism {
+        RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())
+    }
+
+    pub(super) fn glibc_area(_: isize) -> *mut u8 {
+        std::ptr::null_mut()
+    }
+
+    pub(super) fn own_area() -> Option<*mut u8> {
+        None
+    }
+
+    pub(super) unsafe fn bump(_: *mut u8, _: *mut u64, _: usize, _: u64, _: u64) -> (Outcome, u64) {
+        (Outcome::GaveUp, 0)
+    }
+
+    pub(super) unsafe fn install(
+        _: *mut u8,
+        _: *mut u64,
+        _: usize,
+        _: Packed,
+        _: Packed,
+    ) -> (Outcome, u64) {
+        (Outcome::GaveUp, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    fn area() -> Option<*mut u8> {
+        let area = current_area();
+        if area.is_none() {
+            eprintln!("rseq unavailable here: {}", mechanism());
+        }
+        area
+    }
+
+    fn pin(cpu: usize) -> bool {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        }
+    }
+
+    fn online_cpus() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    #[test]
+    fn packed_words_split_top_and_left() {
+        let word = Packed::new(12345, 678);
+        assert_eq!((word.top_words(), word.left_words()), (12345, 678));
+        let max = Packed::new(TOP_MASK, (MAX_BUFFER_BYTES / 8) as u64);
+        assert_eq!(max.left_words() * 8, MAX_BUFFER_BYTES as u64);
+    }
+
+    /// On one pinned CPU: bumps take words in order, refuse when too few are left, and an
+    /// install replaces the slot only if it still holds what the thread saw.
+    #[test]
+    fn bump_and_install_on_one_cpu() {
+        std::thread::spawn(|| {
+            let Some(area) = area() else { return };
+            assert!(pin(0));
+            let slots = Slots::new(online_cpus());
+            // SAFETY (both): `area` is this thread's registered area.
+            let bump = |words| unsafe { slots.bump(area, words) }.0;
+            let install = |cpu, old, new| unsafe { slots.install(area, cpu, old, new) }.0;
+            let done = |top, left| Outcome::Done {
+                cpu: 0,
+                before: Packed::new(top, left),
+            };
+            let refused = |top, left| Outcome::Refused {
+                cpu: 0,
+                seen: Packed::new(top, left),
+            };
+
+            assert_eq!(bump(2), refused(0, 0), "an empty slot refuses");
+            assert!(matches!(
+                install(0, Packed(0), Packed::new(100, 5)),
+                Outcome::Done { cpu: 0, .. }
+            ));
+            assert_eq!(bump(2), done(100, 5));
+            assert_eq!(bump(3), done(102, 3));
+            assert_eq!(bump(1), refused(105, 0), "too few words left");
+            // A stale expectation does not install.
+            assert_eq!(
+                install(0, Packed::new(100, 5), Packed::new(200, 9)),
+                refused(105, 0)
+            );
+            // Nor does the wrong CPU.
+            if online_cpus() > 1 {
+                assert_eq!(install(1, Packed(0), Packed::new(200, 9)), Outcome::Moved);
+            }
+            assert_eq!(slots.load(0), Packed::new(105, 0));
+        })
+        .join()
+        .unwrap();
+    }
+
+    extern "C" fn ignore(_: libc::c_int) {}
+
+    /// Many more threads than CPUs bump and refill per-CPU slots while they keep moving
+    /// between CPUs and a storm of signals hits them: every word handed out is handed out
+    /// once, and the sections did abort.
+    #[test]
+    fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
+        if area().is_none() {
+            return;
+        }
+        const THREADS: usize = 128;
+        const BUMPS: usize = 4000;
+        const CHUNK_WORDS: u64 = 64;
+        // SAFETY: installs a handler that does nothing, with SA_RESTART.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+        }
+        let cpus = online_cpus();
+        let slots = Arc::new(Slots::new(cpus));
+        let next_chunk = Arc::new(AtomicU64::new(0));
+        let aborts = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        // Workers stay alive until the storm has stopped: signalling an exited thread is UB.
+        let finished = Arc::new(AtomicU64::new(0));
+        let released = Arc::new(AtomicBool::new(false));
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let storm = {
+            let (threads, done) = (threads.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut signals = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    for &thread in threads.lock().unwrap().iter() {
+                        // SAFETY: the thread id belongs to a live worker (workers are only
+                        // joined after `done` is set and this thread stopped).
+                        unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+                        signals += 1;
+                    }
+                    std::thread::yield_now();
+                }
+                signals
+            })
+        };
+        let workers: Vec<_> = (0..THREADS)
+            .map(|index| {
+                let (slots, next_chunk, aborts, threads) = (
+                    slots.clone(),
+                    next_chunk.clone(),
+                    aborts.clone(),
+                    threads.clone(),
+                );
+                let (finished, released) = (finished.clone(), released.clone());
+                std::thread::spawn(move || {
+                    // SAFETY: pthread_self has no preconditions.
+                    let me = unsafe { libc::pthread_self() };
+                    threads.lock().unwrap().push(me);
+                    let area = current_area().expect("registered");
+                    let mut words = Vec::with_capacity(BUMPS);
+                    let mut sidelined = Vec::new();
+                    let mut bumps = 0;
+                    while bumps < BUMPS {
+                        if bumps % 64 == 0 {
+                            pin((index + bumps / 64) % cpus);
+                        }
+                        // SAFETY: `area` is this thread's registered area.
+                        let widened = |words| unsafe { slots.bump_widened(area, words) };
+                        // SAFETY: as above.
+                        let plain = |words| unsafe { slots.bump(area, words) };
+                        let (outcome, aborted) = if bumps % 8 == 0 { widened(2) } else { plain(2) };
+                        aborts.fetch_add(aborted, Ordering::Relaxed);
+                        match outcome {
+                            Outcome::Done { before, .. } => {
+                                words.push(before.top_words());
+                                bumps += 1;
+                            }
+                            Outcome::Refused { cpu, seen } => {
+                                let start = next_chunk.fetch_add(CHUNK_WORDS, Ordering::Relaxed);
+                                let new = Packed::new(start, CHUNK_WORDS);
+                                // SAFETY: as above.
+                                let (installed, aborted) =
+                                    unsafe { slots.install(area, cpu, seen, new) };
+                                aborts.fetch_add(aborted, Ordering::Relaxed);
+                                if !matches!(installed, Outcome::Done { .. }) {
+                                    sidelined.push(start);
+                                }
+                            }
+                            Outcome::Moved | Outcome::GaveUp => {}
+                        }
+                    }
+                    finished.fetch_add(1, Ordering::Release);
+                    while !released.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                    (words, sidelined)
+                })
+            })
+            .collect();
+        while finished.load(Ordering::Acquire) < THREADS as u64 {
+            std::thread::yield_now();
+        }
+        done.store(true, Ordering::Relaxed);
+        let signals = storm.join().unwrap();
+        released.store(true, Ordering::Release);
+        let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let mut words: Vec<u64> = results
+            .iter()
+            .flat_map(|(w, _)| w.iter().copied())
+            .collect();
+        let sidelined: Vec<u64> = results
+            .iter()
+            .flat_map(|(_, s)| s.iter().copied())
+            .collect();
+        words.sort_unstable();
+        for pair in words.windows(2) {
+            assert!(
+                pair[1] >= pair[0] + 2,
+                "words {} and {} overlap",
+                pair[0],
+                pair[1]
+            );
+        }
+        for chunk in &sidelined {
+            let inside = words.partition_point(|&w| w < *chunk);
+            assert!(
+                words.get(inside).is_none_or(|&w| w >= chunk + CHUNK_WORDS),
+                "a sidelined chunk was used"
+            );
+        }
+        assert_eq!(words.len(), THREADS * BUMPS);
+        let total_aborts = aborts.load(Ordering::Relaxed);
+        eprintln!(
+            "{signals} signals, {total_aborts} aborts, {} sidelined chunks",
+            sidelined.len()
+        );
+        assert!(
+            total_aborts > 0,
+            "the storm should have aborted some sections"
+        );
+    }
+
+    /// A child process made by fork keeps a working registration.
+    #[test]
+    fn a_forked_child_can_bump() {
+        if area().is_none() {
+            return;
+        }
+        let slots = Slots::new(online_cpus());
+        // SAFETY: the child only runs async-signal-safe code (rseq sections, plain memory,
+        // _exit) before exiting.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let ok = (|| {
+                let area = current_area()?;
+                for cpu in 0..slots.cpus() {
+                    slots.store(cpu, Packed::new(0, 1000));
+                }
+                // SAFETY: the child inherited this thread's registration.
+                let (outcome, _) = unsafe { slots.bump(area, 4) };
+                matches!(outcome, Outcome::Done { .. }).then_some(())
+            })();
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok.is_some() { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child status {status}"
+        );
+    }
+}
