@@ -339,14 +339,7 @@ fn run_threads(heap: &Arc<Heap>, threads: usize, allocs: usize) -> Vec<Report> {
 fn check_final_heap(heap: &Heap, reports: &[Report]) -> TlabStats {
     assert_eq!(heap.stats().live_mutators, 0);
     let collection = heap.collection();
-    let mut walked = Vec::new();
-    let summary = collection
-        .walk(|object| {
-            if !object.is_filler {
-                walked.push((object.address.as_ptr() as usize, object.bytes));
-            }
-        })
-        .unwrap_or_else(|e| panic!("walk: {e}"));
+    let (summary, walked) = common::walk_objects(&collection);
     assert_eq!(summary.total_bytes(), collection.used_bytes());
     let mut all: Vec<(usize, usize)> = reports
         .iter()

@@ -124,14 +124,7 @@ impl World {
         let stats = self.heap.stats();
         self.most_stopped
             .fetch_max(stats.live_mutators, Ordering::Relaxed);
-        let mut objects = Vec::new();
-        let summary = collection
-            .walk(|object| {
-                if !object.is_filler {
-                    objects.push((object.address.as_ptr() as usize, object.bytes));
-                }
-            })
-            .unwrap_or_else(|e| panic!("walk: {e}"));
+        let (summary, objects) = common::walk_objects(collection);
         assert_eq!(summary.total_bytes(), collection.used_bytes());
         assert_eq!(summary.objects, self.objects.load(Ordering::Relaxed));
         assert_eq!(

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
-use hab::{HeaderWordModel, Heap, HeapConfigBuilder, ObjectModel};
+use hab::{Collection, HeaderWordModel, Heap, HeapConfigBuilder, ObjectModel, WalkSummary};
 
 /// Builds a heap with [`HeaderWordModel`], panicking with the configuration on failure.
 pub fn heap(builder: HeapConfigBuilder) -> Arc<Heap> {
@@ -46,6 +46,20 @@ pub fn watchdog(name: &'static str, limit: Duration) -> mpsc::Sender<()> {
 
 /// Sorts `objects` (address, size) by address and asserts that none overlaps the next one
 /// and that all lie inside `range`.
+/// Walks a collection's heap, panicking on a parse error; returns the summary and the objects
+/// (not fillers) met, as (address, bytes) in address order.
+pub fn walk_objects(collection: &Collection<'_>) -> (WalkSummary, Vec<(usize, usize)>) {
+    let mut objects = Vec::new();
+    let summary = collection
+        .walk(|object| {
+            if !object.is_filler {
+                objects.push((object.address.as_ptr() as usize, object.bytes));
+            }
+        })
+        .unwrap_or_else(|e| panic!("walk: {e}"));
+    (summary, objects)
+}
+
 pub fn assert_disjoint_inside(objects: &mut [(usize, usize)], range: Range<usize>) {
     objects.sort_unstable();
     for pair in objects.windows(2) {
