@@ -253,15 +253,22 @@ fn run(args: RunArgs) -> Result<(), String> {
         );
         for level in &result.levels {
             println!(
-                "    {}: {} buffers of {}, {} allocs ({:.2}% foreign), {} refills, {} waste",
+                "    {}: {} buffers of {}{}, {} allocs ({:.2}% foreign), {} refills, {} waste",
                 level.level,
                 level.domains,
                 ByteSize::new(level.buffer_bytes),
+                if level.restartable { " (rseq)" } else { "" },
                 level.allocs,
                 level.foreign_pct,
                 level.refills,
                 ByteSize::new(level.waste_bytes as usize)
             );
+            if level.restartable {
+                println!(
+                    "      rseq: {} aborts, {} fallbacks to compare-and-swap",
+                    level.rseq_aborts, level.rseq_fallbacks
+                );
+            }
         }
     }
     for line in &result.thread_stats {
@@ -302,15 +309,22 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
     }
     println!();
     println!("middle levels (lowest first):");
-    for (level, buffer_bytes, domains) in heap.middle_levels() {
-        let sharing = if domains == topology.cpu_slots() {
+    for info in heap.middle_levels() {
+        let sharing = if info.domains == topology.cpu_slots() {
             "one CPU each"
         } else {
             "shared by the CPUs of each domain"
         };
+        let synchronisation = if info.restartable {
+            "restartable sequences, compare-and-swap for threads without rseq"
+        } else {
+            "compare-and-swap"
+        };
         println!(
-            "  {level:<8} {domains:>4} buffers of {:>7}  ({sharing}; compare-and-swap)",
-            ByteSize::new(buffer_bytes).to_string()
+            "  {:<8} {:>4} buffers of {:>7}  ({sharing}; {synchronisation})",
+            info.level,
+            info.domains,
+            ByteSize::new(info.buffer_bytes).to_string()
         );
     }
     println!();

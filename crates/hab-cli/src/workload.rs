@@ -149,11 +149,15 @@ pub struct LevelResult {
     pub level: &'static str,
     pub buffer_bytes: usize,
     pub domains: usize,
+    /// Per-CPU buffers in restartable sequences (else compare-and-swap buffers).
+    pub restartable: bool,
     pub allocs: u64,
     pub foreign_allocs: u64,
     pub foreign_pct: f64,
     pub refills: u64,
     pub waste_bytes: u64,
+    pub rseq_aborts: u64,
+    pub rseq_fallbacks: u64,
 }
 
 /// Policy name as the JSON spells it.
@@ -319,19 +323,22 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let levels: Vec<LevelResult> = heap
         .middle_levels()
         .into_iter()
-        .map(|(level, buffer_bytes, domains)| {
-            let i = level.index();
+        .map(|info| {
+            let i = info.level.index();
             let allocs = mean(&|(s, _)| s.levels[i].allocs);
             let foreign_allocs = mean(&|(s, _)| s.levels[i].foreign_allocs);
             LevelResult {
-                level: level.name(),
-                buffer_bytes,
-                domains,
+                level: info.level.name(),
+                buffer_bytes: info.buffer_bytes,
+                domains: info.domains,
+                restartable: info.restartable,
                 allocs,
                 foreign_allocs,
                 foreign_pct: percent(foreign_allocs, allocs),
                 refills: mean(&|(s, _)| s.levels[i].refills),
                 waste_bytes: mean(&|(s, _)| s.levels[i].waste_bytes),
+                rseq_aborts: mean(&|(s, _)| s.levels[i].rseq_aborts),
+                rseq_fallbacks: mean(&|(s, _)| s.levels[i].rseq_fallbacks),
             }
         })
         .collect();

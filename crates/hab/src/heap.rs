@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::collection::Collection;
-use crate::config::{ConfigError, HeapConfig, TopologySpec};
+use crate::config::{ConfigError, HeapConfig, MiddleLevelSpec, TopologySpec};
 use crate::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::error::{AllocError, CollectionError, HeapError};
 use crate::global::GlobalHeap;
@@ -16,10 +16,37 @@ use crate::middle::MiddleLevel;
 use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
 use crate::object_model::ObjectModel;
 use crate::reservation::{address_to_pointer, Reservation};
+use crate::rseq::{self, RseqMechanism};
 use crate::sizing::{DecayingAverage, TlabSizer};
 use crate::stats::{Counters, HeapStats, TlabStats};
 use crate::tlab::Tlab;
-use crate::topology::{Level, Topology};
+use crate::topology::{Level, Topology, TopologySource};
+
+/// One configured middle level, as [`Heap::middle_levels`] describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MiddleLevelInfo {
+    /// The level.
+    pub level: Level,
+    /// Bytes of each of its buffers.
+    pub buffer_bytes: usize,
+    /// How many buffers (domains) it has.
+    pub domains: usize,
+    /// Whether its buffers are per-CPU buffers updated in restartable sequences (the `cpu`
+    /// level where rseq works, on a real topology with a real CPU-id source); otherwise they
+    /// are compare-and-swap buffers.
+    pub restartable: bool,
+}
+
+/// The `cpu` level uses restartable sequences where they work, where its domains are the
+/// CPUs the kernel numbers (a real topology and CPU-id source) and where its buffers fit a
+/// per-CPU word.
+fn restartable(spec: &MiddleLevelSpec, topology: &Topology, cpu_id: &CpuIdReader) -> bool {
+    spec.level == Level::Cpu
+        && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
+        && topology.source() == TopologySource::Sysfs
+        && !matches!(cpu_id.source(), CpuIdSource::Simulated { .. })
+        && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_))
+}
 
 /// A garbage-collected heap's allocation subsystem. Create one with [`Heap::new`], give each
 /// mutator thread a [`Mutator`] with [`attach`](Heap::attach), and stop them all for a
@@ -97,12 +124,17 @@ impl Heap {
             .middle()
             .iter()
             .map(|spec| {
-                MiddleLevel::new(
+                let level = MiddleLevel::new(
                     spec.level,
                     spec.buffer_bytes,
                     topology.domains(spec.level),
                     tlab_reserve_bytes,
-                )
+                );
+                if restartable(spec, &topology, &cpu_id) {
+                    level.with_per_cpu(topology.cpu_slots())
+                } else {
+                    level
+                }
             })
             .collect();
         let reservation =
@@ -404,12 +436,16 @@ impl Heap {
         &self.cpu_id
     }
 
-    /// The middle levels, lowest first: each level, its buffer size and its number of buffers
-    /// (one per domain).
-    pub fn middle_levels(&self) -> Vec<(Level, usize, usize)> {
+    /// The middle levels, lowest first.
+    pub fn middle_levels(&self) -> Vec<MiddleLevelInfo> {
         self.levels
             .iter()
-            .map(|level| (level.level(), level.buffer_bytes(), level.domains()))
+            .map(|level| MiddleLevelInfo {
+                level: level.level(),
+                buffer_bytes: level.buffer_bytes(),
+                domains: level.domains(),
+                restartable: level.is_restartable(),
+            })
             .collect()
     }
 

@@ -76,4 +76,20 @@ impl Surroundings for Refill<'_> {
             counters.foreign_allocs.add(1);
         }
     }
+
+    fn served_without_moving(&mut self, _: usize, level: Level, _: usize) {
+        self.counters.levels[level.index()].allocs.add(1);
+    }
+
+    fn rseq_aborts(&mut self, index: usize, aborts: u64) {
+        if aborts > 0 {
+            let level = self.heap.levels()[index].level();
+            self.counters.levels[level.index()].rseq_aborts.add(aborts);
+        }
+    }
+
+    fn rseq_fallback(&mut self, index: usize) {
+        let level = self.heap.levels()[index].level();
+        self.counters.levels[level.index()].rseq_fallbacks.add(1);
+    }
 }

@@ -81,6 +81,7 @@ mod hierarchy;
 mod middle;
 mod mutator;
 mod object_model;
+mod per_cpu;
 mod reservation;
 mod rseq;
 mod size;
@@ -98,7 +99,7 @@ pub use config::{
 };
 pub use cpu_id::{measure_ns_per_call, CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use error::{AllocError, CollectionError, HeapError, VerifyError};
-pub use heap::Heap;
+pub use heap::{Heap, MiddleLevelInfo};
 pub use mutator::{AllocSize, Mutator, ParkedMutator};
 pub use object_model::{HeaderWordModel, ObjectModel};
 pub use rseq::{mechanism as rseq_mechanism, RseqMechanism};

@@ -19,6 +19,8 @@
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
 use crate::global::CachePadded;
+use crate::per_cpu;
+use crate::rseq::Slots;
 use crate::sync::{AtomicU64, Ordering};
 use crate::topology::Level;
 
@@ -28,7 +30,7 @@ const GENERATION_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 /// `state` while one thread refills the buffer. Its offset bits (all ones) exceed any offset
 /// in a heap of at most 16 TiB, so no real state equals it.
 const REFILLING: u64 = u64::MAX;
-const WORD: usize = 8;
+pub(crate) const WORD: usize = 8;
 
 /// A contiguous piece of the heap: `len` bytes from address `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +42,7 @@ pub(crate) struct Chunk {
 /// How much of `available` to hand out for a request of `desired`: all of it when the rest
 /// would be a tail too short for a filler (`0 < rest < min_tail`), which the heap walk could not
 /// step over. Any unit, as long as all three share it.
-fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
+pub(crate) fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
     let take = desired.min(available);
     if available - take < min_tail {
         available
@@ -149,6 +151,9 @@ pub(crate) struct MiddleLevel {
     level: Level,
     buffer_bytes: usize,
     buffers: Box<[CachePadded<CasBuffer>]>,
+    /// The `cpu` level's restartable per-CPU buffers, where rseq works (see `per_cpu.rs`);
+    /// `buffers` then serve only threads that fall back.
+    per_cpu: Option<Slots>,
     /// No carve leaves a free tail shorter than this (and longer than 0).
     min_tail_words: u64,
 }
@@ -169,8 +174,24 @@ impl MiddleLevel {
             level,
             buffer_bytes,
             buffers,
+            per_cpu: None,
             min_tail_words: min_tail_bytes.div_ceil(WORD) as u64,
         }
+    }
+
+    /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
+    pub(crate) fn with_per_cpu(mut self, cpus: usize) -> Self {
+        self.per_cpu = Some(Slots::new(cpus));
+        self
+    }
+
+    /// Whether the level's buffers are restartable per-CPU buffers.
+    pub(crate) fn is_restartable(&self) -> bool {
+        self.per_cpu.is_some()
+    }
+
+    pub(crate) fn min_tail_words(&self) -> u64 {
+        self.min_tail_words
     }
 
     pub(crate) fn level(&self) -> Level {
@@ -188,6 +209,9 @@ impl MiddleLevel {
     /// Empties every buffer; calls `tail(start, end)` (addresses) for each non-empty free tail.
     /// Only at a collection, with every mutator stopped.
     pub(crate) fn retire_all(&self, base: usize, mut tail: impl FnMut(usize, usize)) {
+        if let Some(slots) = &self.per_cpu {
+            per_cpu::retire_all(slots, base, &mut tail);
+        }
         for buffer in self.buffers.iter() {
             let (top, end) = buffer.0.take_tail();
             if end > top {
@@ -211,6 +235,19 @@ pub(crate) trait Surroundings {
     fn retire_tail(&mut self, index: usize, start: usize, end: usize);
     /// The level at `index` served a request from `domain`.
     fn served(&mut self, index: usize, level: Level, domain: usize);
+    /// The level at `index` served a request from the buffer of `cpu`, the CPU the thread ran
+    /// on at the commit: never foreign.
+    fn served_without_moving(&mut self, index: usize, level: Level, cpu: usize) {
+        let _ = (index, level, cpu);
+    }
+    /// Restartable sections at the level at `index` aborted `aborts` times.
+    fn rseq_aborts(&mut self, index: usize, aborts: u64) {
+        let _ = (index, aborts);
+    }
+    /// A thread took the compare-and-swap path of a restartable level.
+    fn rseq_fallback(&mut self, index: usize) {
+        let _ = index;
+    }
 }
 
 /// Carves a chunk of `desired` bytes (or at least `min`) for the level below `levels[index]`
@@ -226,6 +263,13 @@ pub(crate) fn carve(
     let Some(level) = levels.get(index) else {
         return env.carve_global(min, desired);
     };
+    if let Some(slots) = &level.per_cpu {
+        match per_cpu::carve(levels, index, slots, min, desired, env) {
+            per_cpu::Carved::Chunk(chunk) => return Some(chunk),
+            per_cpu::Carved::Exhausted => return None,
+            per_cpu::Carved::Fallback => env.rseq_fallback(index),
+        }
+    }
     let base = env.base();
     let home = env.current_domain(level.level) % level.domains();
     match level.buffers[home]

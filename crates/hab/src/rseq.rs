@@ -17,10 +17,6 @@
 //! x86_64 Linux only; elsewhere [`mechanism`] reports rseq as unavailable and callers use
 //! their compare-and-swap fallback.
 
-// The sections are tested here but not yet called by an allocation path: the `cpu` level and
-// the `plab` mode build on them next.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::fmt;
 use std::sync::OnceLock;
 

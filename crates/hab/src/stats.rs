@@ -56,6 +56,11 @@ pub struct LevelStats {
     pub refills: u64,
     /// Free bytes of this level's buffers retired at refills and collections.
     pub waste_bytes: u64,
+    /// Restartable sections of this level that aborted and restarted.
+    pub rseq_aborts: u64,
+    /// Requests that took the compare-and-swap path of a restartable level (no rseq
+    /// registration for the thread, or a section that kept aborting).
+    pub rseq_fallbacks: u64,
 }
 
 impl LevelStats {
@@ -70,6 +75,8 @@ impl LevelStats {
             foreign_allocs: self.foreign_allocs.saturating_sub(earlier.foreign_allocs),
             refills: self.refills.saturating_sub(earlier.refills),
             waste_bytes: self.waste_bytes.saturating_sub(earlier.waste_bytes),
+            rseq_aborts: self.rseq_aborts.saturating_sub(earlier.rseq_aborts),
+            rseq_fallbacks: self.rseq_fallbacks.saturating_sub(earlier.rseq_fallbacks),
         }
     }
 }
@@ -80,6 +87,8 @@ impl AddAssign for LevelStats {
         self.foreign_allocs += other.foreign_allocs;
         self.refills += other.refills;
         self.waste_bytes += other.waste_bytes;
+        self.rseq_aborts += other.rseq_aborts;
+        self.rseq_fallbacks += other.rseq_fallbacks;
     }
 }
 
@@ -225,6 +234,8 @@ pub(crate) struct LevelCounters {
     pub(crate) foreign_allocs: Counter,
     pub(crate) refills: Counter,
     pub(crate) waste_bytes: Counter,
+    pub(crate) rseq_aborts: Counter,
+    pub(crate) rseq_fallbacks: Counter,
 }
 
 impl Counters {
@@ -245,6 +256,8 @@ impl Counters {
                     foreign_allocs: level.foreign_allocs.get(),
                     refills: level.refills.get(),
                     waste_bytes: level.waste_bytes.get(),
+                    rseq_aborts: level.rseq_aborts.get(),
+                    rseq_fallbacks: level.rseq_fallbacks.get(),
                 }
             }),
         }

@@ -186,7 +186,7 @@ fn run(name: &str, heap: Arc<Heap>, cpus: &[usize]) -> [LevelStats; 5] {
         .heap
         .middle_levels()
         .into_iter()
-        .map(|(level, _, _)| level)
+        .map(|info| info.level)
         .collect();
     let cpus: Arc<[usize]> = cpus.into();
     let start = Arc::new(Barrier::new(THREADS));
@@ -402,8 +402,9 @@ fn migrating_threads_with_real_cpu_ids() {
 fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
     // Foreign allocations need contention: a thread pinned to one CPU never changes CPU inside
     // a refill, so only a buffer held by a thread stopped mid-refill sends its neighbours
-    // elsewhere. This makes that happen on purpose, for each real CPU-id source: with 16 KiB
-    // CPU buffers, CPU X's buffer is left with a 4 KiB tail and CPU Y's with 12 KiB free;
+    // elsewhere. This makes that happen on purpose, for each real CPU-id source, at the `core`
+    // level (the `cpu` level uses restartable sequences where they work: never foreign), with
+    // CPUs X and Y on different cores: with 16 KiB core buffers, CPU X's buffer is left with a 4 KiB tail and CPU Y's with 12 KiB free;
     // thread A, pinned to X, needs 8 KiB, claims X's buffer and is stopped while writing the
     // filler over its tail; thread B, pinned to X too, then gets its TLAB from Y's buffer, right
     // after Y's first TLAB, counted as one foreign CPU-level allocation. Released, A completes
@@ -411,12 +412,13 @@ fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
     let _watchdog = watchdog("stopped refill on real cpus", Duration::from_secs(60));
     let topology = Topology::discover();
     let cpus = usable_cpus(&topology);
-    if cpus.len() < 2 || topology.domains(Level::Cpu) < 2 {
-        eprintln!("skipped: needs two usable CPUs, has {cpus:?}");
+    let x = cpus[0];
+    let core_of = |cpu: usize| topology.domain_of(cpu, Level::Core);
+    let Some(&y) = cpus.iter().find(|&&cpu| core_of(cpu) != core_of(x)) else {
+        eprintln!("skipped: needs two usable CPUs on different cores, has {cpus:?}");
         return;
-    }
-    let (x, y) = (cpus[0], cpus[1]);
-    let cpu_level = |mutator: &Mutator| mutator.stats().levels[Level::Cpu.index()];
+    };
+    let cpu_level = |mutator: &Mutator| mutator.stats().levels[Level::Core.index()];
     /// Runs `body` with `mutator` on a thread pinned to `cpu`; gives both back.
     fn on_cpu<T: Send + 'static>(
         cpu: usize,
@@ -446,7 +448,7 @@ fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
             .mode(Mode::Hab)
             .tlab(TlabPolicy::Growing)
             .max_tlab("16KiB")
-            .middle("cpu:16KiB")
+            .middle("core:16KiB")
             .cpu_id(source)
             .build()
             .unwrap();
@@ -482,7 +484,8 @@ fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
                 allocs: 1,
                 foreign_allocs: 1,
                 refills: 0,
-                waste_bytes: 0
+                waste_bytes: 0,
+                ..LevelStats::default()
             },
             "{source}"
         );
@@ -494,7 +497,8 @@ fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
                 allocs: 1,
                 foreign_allocs: 0,
                 refills: 1,
-                waste_bytes: 4 << 10
+                waste_bytes: 4 << 10,
+                ..LevelStats::default()
             },
             "{source}"
         );
@@ -510,7 +514,7 @@ fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
             summary.filler_bytes as u64,
             totals.waste_bytes() + totals.middle_waste_bytes()
         );
-        assert_eq!(totals.levels[Level::Cpu.index()].foreign_allocs, 1);
+        assert_eq!(totals.levels[Level::Core.index()].foreign_allocs, 1);
         runs += 1;
     }
     assert!(runs >= 1, "sched_getcpu works wherever Linux runs");

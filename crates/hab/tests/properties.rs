@@ -253,7 +253,7 @@ impl World {
         let levels: Vec<Level> = heap
             .middle_levels()
             .into_iter()
-            .map(|(level, _, _)| level)
+            .map(|info| info.level)
             .collect();
         let mutators = (0..setup.mutators).map(|_| heap.attach()).collect();
         // Small sizes, sizes around the TLAB size and sizes above `max_tlab` (allocated outside

@@ -51,7 +51,7 @@ fn four_level_heap(source: CpuIdSource, policy: TlabPolicy, capacity: &str) -> A
 fn levels_of(heap: &Heap) -> Vec<Level> {
     heap.middle_levels()
         .into_iter()
-        .map(|(level, _, _)| level)
+        .map(|info| info.level)
         .collect()
 }
 
@@ -105,11 +105,11 @@ impl Model {
         Model {
             levels: middle
                 .iter()
-                .map(|&(level, bytes, _)| (level, bytes))
+                .map(|info| (info.level, info.buffer_bytes))
                 .collect(),
             buffers: middle
                 .iter()
-                .map(|&(_, _, domains)| vec![(0, 0); domains])
+                .map(|info| vec![(0, 0); info.domains])
                 .collect(),
             global_top: heap.allocation_range().start,
             stats: Default::default(),
@@ -394,7 +394,7 @@ fn every_domain_of_every_level_serves_allocations() {
         );
         let reports = run_threads(&heap, 160, 1000);
         let totals = check_final_heap(&heap, &reports);
-        for (level, _, domains) in heap.middle_levels() {
+        for hab::MiddleLevelInfo { level, domains, .. } in heap.middle_levels() {
             assert_eq!(domains, heap.topology().domains(level));
             let unserved: Vec<usize> = (0..domains)
                 .filter(|&domain| {
@@ -533,7 +533,8 @@ fn a_thread_stopped_in_a_refill_sends_the_others_to_a_foreign_domain() {
                 allocs: 1,
                 foreign_allocs: 1,
                 refills: 0,
-                waste_bytes: 0
+                waste_bytes: 0,
+                ..LevelStats::default()
             },
             "p={probability}"
         );
@@ -546,7 +547,8 @@ fn a_thread_stopped_in_a_refill_sends_the_others_to_a_foreign_domain() {
                 allocs: 1,
                 foreign_allocs: 0,
                 refills: 1,
-                waste_bytes: 4 << 10
+                waste_bytes: 4 << 10,
+                ..LevelStats::default()
             },
             "p={probability}"
         );
