@@ -306,14 +306,15 @@ mod imp {
         .flatten()
     }
 
-    /// The bump section; `$widen` are instructions placed between the load and the commit
-    /// (empty except in tests, which widen the window to make aborts likely).
-    macro_rules! bump_section {
-        ($area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr $(, $widen:literal)*) => {{
-            let mut aborts: u64 = 0;
-            let status: u64;
-            let slot: u64;
-            let word: u64;
+    /// A restartable section: `$body` runs between the start and the commit, ending with the
+    /// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address
+    /// in the area's `rseq_cs` before every try (the kernel clears it on abort), and, out of
+    /// line, the refusal exits `7` (status 0) and `9` (status 3) and the abort handler
+    /// (preceded by the signature) that retries from the re-arm step, giving up with status 2
+    /// after `MAX_ABORTS` aborts in a row. Status 1: committed. `{area}`, `{status}`,
+    /// `{aborts}` and `{scratch}` are operands every caller passes.
+    macro_rules! section {
+        ([$($body:literal),* $(,)?], $($operands:tt)*) => {
             asm!(
                 ".pushsection __rseq_cs, \"aw\"",
                 ".balign 32",
@@ -323,20 +324,10 @@ mod imp {
                 ".popsection",
                 "mov {status:e}, 1",
                 "2:",
-                "lea {tmp}, [rip + 3b]",
-                "mov qword ptr [{area} + 8], {tmp}",
+                "lea {scratch}, [rip + 3b]",
+                "mov qword ptr [{area} + 8], {scratch}",
                 "4:",
-                "mov {slot:e}, dword ptr [{area}]",
-                "cmp {slot}, {cpus}",
-                "jae 9f",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, {base}",
-                "mov {word}, qword ptr [{slot}]",
-                $($widen,)*
-                "lea {tmp}, [{word} + {words}]",
-                "sub {tmp}, {high}",
-                "jb 7f",
-                "mov qword ptr [{slot}], {tmp}",
+                $($body,)*
                 "5:",
                 ".pushsection .text.hab_rseq_abort, \"ax\"",
                 "7:",
@@ -355,6 +346,35 @@ mod imp {
                 "jmp 8f",
                 ".popsection",
                 "8:",
+                $($operands)*
+                signature = const SIGNATURE,
+                max_aborts = const MAX_ABORTS,
+                slot_shift = const SLOT_SHIFT,
+                options(nostack),
+            )
+        };
+    }
+
+    /// The bump section; `$widen` are instructions placed between the load and the commit
+    /// (empty except in tests, which widen the window to make aborts likely).
+    macro_rules! bump_section {
+        ($area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr $(, $widen:literal)*) => {{
+            let mut aborts: u64 = 0;
+            let (status, slot, word): (u64, u64, u64);
+            section!(
+                [
+                    "mov {slot:e}, dword ptr [{area}]",
+                    "cmp {slot}, {cpus}",
+                    "jae 9f",
+                    "shl {slot}, {slot_shift}",
+                    "add {slot}, {base}",
+                    "mov {word}, qword ptr [{slot}]",
+                    $($widen,)*
+                    "lea {scratch}, [{word} + {words}]",
+                    "sub {scratch}, {high}",
+                    "jb 7f",
+                    "mov qword ptr [{slot}], {scratch}",
+                ],
                 area = in(reg) $area,
                 base = in(reg) $base,
                 cpus = in(reg) $cpus,
@@ -364,11 +384,7 @@ mod imp {
                 status = out(reg) status,
                 slot = out(reg) slot,
                 word = out(reg) word,
-                tmp = out(reg) _,
-                slot_shift = const SLOT_SHIFT,
-                signature = const SIGNATURE,
-                max_aborts = const MAX_ABORTS,
-                options(nostack),
+                scratch = out(reg) _,
             );
             (outcome(status, slot, $base, word), aborts)
         }};
@@ -387,9 +403,7 @@ mod imp {
         high: u64,
     ) -> (Outcome, u64) {
         // Registers: the inputs are never written (the kernel restarts at the abort handler
-        // with the registers as they are); the outputs are early-clobber temporaries. The
-        // descriptor is in __rseq_cs; the abort handler, preceded by the signature, and the
-        // refusal paths are out of line in a section of their own.
+        // with the registers as they are); the outputs are early-clobber temporaries.
         // SAFETY: the caller guarantees `area` is registered and `base` holds `cpus` slots;
         // the section writes only the slot of the CPU it runs on, with its last instruction.
         unsafe { bump_section!(area, base, cpus, words, high) }
@@ -408,7 +422,8 @@ mod imp {
         words: u64,
         high: u64,
     ) -> (Outcome, u64) {
-        // SAFETY: as in `bump`; the widening loop touches only `tmp`, before its first use.
+        // SAFETY: as in `bump`; the widening loop touches only the scratch register, before
+        // its first use in the section body.
         unsafe {
             bump_section!(
                 area,
@@ -416,10 +431,10 @@ mod imp {
                 cpus,
                 words,
                 high,
-                "mov {tmp:e}, 4000",
+                "mov {scratch:e}, 4000",
                 "12:",
                 "pause",
-                "sub {tmp:e}, 1",
+                "sub {scratch:e}, 1",
                 "jnz 12b"
             )
         }
@@ -439,51 +454,22 @@ mod imp {
         new: Packed,
     ) -> (Outcome, u64) {
         let mut aborts: u64 = 0;
-        let status: u64;
-        let slot: u64;
-        let word: u64;
+        let (status, slot, word): (u64, u64, u64);
         // SAFETY: as in `bump`; the section commits with its single store of `new`, to the
         // slot of `cpu`, only when the thread runs on `cpu`.
         unsafe {
-            asm!(
-                ".pushsection __rseq_cs, \"aw\"",
-                ".balign 32",
-                "3:",
-                ".long 0, 0",
-                ".quad 4f, (5f - 4f), 6f",
-                ".popsection",
-                "mov {status:e}, 1",
-                "2:",
-                "lea {word}, [rip + 3b]",
-                "mov qword ptr [{area} + 8], {word}",
-                "4:",
-                "mov {slot:e}, dword ptr [{area}]",
-                "cmp {slot}, {cpu}",
-                "jne 9f",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, {base}",
-                "mov {word}, qword ptr [{slot}]",
-                "cmp {word}, {expected}",
-                "jne 7f",
-                "mov qword ptr [{slot}], {new}",
-                "5:",
-                ".pushsection .text.hab_rseq_abort, \"ax\"",
-                "7:",
-                "mov {status:e}, 0",
-                "jmp 8f",
-                "9:",
-                "mov {status:e}, 3",
-                "jmp 8f",
-                ".byte 0x0f, 0xb9, 0x3d",
-                ".long {signature}",
-                "6:",
-                "add {aborts}, 1",
-                "cmp {aborts}, {max_aborts}",
-                "jb 2b",
-                "mov {status:e}, 2",
-                "jmp 8f",
-                ".popsection",
-                "8:",
+            section!(
+                [
+                    "mov {slot:e}, dword ptr [{area}]",
+                    "cmp {slot}, {cpu}",
+                    "jne 9f",
+                    "shl {slot}, {slot_shift}",
+                    "add {slot}, {base}",
+                    "mov {scratch}, qword ptr [{slot}]",
+                    "cmp {scratch}, {expected}",
+                    "jne 7f",
+                    "mov qword ptr [{slot}], {new}",
+                ],
                 area = in(reg) area,
                 base = in(reg) base,
                 cpu = in(reg) cpu,
@@ -492,11 +478,7 @@ mod imp {
                 aborts = inout(reg) aborts,
                 status = out(reg) status,
                 slot = out(reg) slot,
-                word = out(reg) word,
-                slot_shift = const SLOT_SHIFT,
-                signature = const SIGNATURE,
-                max_aborts = const MAX_ABORTS,
-                options(nostack),
+                scratch = out(reg) word,
             );
         }
         (outcome(status, slot, base, word), aborts)
