@@ -265,8 +265,8 @@ fn run(args: RunArgs) -> Result<(), String> {
             );
             if level.restartable {
                 println!(
-                    "      rseq: {} aborts, {} fallbacks to compare-and-swap",
-                    level.rseq_aborts, level.rseq_fallbacks
+                    "      rseq: {} aborts, {} fallbacks to compare-and-swap, {} chunks sidelined, {} reused",
+                    level.rseq_aborts, level.rseq_fallbacks, level.sidelined, level.sideline_reused
                 );
             }
         }

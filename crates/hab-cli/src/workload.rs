@@ -158,6 +158,9 @@ pub struct LevelResult {
     pub waste_bytes: u64,
     pub rseq_aborts: u64,
     pub rseq_fallbacks: u64,
+    /// Chunks a refill could not install, kept for later refills; and those reused.
+    pub sidelined: u64,
+    pub sideline_reused: u64,
 }
 
 /// Policy name as the JSON spells it.
@@ -339,6 +342,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                 waste_bytes: mean(&|(s, _)| s.levels[i].waste_bytes),
                 rseq_aborts: mean(&|(s, _)| s.levels[i].rseq_aborts),
                 rseq_fallbacks: mean(&|(s, _)| s.levels[i].rseq_fallbacks),
+                sidelined: mean(&|(s, _)| s.levels[i].sidelined),
+                sideline_reused: mean(&|(s, _)| s.levels[i].sideline_reused),
             }
         })
         .collect();

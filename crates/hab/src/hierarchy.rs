@@ -92,4 +92,14 @@ impl Surroundings for Refill<'_> {
         let level = self.heap.levels()[index].level();
         self.counters.levels[level.index()].rseq_fallbacks.add(1);
     }
+
+    fn sidelined(&mut self, index: usize) {
+        let level = self.heap.levels()[index].level();
+        self.counters.levels[level.index()].sidelined.add(1);
+    }
+
+    fn sideline_reused(&mut self, index: usize) {
+        let level = self.heap.levels()[index].level();
+        self.counters.levels[level.index()].sideline_reused.add(1);
+    }
 }

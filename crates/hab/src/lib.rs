@@ -84,6 +84,7 @@ mod object_model;
 mod per_cpu;
 mod reservation;
 mod rseq;
+mod sideline;
 mod size;
 mod sizing;
 mod stats;

@@ -19,8 +19,7 @@
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
 use crate::global::CachePadded;
-use crate::per_cpu;
-use crate::rseq::Slots;
+use crate::per_cpu::{self, PerCpuBuffers};
 use crate::sync::{AtomicU64, Ordering};
 use crate::topology::Level;
 
@@ -153,7 +152,7 @@ pub(crate) struct MiddleLevel {
     buffers: Box<[CachePadded<CasBuffer>]>,
     /// The `cpu` level's restartable per-CPU buffers, where rseq works (see `per_cpu.rs`);
     /// `buffers` then serve only threads that fall back.
-    per_cpu: Option<Slots>,
+    per_cpu: Option<PerCpuBuffers>,
     /// No carve leaves a free tail shorter than this (and longer than 0).
     min_tail_words: u64,
 }
@@ -181,8 +180,14 @@ impl MiddleLevel {
 
     /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
     pub(crate) fn with_per_cpu(mut self, cpus: usize) -> Self {
-        self.per_cpu = Some(Slots::new(cpus));
+        self.per_cpu = Some(PerCpuBuffers::new(cpus));
         self
+    }
+
+    /// The level's restartable per-CPU buffers, if it has them.
+    #[cfg(test)]
+    pub(crate) fn per_cpu_buffers(&self) -> Option<&PerCpuBuffers> {
+        self.per_cpu.as_ref()
     }
 
     /// Whether the level's buffers are restartable per-CPU buffers.
@@ -209,8 +214,8 @@ impl MiddleLevel {
     /// Empties every buffer; calls `tail(start, end)` (addresses) for each non-empty free tail.
     /// Only at a collection, with every mutator stopped.
     pub(crate) fn retire_all(&self, base: usize, mut tail: impl FnMut(usize, usize)) {
-        if let Some(slots) = &self.per_cpu {
-            per_cpu::retire_all(slots, base, &mut tail);
+        if let Some(buffers) = &self.per_cpu {
+            per_cpu::retire_all(buffers, base, &mut tail);
         }
         for buffer in self.buffers.iter() {
             let (top, end) = buffer.0.take_tail();
@@ -248,6 +253,14 @@ pub(crate) trait Surroundings {
     fn rseq_fallback(&mut self, index: usize) {
         let _ = index;
     }
+    /// A refill of the level at `index` kept a chunk it could not install for later.
+    fn sidelined(&mut self, index: usize) {
+        let _ = index;
+    }
+    /// A refill of the level at `index` took a sidelined chunk.
+    fn sideline_reused(&mut self, index: usize) {
+        let _ = index;
+    }
 }
 
 /// Carves a chunk of `desired` bytes (or at least `min`) for the level below `levels[index]`
@@ -263,8 +276,8 @@ pub(crate) fn carve(
     let Some(level) = levels.get(index) else {
         return env.carve_global(min, desired);
     };
-    if let Some(slots) = &level.per_cpu {
-        match per_cpu::carve(levels, index, slots, min, desired, env) {
+    if let Some(buffers) = &level.per_cpu {
+        match per_cpu::carve(levels, index, buffers, min, desired, env) {
             per_cpu::Carved::Chunk(chunk) => return Some(chunk),
             per_cpu::Carved::Exhausted => return None,
             per_cpu::Carved::Fallback => env.rseq_fallback(index),

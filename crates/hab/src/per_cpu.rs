@@ -3,12 +3,29 @@
 //! never foreign. A refill takes a chunk from the level above outside any section, then
 //! installs it with the per-CPU compare-and-store; when that fails (another thread on the CPU
 //! installed one first, or the thread moved), the thread keeps its part of the chunk and
-//! retires the rest as waste. A thread without an rseq registration, or whose section keeps
+//! sidelines the rest, which later refills take before going up. A thread without an rseq registration, or whose section keeps
 //! aborting, uses the level's compare-and-swap buffers instead (separate memory), counted as
 //! a fallback.
 
 use crate::middle::{self, portion, Chunk, MiddleLevel, Surroundings, WORD};
 use crate::rseq::{self, Outcome, Packed, Slots};
+use crate::sideline::{self, Sideline};
+
+/// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
+/// install.
+pub(crate) struct PerCpuBuffers {
+    pub(crate) slots: Slots,
+    sideline: Sideline,
+}
+
+impl PerCpuBuffers {
+    pub(crate) fn new(cpus: usize) -> Self {
+        PerCpuBuffers {
+            slots: Slots::new(cpus),
+            sideline: Sideline::new(),
+        }
+    }
+}
 
 /// What the rseq path made of a request.
 pub(crate) enum Carved {
@@ -24,7 +41,7 @@ pub(crate) enum Carved {
 pub(crate) fn carve(
     levels: &[MiddleLevel],
     index: usize,
-    slots: &Slots,
+    buffers: &PerCpuBuffers,
     min: usize,
     desired: usize,
     env: &mut impl Surroundings,
@@ -32,6 +49,7 @@ pub(crate) fn carve(
     let Some(area) = rseq::current_area() else {
         return Carved::Fallback;
     };
+    let slots = &buffers.slots;
     let level = &levels[index];
     let base = env.base();
     let (min_words, mut want_words) = ((min / WORD) as u64, (desired / WORD) as u64);
@@ -56,18 +74,19 @@ pub(crate) fn carve(
             want_words = portion(seen.left_words(), want_words, level.min_tail_words());
             continue;
         }
-        return refill(levels, index, slots, area, cpu, seen, min, desired, env);
+        return refill(levels, index, buffers, area, cpu, seen, min, desired, env);
     }
     Carved::Fallback
 }
 
-/// Takes a chunk from above and installs it as `cpu`'s buffer, if the buffer still is `seen`.
+/// Takes a sidelined chunk, or one from above, and installs it as `cpu`'s buffer if the buffer
+/// still is `seen`.
 #[cold]
 #[allow(clippy::too_many_arguments)]
 fn refill(
     levels: &[MiddleLevel],
     index: usize,
-    slots: &Slots,
+    buffers: &PerCpuBuffers,
     area: *mut u8,
     cpu: usize,
     seen: Packed,
@@ -76,24 +95,33 @@ fn refill(
     env: &mut impl Surroundings,
 ) -> Carved {
     let level = &levels[index];
-    let Some(chunk) = middle::carve(levels, index + 1, min, level.buffer_bytes().max(min), env)
+    let base = env.base();
+    let sidelined = buffers
+        .sideline
+        .take((min / WORD) as u64)
+        .map(|(offset, len)| Chunk {
+            start: base + offset as usize * WORD,
+            len: len as usize * WORD,
+        });
+    if sidelined.is_some() {
+        env.sideline_reused(index);
+    }
+    let Some(chunk) = sidelined
+        .or_else(|| middle::carve(levels, index + 1, min, level.buffer_bytes().max(min), env))
     else {
         return Carved::Exhausted;
     };
-    let base = env.base();
     let take = portion(
         chunk.len as u64,
         desired as u64,
         level.min_tail_words() * WORD as u64,
     ) as usize;
     let start_words = ((chunk.start - base) / WORD) as u64;
-    let new = Packed::new(
-        start_words + (take / WORD) as u64,
-        ((chunk.len - take) / WORD) as u64,
-    );
+    let rest_words = ((chunk.len - take) / WORD) as u64;
+    let new = Packed::new(start_words + (take / WORD) as u64, rest_words);
     // SAFETY: `area` is the calling thread's registered area; `cpu` came from a section, so it
     // is below the number of slots.
-    let (installed, aborts) = unsafe { slots.install(area, cpu, seen, new) };
+    let (installed, aborts) = unsafe { buffers.slots.install(area, cpu, seen, new) };
     env.rseq_aborts(index, aborts);
     let old_tail = base + seen.top_words() as usize * WORD;
     match installed {
@@ -103,7 +131,15 @@ fn refill(
             old_tail,
             old_tail + seen.left_words() as usize * WORD,
         ),
-        // Not installed: the rest of the chunk is this thread's, and retired as waste.
+        // Not installed: the rest of the chunk is this thread's; keep it for a later refill.
+        _ if rest_words == 0 => {}
+        _ if rest_words <= sideline::MAX_CHUNK_WORDS
+            && buffers
+                .sideline
+                .put(start_words + (take / WORD) as u64, rest_words) =>
+        {
+            env.sidelined(index);
+        }
         _ => env.retire_tail(index, chunk.start + take, chunk.start + chunk.len),
     }
     env.served_without_moving(index, level.level(), cpu);
@@ -113,8 +149,10 @@ fn refill(
     })
 }
 
-/// Empties every CPU's buffer at a collection; calls `tail(start, end)` for each free tail.
-pub(crate) fn retire_all(slots: &Slots, base: usize, mut tail: impl FnMut(usize, usize)) {
+/// Empties every CPU's buffer and the sidelined chunks at a collection; calls
+/// `tail(start, end)` for each free piece.
+pub(crate) fn retire_all(buffers: &PerCpuBuffers, base: usize, mut tail: impl FnMut(usize, usize)) {
+    let slots = &buffers.slots;
     for cpu in 0..slots.cpus() {
         let word = slots.load(cpu);
         if word.left_words() > 0 {
@@ -122,5 +160,111 @@ pub(crate) fn retire_all(slots: &Slots, base: usize, mut tail: impl FnMut(usize,
             tail(start, start + word.left_words() as usize * WORD);
         }
         slots.store(cpu, Packed(0));
+    }
+    buffers.sideline.drain(|offset, len| {
+        let start = base + offset as usize * WORD;
+        tail(start, start + len as usize * WORD);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::middle::MiddleLevel;
+    use crate::topology::Level;
+
+    /// Surroundings whose global heap hands out chunks from offset 0 up, and which can make
+    /// another thread's install happen while a refill is between its refusal and its install.
+    struct Interfering<'a> {
+        buffers: &'a PerCpuBuffers,
+        next_words: u64,
+        interfere: bool,
+        sidelined: u32,
+        reused: u32,
+        tails: Vec<(usize, usize)>,
+    }
+
+    impl Surroundings for Interfering<'_> {
+        fn base(&self) -> usize {
+            0
+        }
+        fn current_domain(&mut self, _: Level) -> usize {
+            0
+        }
+        fn carve_global(&mut self, _: usize, desired: usize) -> Option<Chunk> {
+            if self.interfere {
+                // Another thread on every CPU installs a buffer first.
+                for cpu in 0..self.buffers.slots.cpus() {
+                    self.buffers.slots.store(cpu, Packed::new(1 << 30, 1));
+                }
+            }
+            let start = self.next_words as usize * WORD;
+            self.next_words += (desired / WORD) as u64;
+            Some(Chunk {
+                start,
+                len: desired,
+            })
+        }
+        fn retire_tail(&mut self, _: usize, start: usize, end: usize) {
+            if end > start {
+                self.tails.push((start, end));
+            }
+        }
+        fn served(&mut self, _: usize, _: Level, _: usize) {}
+        fn sidelined(&mut self, _: usize) {
+            self.sidelined += 1;
+        }
+        fn sideline_reused(&mut self, _: usize) {
+            self.reused += 1;
+        }
+    }
+
+    /// A chunk that could not be installed is sidelined, and the next refill takes it before
+    /// going up.
+    #[test]
+    fn an_uninstallable_chunk_is_sidelined_then_reused() {
+        if rseq::current_area().is_none() {
+            eprintln!("rseq unavailable here: {}", rseq::mechanism());
+            return;
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let levels = [MiddleLevel::new(Level::Cpu, 4096, cpus, 0).with_per_cpu(cpus)];
+        let buffers = levels[0].per_cpu_buffers().expect("restartable");
+        let mut env = Interfering {
+            buffers,
+            next_words: 0,
+            interfere: true,
+            sidelined: 0,
+            reused: 0,
+            tails: vec![],
+        };
+        // The refill takes [0, 4096) from above, keeps 1024 for itself, cannot install the
+        // rest: 3072 bytes are sidelined.
+        let Carved::Chunk(first) = carve(&levels, 0, buffers, 1024, 1024, &mut env) else {
+            panic!("carved nothing")
+        };
+        assert_eq!(
+            first,
+            Chunk {
+                start: 0,
+                len: 1024
+            }
+        );
+        assert_eq!((env.sidelined, env.reused), (1, 0));
+        assert!(env.tails.is_empty(), "nothing wasted");
+        // Every CPU's buffer now holds one word: the next request refills from the sideline.
+        env.interfere = false;
+        let Carved::Chunk(second) = carve(&levels, 0, buffers, 1024, 1024, &mut env) else {
+            panic!("carved nothing")
+        };
+        assert_eq!(
+            second,
+            Chunk {
+                start: 1024,
+                len: 1024
+            }
+        );
+        assert_eq!(env.reused, 1);
+        assert_eq!(env.next_words, 4096 / 8, "nothing more taken from above");
     }
 }

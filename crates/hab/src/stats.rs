@@ -61,6 +61,10 @@ pub struct LevelStats {
     /// Requests that took the compare-and-swap path of a restartable level (no rseq
     /// registration for the thread, or a section that kept aborting).
     pub rseq_fallbacks: u64,
+    /// Chunks a refill could not install and kept for later refills.
+    pub sidelined: u64,
+    /// Refills served by a sidelined chunk.
+    pub sideline_reused: u64,
 }
 
 impl LevelStats {
@@ -77,6 +81,8 @@ impl LevelStats {
             waste_bytes: self.waste_bytes.saturating_sub(earlier.waste_bytes),
             rseq_aborts: self.rseq_aborts.saturating_sub(earlier.rseq_aborts),
             rseq_fallbacks: self.rseq_fallbacks.saturating_sub(earlier.rseq_fallbacks),
+            sidelined: self.sidelined.saturating_sub(earlier.sidelined),
+            sideline_reused: self.sideline_reused.saturating_sub(earlier.sideline_reused),
         }
     }
 }
@@ -89,6 +95,8 @@ impl AddAssign for LevelStats {
         self.waste_bytes += other.waste_bytes;
         self.rseq_aborts += other.rseq_aborts;
         self.rseq_fallbacks += other.rseq_fallbacks;
+        self.sidelined += other.sidelined;
+        self.sideline_reused += other.sideline_reused;
     }
 }
 
@@ -236,6 +244,8 @@ pub(crate) struct LevelCounters {
     pub(crate) waste_bytes: Counter,
     pub(crate) rseq_aborts: Counter,
     pub(crate) rseq_fallbacks: Counter,
+    pub(crate) sidelined: Counter,
+    pub(crate) sideline_reused: Counter,
 }
 
 impl Counters {
@@ -258,6 +268,8 @@ impl Counters {
                     waste_bytes: level.waste_bytes.get(),
                     rseq_aborts: level.rseq_aborts.get(),
                     rseq_fallbacks: level.rseq_fallbacks.get(),
+                    sidelined: level.sidelined.get(),
+                    sideline_reused: level.sideline_reused.get(),
                 }
             }),
         }
