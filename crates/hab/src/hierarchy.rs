@@ -5,7 +5,7 @@
 use crate::cpu_id::SimulatedCpu;
 use crate::heap::Heap;
 use crate::middle::{self, Chunk, Surroundings};
-use crate::stats::Counters;
+use crate::stats::{Counters, LevelCounters};
 use crate::topology::Level;
 
 /// One refill by one mutator.
@@ -41,6 +41,13 @@ pub(crate) fn carve_tlab(
     middle::carve(heap.levels(), 0, min, desired, &mut refill)
 }
 
+impl Refill<'_> {
+    /// This thread's counters of the configured level at `index`.
+    fn level_counters(&self, index: usize) -> &LevelCounters {
+        &self.counters.levels[self.heap.levels()[index].level().index()]
+    }
+}
+
 impl Surroundings for Refill<'_> {
     fn base(&self) -> usize {
         self.base
@@ -56,7 +63,7 @@ impl Surroundings for Refill<'_> {
     }
 
     fn retire_tail(&mut self, index: usize, start: usize, end: usize) {
-        let counters = &self.counters.levels[self.heap.levels()[index].level().index()];
+        let counters = self.level_counters(index);
         counters.refills.add(1);
         if end > start {
             // SAFETY: the tail belongs to a buffer this thread claimed; no other thread carves
@@ -83,23 +90,19 @@ impl Surroundings for Refill<'_> {
 
     fn rseq_aborts(&mut self, index: usize, aborts: u64) {
         if aborts > 0 {
-            let level = self.heap.levels()[index].level();
-            self.counters.levels[level.index()].rseq_aborts.add(aborts);
+            self.level_counters(index).rseq_aborts.add(aborts);
         }
     }
 
     fn rseq_fallback(&mut self, index: usize) {
-        let level = self.heap.levels()[index].level();
-        self.counters.levels[level.index()].rseq_fallbacks.add(1);
+        self.level_counters(index).rseq_fallbacks.add(1);
     }
 
     fn sidelined(&mut self, index: usize) {
-        let level = self.heap.levels()[index].level();
-        self.counters.levels[level.index()].sidelined.add(1);
+        self.level_counters(index).sidelined.add(1);
     }
 
     fn sideline_reused(&mut self, index: usize) {
-        let level = self.heap.levels()[index].level();
-        self.counters.levels[level.index()].sideline_reused.add(1);
+        self.level_counters(index).sideline_reused.add(1);
     }
 }
