@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
 use crate::error::{CollectionError, VerifyError};
@@ -92,6 +93,9 @@ impl<'h> Collection<'h> {
                 unsafe { heap.write_filler(start, end - start) };
                 waste.add((end - start) as u64);
             });
+        }
+        if let Some(plabs) = heap.plabs() {
+            plabs.retire_all(heap, &heap.collector().plab);
         }
         let range = heap.global().range();
         Collection {
@@ -212,7 +216,10 @@ impl Drop for Collection<'_> {
         let (start, end) = self.next_range.unwrap_or(self.range);
         let mut registry = heap.registry();
         let mut allocating_threads = 0u32;
+        let mut running_threads = 0u64;
+        let cycle = heap.collections();
         for cell in &registry.mutators {
+            running_threads += u64::from(cell.running_since.load(Ordering::Relaxed) == cycle);
             // SAFETY: the mutator is HELD by this collection (see `begin`).
             let local = unsafe { &mut *cell.local.get() };
             let stats = cell.counters.snapshot();
@@ -238,6 +245,16 @@ impl Drop for Collection<'_> {
             .allocating_threads
             .sample(f64::from(allocating_threads));
         drop(registry);
+        let totals = heap.stats().totals;
+        let cycle_totals = totals.since(&std::mem::replace(
+            &mut *heap.totals_at_last_collection(),
+            totals,
+        ));
+        heap.end_cycle(
+            cycle_totals.waste_bytes(),
+            cycle_totals.plab.unused_bytes(),
+            running_threads,
+        );
         if self.next_range.is_some() {
             heap.global().reset_range(start, end);
         }

@@ -36,11 +36,20 @@ pub enum Mode {
     /// Objects are bumped in the thread's TLAB; TLABs are carved from the middle levels (the
     /// buffer of the CPU, core, … the thread runs on), which are carved from the global heap.
     Hab,
+    /// No TLAB: every object is bumped in the LAB of the CPU the thread runs on, inside a
+    /// restartable sequence (per-processor LABs, Garthwaite et al.). LABs are
+    /// [`max_tlab_bytes`](HeapConfig::max_tlab_bytes) large and come from the global heap,
+    /// sidelined ones first. Where rseq does not work, per-CPU compare-and-swap buffers.
+    Plab,
+    /// Starts as [`Mode::Tlab`]; at each collection switches to [`Mode::Plab`] when the memory
+    /// left unused in TLABs exceeded the largest LAB × the CPUs, and back when the memory left
+    /// unused in per-CPU LABs exceeded the largest LAB × the allocating threads (§5.2).
+    Flip,
 }
 
 impl Mode {
     /// Every mode, in the order the CLI lists them.
-    pub const ALL: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::Hab];
+    pub const ALL: [Mode; 5] = [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip];
 
     /// The mode's name as the CLI and the statistics spell it.
     pub const fn name(self) -> &'static str {
@@ -48,6 +57,8 @@ impl Mode {
             Mode::Shared => "shared",
             Mode::Tlab => "tlab",
             Mode::Hab => "hab",
+            Mode::Plab => "plab",
+            Mode::Flip => "flip",
         }
     }
 }
@@ -65,7 +76,9 @@ impl FromStr for Mode {
         Mode::ALL
             .into_iter()
             .find(|mode| mode.name() == text)
-            .ok_or_else(|| ConfigError::invalid("mode", text, "one of: shared, tlab, hab"))
+            .ok_or_else(|| {
+                ConfigError::invalid("mode", text, "one of: shared, tlab, hab, plab, flip")
+            })
     }
 }
 
@@ -672,7 +685,7 @@ fn check_middle(
                 "mode hab needs at least one middle level",
             ))
         }
-        (Mode::Shared | Mode::Tlab, false) => {
+        (Mode::Shared | Mode::Tlab | Mode::Plab | Mode::Flip, false) => {
             return Err(ConfigError::new(
                 "middle",
                 format!("middle levels need mode hab, not {mode}"),

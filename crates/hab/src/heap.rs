@@ -3,18 +3,21 @@
 
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::collection::Collection;
-use crate::config::{ConfigError, HeapConfig, MiddleLevelSpec, TopologySpec};
+use crate::config::{ConfigError, HeapConfig, MiddleLevelSpec, Mode, TopologySpec};
 use crate::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::error::{AllocError, CollectionError, HeapError};
 use crate::global::GlobalHeap;
 use crate::middle::MiddleLevel;
-use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
+use crate::mutator::{
+    AllocSize, InlineLab, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING,
+};
 use crate::object_model::ObjectModel;
+use crate::plab::Plabs;
 use crate::reservation::{address_to_pointer, Reservation};
 use crate::rseq::{self, RseqMechanism};
 use crate::sizing::{DecayingAverage, TlabSizer};
@@ -43,7 +46,12 @@ pub struct MiddleLevelInfo {
 fn restartable(spec: &MiddleLevelSpec, topology: &Topology, cpu_id: &CpuIdReader) -> bool {
     spec.level == Level::Cpu
         && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
-        && topology.source() == TopologySource::Sysfs
+        && per_cpu_works(topology, cpu_id)
+}
+
+/// Restartable per-CPU buffers need rseq, and CPUs numbered as the kernel numbers them.
+fn per_cpu_works(topology: &Topology, cpu_id: &CpuIdReader) -> bool {
+    topology.source() == TopologySource::Sysfs
         && !matches!(cpu_id.source(), CpuIdSource::Simulated { .. })
         && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_))
 }
@@ -63,6 +71,14 @@ pub struct Heap {
     cpu_id: CpuIdReader,
     /// The configured middle levels, lowest first (empty unless the mode is `hab`).
     levels: Vec<MiddleLevel>,
+    /// The per-CPU LABs of the `plab` and `flip` modes.
+    plabs: Option<Plabs>,
+    /// In the `flip` mode: whether mutators allocate in per-CPU LABs this cycle.
+    flipped_to_plabs: AtomicBool,
+    /// Collections that ended a cycle spent in per-CPU LABs.
+    plab_collections: AtomicU64,
+    /// Heap-wide counters when the last collection ended, to measure a cycle's waste.
+    totals_at_last_collection: Mutex<TlabStats>,
     /// Counters of work done by collections rather than by a mutator (middle-level tails
     /// retired at collections).
     collector: Counters,
@@ -137,6 +153,14 @@ impl Heap {
                 }
             })
             .collect();
+        let plabs = matches!(config.mode(), Mode::Plab | Mode::Flip).then(|| {
+            Plabs::new(
+                config.max_tlab_bytes(),
+                tlab_reserve_bytes,
+                &topology,
+                per_cpu_works(&topology, &cpu_id),
+            )
+        });
         let reservation =
             Reservation::new(config.capacity_bytes()).map_err(|source| HeapError::Reserve {
                 bytes: config.capacity_bytes(),
@@ -155,6 +179,10 @@ impl Heap {
             topology,
             cpu_id,
             levels,
+            plabs,
+            flipped_to_plabs: AtomicBool::new(false),
+            plab_collections: AtomicU64::new(0),
+            totals_at_last_collection: Mutex::new(TlabStats::default()),
             collector: Counters::default(),
             registry: Mutex::new(Registry {
                 mutators: Vec::new(),
@@ -192,11 +220,14 @@ impl Heap {
             .set(sizer.desired_bytes() as u64);
         let cell = Arc::new(MutatorCell {
             tlab: Tlab::default().into(),
+            lab: InlineLab::OFF.into(),
+            running_since: self.collections().into(),
             local: MutatorLocal {
                 sizer,
                 allocated_at_last_collection: 0,
                 refills_at_last_collection: 0,
                 simulated_cpu: SimulatedCpu::new(&self.cpu_id, registry.next_id),
+                in_plab: false,
             }
             .into(),
             state: RUNNING.into(),
@@ -249,11 +280,13 @@ impl Heap {
         for cell in &registry.mutators {
             totals += cell.counters.snapshot();
         }
+        totals.plab.rseq_aborts += self.plabs.as_ref().map_or(0, Plabs::inline_aborts);
         let (start, end) = self.global.range();
         HeapStats {
             totals,
             live_mutators: registry.mutators.len(),
             collections: self.collections(),
+            plab_collections: self.plab_collections.load(Ordering::Relaxed),
             used_bytes: self.global.top() - start,
             capacity_bytes: end - start,
         }
@@ -381,6 +414,8 @@ impl Heap {
                     .unwrap_or_else(|e| e.into_inner());
             }
         }
+        cell.running_since
+            .store(self.collections(), Ordering::Relaxed);
     }
 
     /// Removes a running mutator whose TLAB is already retired, keeping its counters.
@@ -451,6 +486,54 @@ impl Heap {
 
     pub(crate) fn levels(&self) -> &[MiddleLevel] {
         &self.levels
+    }
+
+    /// Whether the `plab` or `flip` mode's per-CPU LABs use restartable sequences (`None` in
+    /// other modes); otherwise they are compare-and-swap buffers.
+    pub fn plabs_restartable(&self) -> Option<bool> {
+        self.plabs.as_ref().map(Plabs::is_restartable)
+    }
+
+    /// Whether mutators allocate in per-CPU LABs in this cycle: always in the `plab` mode,
+    /// after a flip in the `flip` mode.
+    pub fn allocates_in_plabs(&self) -> bool {
+        match self.config.mode() {
+            Mode::Plab => true,
+            Mode::Flip => self.flipped_to_plabs.load(Ordering::Relaxed),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn totals_at_last_collection(&self) -> MutexGuard<'_, TlabStats> {
+        self.totals_at_last_collection
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn plabs(&self) -> Option<&Plabs> {
+        self.plabs.as_ref()
+    }
+
+    /// At the end of a collection: counts the cycle's mode and, in the `flip` mode, switches
+    /// for the next cycle (see [`Mode::Flip`]).
+    pub(crate) fn end_cycle(&self, unused_tlab_bytes: u64, unused_lab_bytes: u64, threads: u64) {
+        let in_plabs = self.allocates_in_plabs();
+        if in_plabs {
+            self.plab_collections.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.config.mode() != Mode::Flip {
+            return;
+        }
+        let max_lab = self.config.max_tlab_bytes() as u64;
+        let cpus = self.topology.online_cpus().len().max(1) as u64;
+        let flip = if in_plabs {
+            unused_lab_bytes > max_lab * threads.max(1)
+        } else {
+            unused_tlab_bytes > max_lab * cpus
+        };
+        if flip {
+            self.flipped_to_plabs.store(!in_plabs, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn collector(&self) -> &Counters {

@@ -4,13 +4,14 @@
 
 use crate::cpu_id::SimulatedCpu;
 use crate::heap::Heap;
-use crate::middle::{self, Chunk, Surroundings};
+use crate::middle::{self, Chunk, MiddleLevel, Surroundings};
 use crate::stats::{Counters, LevelCounters};
 use crate::topology::Level;
 
 /// One refill by one mutator.
 struct Refill<'a> {
     heap: &'a Heap,
+    levels: &'a [MiddleLevel],
     counters: &'a Counters,
     simulated: &'a SimulatedCpu,
     base: usize,
@@ -29,22 +30,36 @@ pub(crate) fn carve_tlab(
     min: usize,
     desired: usize,
 ) -> Option<Chunk> {
+    carve_from(heap, heap.levels(), counters, simulated, min, desired)
+}
+
+/// Carves a chunk of `desired` bytes (at least `min`) from `levels`, or the global heap when
+/// they are exhausted.
+pub(crate) fn carve_from(
+    heap: &Heap,
+    levels: &[MiddleLevel],
+    counters: &Counters,
+    simulated: &mut SimulatedCpu,
+    min: usize,
+    desired: usize,
+) -> Option<Chunk> {
     heap.cpu_id().on_slow_path(simulated);
     let cpu = heap.cpu_id().current(simulated);
     let mut refill = Refill {
         heap,
+        levels,
         counters,
         simulated,
         base: heap.reserved_range().start,
         cpu,
     };
-    middle::carve(heap.levels(), 0, min, desired, &mut refill)
+    middle::carve(levels, 0, min, desired, &mut refill)
 }
 
 impl Refill<'_> {
     /// This thread's counters of the configured level at `index`.
     fn level_counters(&self, index: usize) -> &LevelCounters {
-        &self.counters.levels[self.heap.levels()[index].level().index()]
+        &self.counters.levels[self.levels[index].level().index()]
     }
 }
 

@@ -1,7 +1,9 @@
 //! The mutator: one thread's handle on the heap, holding its TLAB.
 //!
-//! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. Everything
-//! else — taking a TLAB, allocating outside one, the `shared` mode — is the cold slow path.
+//! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. In the `plab`
+//! mode the TLAB stays empty and a second inline path bumps the CPU's LAB in a restartable
+//! section. Everything else — taking a TLAB or a LAB, allocating outside one, the `shared`
+//! mode, following the `flip` mode — is the cold slow path.
 //!
 //! A mutator is *running* (its thread may allocate) or *parked* (stopped at a safepoint or in a
 //! safe region: a collection may retire its TLAB). Parking consumes the [`Mutator`] and gives a
@@ -12,7 +14,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::Mode;
@@ -21,7 +23,9 @@ use crate::error::AllocError;
 use crate::heap::Heap;
 use crate::hierarchy;
 use crate::middle::Chunk;
+use crate::plab;
 use crate::reservation::address_to_pointer;
+use crate::rseq;
 use crate::sizing::TlabSizer;
 use crate::stats::{Counters, TlabStats};
 use crate::tlab::{Tlab, Waste};
@@ -84,8 +88,13 @@ fn size_error(bytes: usize, alignment: usize, capacity: usize) -> AllocError {
 #[repr(C)]
 pub(crate) struct MutatorCell {
     pub(crate) tlab: UnsafeCell<Tlab>,
+    /// What the inline `plab` path needs; touched like `tlab`.
+    pub(crate) lab: UnsafeCell<InlineLab>,
     pub(crate) local: UnsafeCell<MutatorLocal>,
     pub(crate) state: AtomicU32,
+    /// The number of collections finished when the thread last attached or unparked: a thread
+    /// whose value is older than the last collection stayed parked for the whole cycle.
+    pub(crate) running_since: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) id: u64,
 }
@@ -95,6 +104,27 @@ pub(crate) struct MutatorCell {
 // the owner's Release store of PARKED) until it stores PARKED again (Release). `counters` are
 // atomics; `id` is immutable.
 unsafe impl Sync for MutatorCell {}
+// SAFETY: the only field that is not `Send` by itself is `lab.slots`, a pointer to the heap's
+// per-CPU LABs, which are shared by design (every access is a restartable section or a
+// collection) and outlive every mutator (each holds the heap).
+unsafe impl Send for MutatorCell {}
+
+/// The per-CPU LABs the inline `plab` path bumps: `slots` is null when the thread allocates
+/// in TLABs or cannot take the inline path (then the slow path serves it).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct InlineLab {
+    pub(crate) slots: *mut usize,
+    /// The rseq area's offset from the thread pointer.
+    pub(crate) area_offset: isize,
+}
+
+impl InlineLab {
+    pub(crate) const OFF: InlineLab = InlineLab {
+        slots: std::ptr::null_mut(),
+        area_offset: 0,
+    };
+}
 
 /// The parts of a mutator's state that only the slow path and collections use.
 pub(crate) struct MutatorLocal {
@@ -105,6 +135,9 @@ pub(crate) struct MutatorLocal {
     pub(crate) refills_at_last_collection: u64,
     /// The thread's virtual CPU, when the CPU-id source is simulated.
     pub(crate) simulated_cpu: SimulatedCpu,
+    /// Whether the thread allocates in per-CPU LABs (`plab` mode, or the `flip` mode's
+    /// per-CPU phase as the thread last saw it).
+    pub(crate) in_plab: bool,
 }
 
 /// A thread's allocation handle, holding its TLAB. `Send` but not `Sync`: one thread at a
@@ -178,6 +211,18 @@ impl Mutator {
             // SAFETY: `top` is inside a TLAB carved from the reservation, so it is not null.
             return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(top)) });
         }
+        // SAFETY: as for `tlab`.
+        let lab = unsafe { &*self.cell.lab.get() };
+        if !lab.slots.is_null() {
+            // SAFETY: non-null `slots` are the heap's live per-CPU LABs and `area_offset` the
+            // process's fixed rseq area offset (set together by `follow_mode`); the size was
+            // checked against this heap's capacity.
+            let object = unsafe { rseq::lab_bump(lab.area_offset, lab.slots, size.bytes()) };
+            if object != 0 {
+                // SAFETY: a LAB address inside the reservation, not null.
+                return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
+            }
+        }
         self.alloc_slow(size.bytes())
     }
 
@@ -192,6 +237,59 @@ impl Mutator {
         match config.mode() {
             Mode::Shared => self.alloc_outside_tlab(bytes),
             Mode::Tlab | Mode::Hab => self.refill_or_alloc_outside(bytes),
+            Mode::Plab | Mode::Flip => {
+                if self.follow_mode() {
+                    self.alloc_in_plab(bytes)
+                } else {
+                    self.refill_or_alloc_outside(bytes)
+                }
+            }
+        }
+    }
+
+    /// Picks up the mode the heap is in (it changes only at collections, in the `flip` mode)
+    /// and returns whether it is the per-CPU LABs.
+    fn follow_mode(&self) -> bool {
+        let heap = &*self.heap;
+        let in_plab = heap.allocates_in_plabs();
+        let cell = &*self.cell;
+        // SAFETY: running mutator, see `alloc_sized`; `tlab`, `lab` and `local` are distinct.
+        let (tlab, lab, local) = unsafe {
+            (
+                &mut *cell.tlab.get(),
+                &mut *cell.lab.get(),
+                &mut *cell.local.get(),
+            )
+        };
+        if local.in_plab != in_plab || (in_plab && lab.slots.is_null()) {
+            local.in_plab = in_plab;
+            if in_plab {
+                // SAFETY: the thread's own TLAB, while running.
+                unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
+            }
+            *lab = match (in_plab, heap.plabs().and_then(|plabs| plabs.inline_path())) {
+                (true, Some((slots, area_offset))) => InlineLab { slots, area_offset },
+                _ => InlineLab::OFF,
+            };
+        }
+        in_plab
+    }
+
+    /// An object in the per-CPU LAB of the thread's CPU, or outside LABs when it is larger
+    /// than a LAB or the heap has no room for a new LAB.
+    fn alloc_in_plab(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let heap = &*self.heap;
+        let plabs = heap.plabs().expect("plab and flip heaps have per-CPU LABs");
+        if bytes > plabs.max_object_bytes() {
+            return self.alloc_outside_tlab(bytes);
+        }
+        let cell = &*self.cell;
+        // SAFETY: running mutator, see `alloc_sized`.
+        let local = unsafe { &mut *cell.local.get() };
+        match plab::alloc(heap, plabs, &cell.counters, &mut local.simulated_cpu, bytes) {
+            // SAFETY: a LAB address inside the reservation, not null.
+            Some(object) => Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) }),
+            None => self.alloc_outside_tlab(bytes),
         }
     }
 
@@ -220,7 +318,7 @@ impl Mutator {
             Mode::Hab => {
                 hierarchy::carve_tlab(heap, &cell.counters, &mut local.simulated_cpu, min, desired)
             }
-            Mode::Tlab | Mode::Shared => heap
+            _ => heap
                 .global()
                 .carve_between(min, desired)
                 .map(|(start, len)| Chunk { start, len }),

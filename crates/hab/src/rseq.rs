@@ -66,6 +66,14 @@ pub enum RseqMechanism {
     /// Hab registers an area per thread itself (glibc did not: an older or other C library,
     /// or `GLIBC_TUNABLES=glibc.pthread.rseq=0`), and unregisters it when the thread exits.
     Own,
+    /// glibc's area used *without* a registration (`HAB_RSEQ=unregistered`), for tools that do
+    /// not implement rseq, such as valgrind: the sections run the same instructions but the
+    /// kernel never aborts them, so this is correct only while one thread allocates. Used to
+    /// count instructions, never to run concurrent work.
+    Unregistered {
+        /// `__rseq_offset`.
+        offset: isize,
+    },
     /// No rseq: per-CPU buffers fall back to compare-and-swap.
     Unavailable(String),
 }
@@ -75,21 +83,45 @@ impl fmt::Display for RseqMechanism {
         match self {
             RseqMechanism::Glibc { offset } => write!(f, "glibc's registration (offset {offset})"),
             RseqMechanism::Own => f.write_str("Hab's own registration per thread"),
+            RseqMechanism::Unregistered { offset } => write!(
+                f,
+                "glibc's area unregistered (offset {offset}; single-threaded instruction counting only)"
+            ),
             RseqMechanism::Unavailable(why) => write!(f, "unavailable: {why}"),
         }
     }
 }
 
 /// The mechanism, decided once per process. `HAB_RSEQ=off` in the environment forces the
-/// fallback (for tests of it).
+/// fallback (for tests of it); `HAB_RSEQ=unregistered` picks
+/// [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind).
 pub fn mechanism() -> &'static RseqMechanism {
     static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
     MECHANISM.get_or_init(|| {
-        if std::env::var_os("HAB_RSEQ").is_some_and(|value| value == "off") {
+        let requested = std::env::var_os("HAB_RSEQ");
+        if requested.as_ref().is_some_and(|value| value == "off") {
             return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
         }
-        imp::discover()
+        let discovered = imp::discover();
+        if requested.is_some_and(|value| value == "unregistered")
+            && matches!(discovered, RseqMechanism::Unavailable(_))
+        {
+            if let Some(offset) = imp::glibc_offset() {
+                return RseqMechanism::Unregistered { offset };
+            }
+        }
+        discovered
     })
+}
+
+/// The offset of every thread's area from its thread pointer, when it is the same for all
+/// threads (glibc's area): the inline `plab` fast path addresses the area through `fs` with it.
+#[inline]
+pub(crate) fn fixed_area_offset() -> Option<isize> {
+    match mechanism() {
+        RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => Some(*offset),
+        _ => None,
+    }
 }
 
 /// The calling thread's registered area, registering it first if Hab owns registrations; `None`
@@ -97,7 +129,9 @@ pub fn mechanism() -> &'static RseqMechanism {
 #[inline]
 pub(crate) fn current_area() -> Option<*mut u8> {
     match mechanism() {
-        RseqMechanism::Glibc { offset } => Some(imp::glibc_area(*offset)),
+        RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => {
+            Some(imp::glibc_area(*offset))
+        }
         RseqMechanism::Own => imp::own_area(),
         RseqMechanism::Unavailable(_) => None,
     }
@@ -218,12 +252,138 @@ impl Drop for Slots {
     }
 }
 
+/// How a `plab`-mode bump-or-claim section ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LabBump {
+    /// The object fits: it starts at `address`, in the LAB of `cpu`.
+    Object { cpu: usize, address: usize },
+    /// It does not fit: the section emptied the LAB of `cpu`, whose state was `{top, end}`;
+    /// when `top <= end`, its free tail `[top, end + reserve)` is now the thread's.
+    Claimed { cpu: usize, top: usize, end: usize },
+    /// Aborted [`MAX_ABORTS`] times in a row.
+    GaveUp,
+}
+
+/// How a `plab`-mode install section ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LabInstall {
+    /// The new LAB is `cpu`'s.
+    Done { cpu: usize },
+    /// `cpu`'s LAB still has free memory (another thread installed one first): not installed.
+    Occupied { cpu: usize },
+    /// Aborted [`MAX_ABORTS`] times in a row.
+    GaveUp,
+}
+
+/// The LAB of an empty slot: `top > end`, so nothing fits and nothing is free. The slot's
+/// third word counts the aborts of the inline path on that CPU.
+pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
+
+/// Per-CPU LABs of the `plab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
+/// apart. `end` is soft: an object of `n` bytes fits when `top + n <= end`, and a LAB with
+/// `top <= end` owns `[top, end + reserve)` (the reserve keeps every tail fillable). A slot
+/// with `top > end` owns nothing. The array covers every possible CPU id, so sections index it
+/// without a bounds check.
+pub(crate) struct LabSlots(Slots);
+
+impl LabSlots {
+    /// Empty LABs for CPU ids below `cpus`.
+    pub(crate) fn new(cpus: usize) -> LabSlots {
+        let slots = LabSlots(Slots::new(cpus));
+        for cpu in 0..slots.cpus() {
+            slots.store(cpu, EMPTY_LAB);
+        }
+        slots
+    }
+
+    pub(crate) fn cpus(&self) -> usize {
+        self.0.cpus
+    }
+
+    /// The first slot's address, for the inline fast path ([`lab_bump`]).
+    pub(crate) fn base(&self) -> *mut usize {
+        self.0.base.cast()
+    }
+
+    /// Reads a LAB outside a section (exact only while no thread can run a section).
+    pub(crate) fn load(&self, cpu: usize) -> (usize, usize) {
+        assert!(cpu < self.cpus());
+        let slot = self.0.slot(cpu).cast::<usize>();
+        // SAFETY: `cpu` is in bounds; the two words are aligned and inside the slot.
+        unsafe { (slot.read_volatile(), slot.add(1).read_volatile()) }
+    }
+
+    /// Aborts of the inline path counted on `cpu` so far.
+    pub(crate) fn inline_aborts(&self, cpu: usize) -> u64 {
+        assert!(cpu < self.cpus());
+        // SAFETY: `cpu` is in bounds; an aligned word of the slot, written by single stores.
+        unsafe { self.0.slot(cpu).add(2).read_volatile() }
+    }
+
+    /// Writes a LAB outside a section: only while no thread can run a section.
+    pub(crate) fn store(&self, cpu: usize, (top, end): (usize, usize)) {
+        assert!(cpu < self.cpus());
+        let slot = self.0.slot(cpu).cast::<usize>();
+        // SAFETY: as in `load`; the caller guarantees no concurrent section.
+        unsafe {
+            slot.write_volatile(top);
+            slot.add(1).write_volatile(end);
+        }
+    }
+
+    /// Carves `bytes` from the current CPU's LAB, or, when they do not fit, empties the LAB
+    /// and hands its free tail to the caller. Also returns the aborts.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area ([`current_area`]); `bytes` is below
+    /// 2^40.
+    pub(crate) unsafe fn bump_or_claim(
+        &self,
+        area: *mut u8,
+        bytes: usize,
+        reserve: usize,
+    ) -> (LabBump, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::lab_bump_or_claim(area, self.base(), bytes, reserve) }
+    }
+
+    /// Installs the LAB `{top, end}` as the current CPU's if that CPU's LAB owns no free
+    /// memory. Also returns the aborts.
+    ///
+    /// # Safety
+    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    pub(crate) unsafe fn install(
+        &self,
+        area: *mut u8,
+        reserve: usize,
+        top: usize,
+        end: usize,
+    ) -> (LabInstall, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::lab_install(area, self.base(), reserve, top, end) }
+    }
+}
+
+/// The `plab` fast path: carves `bytes` from the LAB of the CPU the thread runs on, in one
+/// restartable section addressed through `fs` (nine instructions); 0 when the object does not
+/// fit or the section was interrupted (the caller takes its slow path, which retries).
+///
+/// # Safety
+/// `area_offset` is [`fixed_area_offset`]; `base` is a [`LabSlots::base`] of live slots.
+#[inline(always)]
+pub(crate) unsafe fn lab_bump(area_offset: isize, base: *mut usize, bytes: usize) -> usize {
+    // SAFETY: forwarded.
+    unsafe { imp::lab_bump(area_offset, base, bytes) }
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
     use std::arch::asm;
     use std::cell::{Cell, UnsafeCell};
 
-    use super::{Outcome, Packed, RseqMechanism, MAX_ABORTS, SIGNATURE, SLOT_SHIFT};
+    use super::{
+        LabBump, LabInstall, Outcome, Packed, RseqMechanism, MAX_ABORTS, SIGNATURE, SLOT_SHIFT,
+    };
 
     const SYS_RSEQ: libc::c_long = 334;
     const UNREGISTER: libc::c_int = 1;
@@ -232,6 +392,12 @@ mod imp {
 
     #[repr(C, align(32))]
     struct Area([u32; 8]);
+
+    /// `__rseq_offset`, whether or not glibc's registration worked.
+    pub(super) fn glibc_offset() -> Option<isize> {
+        // SAFETY: glibc defines `const ptrdiff_t __rseq_offset`, set before user code runs.
+        symbol(c"__rseq_offset").map(|offset| unsafe { *offset.cast::<isize>() })
+    }
 
     pub(super) fn discover() -> RseqMechanism {
         if let (Some(offset), Some(size)) = (symbol(c"__rseq_offset"), symbol(c"__rseq_size")) {
@@ -484,6 +650,167 @@ mod imp {
         (outcome(status, slot, base, word), aborts)
     }
 
+    /// See `LabSlots::bump_or_claim`. One store commits either the bumped top or, when the
+    /// object does not fit, `end + reserve` (a conditional move picks which).
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area; `base` covers every possible CPU id.
+    pub(super) unsafe fn lab_bump_or_claim(
+        area: *mut u8,
+        base: *mut usize,
+        bytes: usize,
+        reserve: usize,
+    ) -> (LabBump, u64) {
+        let mut aborts: u64 = 0;
+        let (status, slot, top, end): (u64, u64, usize, usize);
+        // SAFETY: the section writes only the slot of the CPU it runs on (the array covers
+        // every CPU id), with its last instruction.
+        unsafe {
+            section!(
+                [
+                    "mov {slot:e}, dword ptr [{area}]",
+                    "shl {slot}, {slot_shift}",
+                    "add {slot}, {base}",
+                    "mov {top}, qword ptr [{slot}]",
+                    "mov {end}, qword ptr [{slot} + 8]",
+                    "lea {scratch}, [{top} + {bytes}]",
+                    "lea {claim}, [{end} + {reserve}]",
+                    "cmp {scratch}, {end}",
+                    "cmova {scratch}, {claim}",
+                    "mov qword ptr [{slot}], {scratch}",
+                ],
+                area = in(reg) area,
+                base = in(reg) base,
+                bytes = in(reg) bytes,
+                reserve = in(reg) reserve,
+                aborts = inout(reg) aborts,
+                status = out(reg) status,
+                slot = out(reg) slot,
+                top = out(reg) top,
+                end = out(reg) end,
+                claim = out(reg) _,
+                scratch = out(reg) _,
+            );
+        }
+        let cpu = ((slot as usize).wrapping_sub(base as usize)) >> SLOT_SHIFT;
+        let outcome = match status {
+            1 if top + bytes <= end => LabBump::Object { cpu, address: top },
+            1 => LabBump::Claimed { cpu, top, end },
+            _ => LabBump::GaveUp,
+        };
+        (outcome, aborts)
+    }
+
+    /// See `LabSlots::install`. The section first closes the slot (`end = 0`: nothing fits),
+    /// then writes `top`, then commits `end`: a section interrupted half-way leaves a slot
+    /// that owns nothing, and the thread still owns its LAB.
+    ///
+    /// # Safety
+    /// As for `lab_bump_or_claim`.
+    pub(super) unsafe fn lab_install(
+        area: *mut u8,
+        base: *mut usize,
+        reserve: usize,
+        top: usize,
+        end: usize,
+    ) -> (LabInstall, u64) {
+        let mut aborts: u64 = 0;
+        let (status, slot): (u64, u64);
+        // SAFETY: as in `lab_bump_or_claim`; the stores before the commit only make the slot
+        // own nothing.
+        unsafe {
+            section!(
+                [
+                    "mov {slot:e}, dword ptr [{area}]",
+                    "shl {slot}, {slot_shift}",
+                    "add {slot}, {base}",
+                    "mov {scratch}, qword ptr [{slot} + 8]",
+                    "add {scratch}, {reserve}",
+                    "cmp qword ptr [{slot}], {scratch}",
+                    "jb 7f",
+                    "mov qword ptr [{slot} + 8], 0",
+                    "mov qword ptr [{slot}], {top}",
+                    "mov qword ptr [{slot} + 8], {end}",
+                ],
+                area = in(reg) area,
+                base = in(reg) base,
+                reserve = in(reg) reserve,
+                top = in(reg) top,
+                end = in(reg) end,
+                aborts = inout(reg) aborts,
+                status = out(reg) status,
+                slot = out(reg) slot,
+                scratch = out(reg) _,
+            );
+        }
+        let cpu = ((slot as usize).wrapping_sub(base as usize)) >> SLOT_SHIFT;
+        let outcome = match status {
+            1 => LabInstall::Done { cpu },
+            0 => LabInstall::Occupied { cpu },
+            _ => LabInstall::GaveUp,
+        };
+        (outcome, aborts)
+    }
+
+    /// See `lab_bump`. Refusal and abort both return 0; there is no retry loop and no status
+    /// register, so the path that commits is nine instructions. The abort handler counts the
+    /// abort in the third word of the slot of the CPU the thread resumed on (outside any
+    /// section: concurrent aborts on one CPU may lose a count).
+    ///
+    /// # Safety
+    /// As for `super::lab_bump`.
+    #[inline(always)]
+    pub(super) unsafe fn lab_bump(area_offset: isize, base: *mut usize, bytes: usize) -> usize {
+        let object: usize;
+        // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only
+        // the slot of the CPU it runs on (the array covers every CPU id), with its last
+        // instruction; inputs are never written.
+        unsafe {
+            asm!(
+                ".pushsection __rseq_cs, \"aw\"",
+                ".balign 32",
+                "3:",
+                ".long 0, 0",
+                ".quad 4f, (5f - 4f), 6f",
+                ".popsection",
+                "lea {scratch}, [rip + 3b]",
+                "mov qword ptr fs:[{area} + 8], {scratch}",
+                "4:",
+                "mov {slot:e}, dword ptr fs:[{area}]",
+                "shl {slot:e}, {slot_shift}",
+                "mov {object}, qword ptr [{base} + {slot}]",
+                "lea {scratch}, [{object} + {bytes}]",
+                "cmp {scratch}, qword ptr [{base} + {slot} + 8]",
+                "ja 7f",
+                "mov qword ptr [{base} + {slot}], {scratch}",
+                "5:",
+                ".pushsection .text.hab_rseq_abort, \"ax\"",
+                "7:",
+                "xor {object:e}, {object:e}",
+                "jmp 5b",
+                ".byte 0x0f, 0xb9, 0x3d",
+                ".long {signature}",
+                "6:",
+                "mov {slot:e}, dword ptr fs:[{area}]",
+                "shl {slot:e}, {slot_shift}",
+                "add qword ptr [{base} + {slot} + 16], 1",
+                "xor {object:e}, {object:e}",
+                "jmp 5b",
+                ".popsection",
+                area = in(reg) area_offset,
+                base = in(reg) base,
+                bytes = in(reg) bytes,
+                object = out(reg) object,
+                slot = out(reg) _,
+                scratch = out(reg) _,
+                signature = const SIGNATURE,
+                slot_shift = const SLOT_SHIFT,
+                options(nostack),
+            );
+        }
+        object
+    }
+
     /// Turns the registers a section left into an outcome: for statuses 0 and 1, `slot` is
     /// the address of the slot the section used and `word` what it read there.
     fn outcome(status: u64, slot: u64, base: *mut u64, word: u64) -> Outcome {
@@ -505,7 +832,7 @@ mod imp {
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
-    use super::{Outcome, Packed, RseqMechanism};
+    use super::{LabBump, LabInstall, Outcome, Packed, RseqMechanism};
 
     pub(super) fn discover() -> RseqMechanism {
         RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())
@@ -513,6 +840,10 @@ mod imp {
 
     pub(super) fn glibc_area(_: isize) -> *mut u8 {
         std::ptr::null_mut()
+    }
+
+    pub(super) fn glibc_offset() -> Option<isize> {
+        None
     }
 
     pub(super) fn own_area() -> Option<*mut u8> {
@@ -531,6 +862,29 @@ mod imp {
         _: Packed,
     ) -> (Outcome, u64) {
         (Outcome::GaveUp, 0)
+    }
+
+    pub(super) unsafe fn lab_bump_or_claim(
+        _: *mut u8,
+        _: *mut usize,
+        _: usize,
+        _: usize,
+    ) -> (LabBump, u64) {
+        (LabBump::GaveUp, 0)
+    }
+
+    pub(super) unsafe fn lab_install(
+        _: *mut u8,
+        _: *mut usize,
+        _: usize,
+        _: usize,
+        _: usize,
+    ) -> (LabInstall, u64) {
+        (LabInstall::GaveUp, 0)
+    }
+
+    pub(super) unsafe fn lab_bump(_: isize, _: *mut usize, _: usize) -> usize {
+        0
     }
 }
 

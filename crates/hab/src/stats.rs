@@ -41,8 +41,95 @@ pub struct TlabStats {
     pub refill_waste_bytes: u64,
     /// Free bytes of TLABs retired by collections or when the thread detached.
     pub gc_waste_bytes: u64,
+    /// TLABs retired with free memory left (by refills and collections).
+    pub partial_tlabs: u64,
     /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
     pub levels: [LevelStats; Level::ALL.len()],
+    /// Per-CPU LABs of the `plab` and `flip` modes.
+    pub plab: PlabStats,
+}
+
+/// Declares a snapshot struct of `u64` figures and its live counters, with `since`,
+/// `snapshot` and `+=` field by field.
+macro_rules! figures {
+    ($(#[$doc:meta])* $stats:ident, $counters:ident { $($(#[$field_doc:meta])* $field:ident,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $stats {
+            $($(#[$field_doc])* pub $field: u64,)*
+        }
+
+        /// The live counters behind
+        #[doc = concat!("[`", stringify!($stats), "`].")]
+        #[derive(Debug, Default)]
+        pub(crate) struct $counters {
+            $(pub(crate) $field: Counter,)*
+        }
+
+        impl $counters {
+            pub(crate) fn snapshot(&self) -> $stats {
+                $stats { $($field: self.$field.get(),)* }
+            }
+        }
+
+        impl $stats {
+            /// The counts accumulated since `earlier`.
+            pub fn since(&self, earlier: &$stats) -> $stats {
+                $stats { $($field: self.$field.saturating_sub(earlier.$field),)* }
+            }
+        }
+
+        impl AddAssign for $stats {
+            fn add_assign(&mut self, other: $stats) {
+                $(self.$field += other.$field;)*
+            }
+        }
+    };
+}
+
+figures! {
+    /// What the per-CPU LABs of the `plab` and `flip` modes did: the rows of Garthwaite et
+    /// al.'s Table 2. A *transaction* installs a new LAB as a CPU's; it *fails* when its
+    /// section aborted or found the CPU's LAB refilled by another thread, and is *invalid*
+    /// when it could not install at all (the LAB is then sidelined).
+    PlabStats, PlabCounters {
+        /// LABs taken, from the global heap or the sideline.
+        labs,
+        /// Their bytes.
+        lab_bytes,
+        /// LABs taken from the sideline.
+        sideline_reused,
+        /// Transactions that installed a LAB.
+        transactions,
+        /// Transactions that aborted or found the LAB occupied at least once.
+        failed_transactions,
+        /// Transactions that could not install their LAB.
+        invalid_transactions,
+        /// LABs (rests of LABs) sidelined.
+        sidelined_labs,
+        /// Their bytes.
+        sidelined_bytes,
+        /// Sidelined LABs nobody took before a collection discarded them.
+        discarded_sidelined_labs,
+        /// Their bytes.
+        discarded_sidelined_bytes,
+        /// LABs emptied with free memory left, by refills and collections.
+        partial_labs,
+        /// That free memory.
+        partial_waste_bytes,
+        /// Restartable sections that aborted (heap totals include the inline path's).
+        rseq_aborts,
+        /// Objects allocated in per-CPU compare-and-swap buffers because the thread could not
+        /// use rseq (no registration, or a section that kept aborting).
+        fallback_allocs,
+    }
+}
+
+impl PlabStats {
+    /// Bytes of LABs left unused: partial waste and discarded sidelined LABs.
+    pub fn unused_bytes(&self) -> u64 {
+        self.partial_waste_bytes + self.discarded_sidelined_bytes
+    }
 }
 
 /// What one middle level did.
@@ -137,7 +224,9 @@ impl TlabStats {
                 .refill_waste_bytes
                 .saturating_sub(earlier.refill_waste_bytes),
             gc_waste_bytes: self.gc_waste_bytes.saturating_sub(earlier.gc_waste_bytes),
+            partial_tlabs: self.partial_tlabs.saturating_sub(earlier.partial_tlabs),
             levels: std::array::from_fn(|i| self.levels[i].since(&earlier.levels[i])),
+            plab: self.plab.since(&earlier.plab),
         }
     }
 
@@ -169,6 +258,8 @@ impl AddAssign for TlabStats {
         self.slow_alloc_bytes += other.slow_alloc_bytes;
         self.refill_waste_bytes += other.refill_waste_bytes;
         self.gc_waste_bytes += other.gc_waste_bytes;
+        self.partial_tlabs += other.partial_tlabs;
+        self.plab += other.plab;
         for (mine, theirs) in self.levels.iter_mut().zip(other.levels) {
             *mine += theirs;
         }
@@ -204,6 +295,22 @@ impl fmt::Display for TlabStats {
                 )?;
             }
         }
+        let plab = &self.plab;
+        if plab.labs + plab.fallback_allocs > 0 {
+            write!(
+                f,
+                " plab: {} labs {} transactions ({} failed, {} invalid) {} sidelined {} partial {} unused {} aborts {} fallback allocs",
+                plab.labs,
+                plab.transactions,
+                plab.failed_transactions,
+                plab.invalid_transactions,
+                plab.sidelined_labs,
+                plab.partial_labs,
+                size.of(plab.unused_bytes()),
+                plab.rseq_aborts,
+                plab.fallback_allocs
+            )?;
+        }
         Ok(())
     }
 }
@@ -232,7 +339,9 @@ pub(crate) struct Counters {
     pub(crate) slow_alloc_bytes: Counter,
     pub(crate) refill_waste_bytes: Counter,
     pub(crate) gc_waste_bytes: Counter,
+    pub(crate) partial_tlabs: Counter,
     pub(crate) levels: [LevelCounters; Level::ALL.len()],
+    pub(crate) plab: PlabCounters,
 }
 
 /// One mutator's counters of one middle level.
@@ -259,6 +368,8 @@ impl Counters {
             slow_alloc_bytes: self.slow_alloc_bytes.get(),
             refill_waste_bytes: self.refill_waste_bytes.get(),
             gc_waste_bytes: self.gc_waste_bytes.get(),
+            partial_tlabs: self.partial_tlabs.get(),
+            plab: self.plab.snapshot(),
             levels: std::array::from_fn(|i| {
                 let level = &self.levels[i];
                 LevelStats {
@@ -307,6 +418,9 @@ pub struct HeapStats {
     pub live_mutators: usize,
     /// Collections finished.
     pub collections: u64,
+    /// Of those, collections that ended a cycle in which mutators allocated in per-CPU LABs
+    /// (`plab` mode, or `flip` mode in its per-CPU phase).
+    pub plab_collections: u64,
     /// Bytes of the allocation range handed out now (objects, TLABs and fillers).
     pub used_bytes: usize,
     /// Bytes of the current allocation range.

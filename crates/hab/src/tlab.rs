@@ -73,6 +73,9 @@ impl Tlab {
         counters
             .tlab_allocated_bytes
             .add((self.top - self.start) as u64);
+        if tail > 0 {
+            counters.partial_tlabs.add(1);
+        }
         match waste {
             Waste::Refill => counters.refill_waste_bytes.add(tail as u64),
             Waste::Collection => counters.gc_waste_bytes.add(tail as u64),

@@ -1,0 +1,246 @@
+//! The `plab` mode: objects carved straight from the LAB of the CPU the thread runs on, with no
+//! TLAB (Garthwaite et al.'s per-processor LABs, over Linux restartable sequences).
+//!
+//! Fast path (inline, in `Mutator::alloc_sized`): one restartable bump of the CPU's
+//! `{top, end}` pair ([`rseq::lab_bump`]). Slow path (here): a bump-or-claim section either
+//! carves the object or empties the CPU's LAB and hands its tail to the thread; the thread then
+//! takes a new LAB (a sidelined one first, else from the global heap) *outside* any section,
+//! carves its object from the LAB's start, and installs the rest as the CPU's LAB in a second
+//! section. That install succeeds on whatever CPU the thread now runs on if that CPU's LAB
+//! owns no free memory (the interference was benign: the transaction is reopened); otherwise
+//! another thread refilled it first, and the rest is sidelined for later refills (§5.1).
+//!
+//! Threads that cannot use rseq (no registration, a section that keeps aborting, a simulated
+//! machine) allocate each object from per-CPU compare-and-swap buffers instead; counted.
+//!
+//! LABs are [`HeapConfig::max_tlab_bytes`](crate::HeapConfig::max_tlab_bytes) large ("the
+//! maximum LAB size" of the flip policy). Cost: the inline path is nine instructions; a
+//! refill is two sections, a global CAS and, when interference happens, a sideline scan.
+
+use crate::cpu_id::SimulatedCpu;
+use crate::heap::Heap;
+use crate::hierarchy;
+use crate::middle::{MiddleLevel, WORD};
+use crate::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
+use crate::sideline::{self, Sideline};
+use crate::stats::{Counters, PlabCounters};
+use crate::topology::{Level, Topology};
+
+/// A heap's per-CPU LABs.
+pub(crate) struct Plabs {
+    /// Restartable LABs, where rseq works on the real machine.
+    slots: Option<LabSlots>,
+    /// Rests of LABs that could not be installed.
+    sideline: Sideline,
+    /// Compare-and-swap buffers, one per CPU, for threads that cannot use `slots`.
+    fallback: [MiddleLevel; 1],
+    lab_bytes: usize,
+    /// Bytes every LAB keeps beyond its soft end so its tail can hold a filler.
+    reserve_bytes: usize,
+}
+
+impl Plabs {
+    /// LABs of `lab_bytes`; restartable ones when `restartable` (the topology is the real
+    /// machine's, which numbers every possible CPU).
+    pub(crate) fn new(
+        lab_bytes: usize,
+        reserve_bytes: usize,
+        topology: &Topology,
+        restartable: bool,
+    ) -> Self {
+        Plabs {
+            slots: restartable.then(|| LabSlots::new(topology.cpu_slots())),
+            sideline: Sideline::new(),
+            fallback: [MiddleLevel::new(
+                Level::Cpu,
+                lab_bytes,
+                topology.domains(Level::Cpu),
+                reserve_bytes,
+            )],
+            lab_bytes,
+            reserve_bytes,
+        }
+    }
+
+    /// Whether the LABs use restartable sequences.
+    pub(crate) fn is_restartable(&self) -> bool {
+        self.slots.is_some()
+    }
+
+    /// The slots the inline fast path bumps, when it can run: restartable LABs and an rseq
+    /// area at the same offset from every thread's thread pointer.
+    pub(crate) fn inline_path(&self) -> Option<(*mut usize, isize)> {
+        Some((self.slots.as_ref()?.base(), rseq::fixed_area_offset()?))
+    }
+
+    /// Aborts of the inline path, all CPUs.
+    pub(crate) fn inline_aborts(&self) -> u64 {
+        self.slots.as_ref().map_or(0, |slots| {
+            (0..slots.cpus()).map(|cpu| slots.inline_aborts(cpu)).sum()
+        })
+    }
+
+    /// The largest object a LAB holds.
+    pub(crate) fn max_object_bytes(&self) -> usize {
+        self.lab_bytes - self.reserve_bytes
+    }
+
+    /// Empties every LAB and discards the sidelined ones at a collection: fillers over their
+    /// free memory, counted in `counters`.
+    pub(crate) fn retire_all(&self, heap: &Heap, counters: &PlabCounters) {
+        let reserve = self.reserve_bytes;
+        if let Some(slots) = &self.slots {
+            for cpu in 0..slots.cpus() {
+                let (top, end) = slots.load(cpu);
+                if top <= end {
+                    retire_tail(heap, counters, top, end + reserve);
+                }
+                slots.store(cpu, EMPTY_LAB);
+            }
+        }
+        let base = heap.reserved_range().start;
+        self.sideline.drain(|offset, len| {
+            let (start, bytes) = (base + offset as usize * WORD, len as usize * WORD);
+            // SAFETY: every mutator is stopped and the sideline no longer holds the chunk: the
+            // collection owns it.
+            unsafe { heap.write_filler(start, bytes) };
+            counters.discarded_sidelined_labs.add(1);
+            counters.discarded_sidelined_bytes.add(bytes as u64);
+        });
+        self.fallback[0].retire_all(base, |start, end| retire_tail(heap, counters, start, end));
+    }
+}
+
+/// Covers a LAB's free tail `[start, end)` with a filler and counts it.
+fn retire_tail(heap: &Heap, counters: &PlabCounters, start: usize, end: usize) {
+    if end > start {
+        // SAFETY: the caller emptied the LAB (a committed claim, or a collection with every
+        // mutator stopped), so it owns the tail.
+        unsafe { heap.write_filler(start, end - start) };
+        counters.partial_labs.add(1);
+        counters.partial_waste_bytes.add((end - start) as u64);
+    }
+}
+
+/// The slow path: allocates `bytes` (at most [`Plabs::max_object_bytes`]) in a per-CPU LAB.
+/// `None` when the heap has no room for a new LAB.
+pub(crate) fn alloc(
+    heap: &Heap,
+    plabs: &Plabs,
+    counters: &Counters,
+    simulated: &mut SimulatedCpu,
+    bytes: usize,
+) -> Option<usize> {
+    let stats = &counters.plab;
+    if let (Some(slots), Some(area)) = (&plabs.slots, rseq::current_area()) {
+        // SAFETY: `area` is this thread's registered area; `bytes` is below the heap's
+        // capacity, far below 2^40.
+        let (outcome, aborts) = unsafe { slots.bump_or_claim(area, bytes, plabs.reserve_bytes) };
+        stats.rseq_aborts.add(aborts);
+        match outcome {
+            LabBump::Object { address, .. } => return Some(address),
+            LabBump::Claimed { cpu, top, end } => {
+                if top <= end {
+                    retire_tail(heap, stats, top, end + plabs.reserve_bytes);
+                }
+                return refill(heap, plabs, slots, area, cpu, bytes, stats);
+            }
+            LabBump::GaveUp => {}
+        }
+    }
+    alloc_in_fallback(heap, plabs, counters, simulated, bytes)
+}
+
+/// Takes a LAB, carves the object from its start and installs the rest as the CPU's LAB, or
+/// sidelines it when another thread installed one first.
+#[cold]
+fn refill(
+    heap: &Heap,
+    plabs: &Plabs,
+    slots: &LabSlots,
+    area: *mut u8,
+    claimed_cpu: usize,
+    bytes: usize,
+    stats: &PlabCounters,
+) -> Option<usize> {
+    let reserve = plabs.reserve_bytes;
+    let min = bytes + reserve;
+    let base = heap.reserved_range().start;
+    let (start, len) = match plabs.sideline.take((min / WORD) as u64) {
+        Some((offset, len)) => {
+            stats.sideline_reused.add(1);
+            (base + offset as usize * WORD, len as usize * WORD)
+        }
+        None => {
+            let (start, len) = heap.global().carve_between(min, plabs.lab_bytes.max(min))?;
+            heap.global().zero_reused(start, len);
+            (start, len)
+        }
+    };
+    stats.labs.add(1);
+    stats.lab_bytes.add(len as u64);
+    let (rest, end) = (start + bytes, start + len);
+    if end - rest <= reserve {
+        // Nothing left to bump through: the rest is waste.
+        retire_tail(heap, stats, rest, end);
+        return Some(start);
+    }
+    // SAFETY: `area` is this thread's registered area.
+    let (installed, aborts) = unsafe { slots.install(area, reserve, rest, end - reserve) };
+    stats.rseq_aborts.add(aborts);
+    match installed {
+        LabInstall::Done { cpu } => {
+            stats.transactions.add(1);
+            if aborts > 0 || cpu != claimed_cpu {
+                stats.failed_transactions.add(1);
+            }
+        }
+        LabInstall::Occupied { .. } | LabInstall::GaveUp => {
+            stats.failed_transactions.add(1);
+            stats.invalid_transactions.add(1);
+            sideline_or_retire(heap, plabs, stats, rest, end);
+        }
+    }
+    Some(start)
+}
+
+/// Keeps `[start, end)`, a LAB the thread owns but could not install, for later refills;
+/// retires it when every sideline slot is taken.
+fn sideline_or_retire(heap: &Heap, plabs: &Plabs, stats: &PlabCounters, start: usize, end: usize) {
+    let base = heap.reserved_range().start;
+    let len_words = ((end - start) / WORD) as u64;
+    if len_words <= sideline::MAX_CHUNK_WORDS
+        && plabs
+            .sideline
+            .put(((start - base) / WORD) as u64, len_words)
+    {
+        stats.sidelined_labs.add(1);
+        stats.sidelined_bytes.add((end - start) as u64);
+    } else {
+        retire_tail(heap, stats, start, end);
+    }
+}
+
+/// Allocates the object from the per-CPU compare-and-swap buffers. A request carries the
+/// filler reserve, so what the buffer adds beyond the object can always be filled.
+#[cold]
+fn alloc_in_fallback(
+    heap: &Heap,
+    plabs: &Plabs,
+    counters: &Counters,
+    simulated: &mut SimulatedCpu,
+    bytes: usize,
+) -> Option<usize> {
+    let request = bytes + plabs.reserve_bytes;
+    let chunk =
+        hierarchy::carve_from(heap, &plabs.fallback, counters, simulated, request, request)?;
+    counters.plab.fallback_allocs.add(1);
+    let rest = chunk.len - bytes;
+    if rest > 0 {
+        // SAFETY: the chunk is this thread's; its part beyond the object is unused.
+        unsafe { heap.write_filler(chunk.start + bytes, rest) };
+        counters.plab.partial_waste_bytes.add(rest as u64);
+    }
+    heap.global().zero_reused(chunk.start, bytes);
+    Some(chunk.start)
+}

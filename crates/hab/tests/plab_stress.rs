@@ -1,0 +1,219 @@
+//! Stress tests of the per-CPU LABs of the `plab` and `flip` modes on the real machine: 512
+//! threads on the machine's CPUs allocate objects of mixed sizes while each keeps moving itself
+//! from CPU to CPU and a timer signals the process 20 000 times a second (the kernel hands
+//! each signal to a thread that is running), so restartable sections abort. Between rounds the world stops for a
+//! collection that walks the heap; every object recorded by the threads must be met by the walk
+//! exactly once, disjoint from every other and inside the heap.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::{assert_disjoint_inside, heap, watchdog, write_header, Rng};
+use hab::{Heap, HeapConfig, Mode, TlabPolicy};
+
+const THREADS: usize = 512;
+const ROUNDS: usize = 3;
+const ALLOCS_PER_ROUND: usize = 400;
+/// A thread pins itself to its next CPU after this many allocations.
+const PIN_EVERY: usize = 16;
+/// The signal timer's period: 20 kHz.
+const TIMER_PERIOD_NS: i64 = 50_000;
+
+/// An object size from 16 to 1024 bytes, a multiple of 8: seven in eight up to 128.
+fn object_size(rng: &mut Rng) -> usize {
+    if rng.below(8) == 0 {
+        8 * (17 + rng.below(112) as usize)
+    } else {
+        8 * (2 + rng.below(15) as usize)
+    }
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set; `cpu` is an online CPU below
+    // CPU_SETSIZE; 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+    }
+}
+
+static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn count_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A timer that sends SIGUSR2 to the process every `TIMER_PERIOD_NS`; deleted on drop.
+struct SignalTimer(libc::timer_t);
+
+impl SignalTimer {
+    fn start() -> SignalTimer {
+        // SAFETY: plain syscalls on zero-initialised C structs; the handler is installed
+        // before the timer starts.
+        unsafe {
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_SIGNAL;
+            event.sigev_signo = libc::SIGUSR2;
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            let created = libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer);
+            assert_eq!(created, 0, "{}", std::io::Error::last_os_error());
+            let period = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: TIMER_PERIOD_NS,
+            };
+            let spec = libc::itimerspec {
+                it_interval: period,
+                it_value: period,
+            };
+            assert_eq!(
+                libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()),
+                0
+            );
+            SignalTimer(timer)
+        }
+    }
+}
+
+impl Drop for SignalTimer {
+    fn drop(&mut self) {
+        // SAFETY: deletes the timer `start` created.
+        unsafe { libc::timer_delete(self.0) };
+    }
+}
+
+fn online_cpus() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs the threads on `heap`; returns the signals delivered.
+fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
+    let _watchdog = watchdog(name, Duration::from_secs(600));
+    // SAFETY: installs a handler that only increments an atomic, with SA_RESTART.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = count_signal as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+    }
+    let signals_before = SIGNALS.load(Ordering::Relaxed);
+    let timer = SignalTimer::start();
+    let cpus = online_cpus();
+    // Threads park, then the main thread collects, then the threads go on.
+    let parked = Arc::new(Barrier::new(THREADS + 1));
+    let collected = Arc::new(Barrier::new(THREADS + 1));
+    let recorded = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let (heap, parked, collected, recorded) = (
+                heap.clone(),
+                parked.clone(),
+                collected.clone(),
+                recorded.clone(),
+            );
+            thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn(move || {
+                    let mut rng = Rng::new(index as u64 + 1);
+                    let mut mutator = heap.attach();
+                    let sizes: Vec<_> = (0..=128)
+                        .map(|words| mutator.checked_size(words * 8).ok())
+                        .collect();
+                    for round in 0..ROUNDS {
+                        let mut objects = Vec::with_capacity(ALLOCS_PER_ROUND);
+                        for i in 0..ALLOCS_PER_ROUND {
+                            if i % PIN_EVERY == 0 {
+                                pin((index + round + i / PIN_EVERY) % cpus);
+                            }
+                            let bytes = object_size(&mut rng);
+                            let size = sizes[bytes / 8].expect("checked");
+                            let object = mutator.alloc_sized(size).expect("heap large enough");
+                            write_header(object, bytes);
+                            objects.push((object.as_ptr() as usize, bytes));
+                        }
+                        recorded.lock().unwrap().extend(objects);
+                        let stopped = mutator.park();
+                        parked.wait();
+                        collected.wait();
+                        mutator = stopped.unpark();
+                    }
+                })
+                .expect("spawn")
+        })
+        .collect();
+    for round in 0..ROUNDS {
+        parked.wait();
+        {
+            let collection = heap.collection();
+            let (summary, mut walked) = common::walk_objects(&collection);
+            assert_eq!(summary.total_bytes(), collection.used_bytes(), "{name}");
+            let mut expected = recorded.lock().unwrap().clone();
+            assert_eq!(
+                walked.len(),
+                expected.len(),
+                "{name} round {round}: objects walked"
+            );
+            assert_disjoint_inside(&mut expected, heap.reserved_range());
+            walked.sort_unstable();
+            assert_eq!(
+                walked, expected,
+                "{name} round {round}: the walk meets the objects"
+            );
+            let stats = heap.stats().totals;
+            assert_eq!(
+                summary.filler_bytes as u64,
+                stats.waste_bytes() + stats.plab.unused_bytes() + stats.middle_waste_bytes(),
+                "{name} round {round}: fillers are the counted waste"
+            );
+        }
+        collected.wait();
+    }
+    for handle in handles {
+        handle.join().expect("mutator thread");
+    }
+    drop(timer);
+    SIGNALS.load(Ordering::Relaxed) - signals_before
+}
+
+fn config(mode: Mode, lab: usize) -> hab::HeapConfigBuilder {
+    HeapConfig::builder()
+        .capacity("512MiB")
+        .mode(mode)
+        .tlab(TlabPolicy::Fixed(lab))
+}
+
+#[test]
+fn plab_under_migrations_and_signal_storms() {
+    let heap = heap(config(Mode::Plab, 4 << 10));
+    let signals = run("plab", heap.clone());
+    let stats = heap.stats().totals.plab;
+    eprintln!(
+        "plab: {signals} signals, restartable {:?}, {stats:?}",
+        heap.plabs_restartable()
+    );
+    if heap.plabs_restartable() == Some(true) {
+        assert!(stats.labs > 0 && stats.transactions > 0);
+        assert!(stats.rseq_aborts > 0, "the storm aborted no section");
+    } else {
+        assert!(stats.fallback_allocs > 0);
+    }
+    assert!(signals > 0);
+}
+
+#[test]
+fn flip_under_migrations_and_signal_storms() {
+    // 512 threads each leave most of a 64 KiB TLAB unused at every collection: far more
+    // than 64 KiB × the CPUs, so the heap flips to per-CPU LABs after the first round.
+    let heap = heap(config(Mode::Flip, 64 << 10));
+    run("flip", heap.clone());
+    let stats = heap.stats();
+    eprintln!("flip: {stats}");
+    assert!(heap.allocates_in_plabs(), "flipped to per-CPU LABs");
+    assert!(stats.plab_collections >= 1);
+    let plab = stats.totals.plab;
+    assert!(stats.totals.refills > 0 && plab.labs + plab.fallback_allocs > 0);
+}
