@@ -347,6 +347,21 @@ impl LabSlots {
         unsafe { imp::lab_bump_or_claim(area, self.base(), bytes, reserve) }
     }
 
+    /// [`bump_or_claim`](LabSlots::bump_or_claim) with one abort forced on every call.
+    ///
+    /// # Safety
+    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_or_claim_injected(
+        &self,
+        area: *mut u8,
+        bytes: usize,
+        reserve: usize,
+    ) -> (LabBump, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::lab_bump_or_claim_injected(area, self.base(), bytes, reserve) }
+    }
+
     /// Installs the LAB `{top, end}` as the current CPU's if that CPU's LAB owns no free
     /// memory. Also returns the aborts.
     ///
@@ -650,6 +665,48 @@ mod imp {
         (outcome(status, slot, base, word), aborts)
     }
 
+    /// The bump-or-claim section; `$inject` are instructions placed between the loads and
+    /// the commit (empty except in tests, which force aborts there).
+    macro_rules! claim_section {
+        ($area:expr, $base:expr, $bytes:expr, $reserve:expr $(, $inject:literal)*) => {{
+            let mut aborts: u64 = 0;
+            let (status, slot, top, end): (u64, u64, usize, usize);
+            section!(
+                [
+                    "mov {slot:e}, dword ptr [{area}]",
+                    "shl {slot}, {slot_shift}",
+                    "add {slot}, {base}",
+                    "mov {top}, qword ptr [{slot}]",
+                    "mov {end}, qword ptr [{slot} + 8]",
+                    $($inject,)*
+                    "lea {scratch}, [{top} + {bytes}]",
+                    "lea {claim}, [{end} + {reserve}]",
+                    "cmp {scratch}, {end}",
+                    "cmova {scratch}, {claim}",
+                    "mov qword ptr [{slot}], {scratch}",
+                ],
+                area = in(reg) $area,
+                base = in(reg) $base,
+                bytes = in(reg) $bytes,
+                reserve = in(reg) $reserve,
+                aborts = inout(reg) aborts,
+                status = out(reg) status,
+                slot = out(reg) slot,
+                top = out(reg) top,
+                end = out(reg) end,
+                claim = out(reg) _,
+                scratch = out(reg) _,
+            );
+            let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
+            let outcome = match status {
+                1 if top + $bytes <= end => LabBump::Object { cpu, address: top },
+                1 => LabBump::Claimed { cpu, top, end },
+                _ => LabBump::GaveUp,
+            };
+            (outcome, aborts)
+        }};
+    }
+
     /// See `LabSlots::bump_or_claim`. One store commits either the bumped top or, when the
     /// object does not fit, `end + reserve` (a conditional move picks which).
     ///
@@ -661,44 +718,34 @@ mod imp {
         bytes: usize,
         reserve: usize,
     ) -> (LabBump, u64) {
-        let mut aborts: u64 = 0;
-        let (status, slot, top, end): (u64, u64, usize, usize);
         // SAFETY: the section writes only the slot of the CPU it runs on (the array covers
         // every CPU id), with its last instruction.
+        unsafe { claim_section!(area, base, bytes, reserve) }
+    }
+
+    /// `lab_bump_or_claim` with an injected abort: the first try jumps from between the
+    /// loads and the commit to the abort handler, as the kernel would after a preemption.
+    ///
+    /// # Safety
+    /// As for `lab_bump_or_claim`.
+    #[cfg(test)]
+    pub(super) unsafe fn lab_bump_or_claim_injected(
+        area: *mut u8,
+        base: *mut usize,
+        bytes: usize,
+        reserve: usize,
+    ) -> (LabBump, u64) {
+        // SAFETY: as in `lab_bump_or_claim`; the injected jump reads only the abort count.
         unsafe {
-            section!(
-                [
-                    "mov {slot:e}, dword ptr [{area}]",
-                    "shl {slot}, {slot_shift}",
-                    "add {slot}, {base}",
-                    "mov {top}, qword ptr [{slot}]",
-                    "mov {end}, qword ptr [{slot} + 8]",
-                    "lea {scratch}, [{top} + {bytes}]",
-                    "lea {claim}, [{end} + {reserve}]",
-                    "cmp {scratch}, {end}",
-                    "cmova {scratch}, {claim}",
-                    "mov qword ptr [{slot}], {scratch}",
-                ],
-                area = in(reg) area,
-                base = in(reg) base,
-                bytes = in(reg) bytes,
-                reserve = in(reg) reserve,
-                aborts = inout(reg) aborts,
-                status = out(reg) status,
-                slot = out(reg) slot,
-                top = out(reg) top,
-                end = out(reg) end,
-                claim = out(reg) _,
-                scratch = out(reg) _,
-            );
+            claim_section!(
+                area,
+                base,
+                bytes,
+                reserve,
+                "test {aborts}, {aborts}",
+                "jz 6f"
+            )
         }
-        let cpu = ((slot as usize).wrapping_sub(base as usize)) >> SLOT_SHIFT;
-        let outcome = match status {
-            1 if top + bytes <= end => LabBump::Object { cpu, address: top },
-            1 => LabBump::Claimed { cpu, top, end },
-            _ => LabBump::GaveUp,
-        };
-        (outcome, aborts)
     }
 
     /// See `LabSlots::install`. The section first closes the slot (`end = 0`: nothing fits),
@@ -885,6 +932,16 @@ mod imp {
 
     pub(super) unsafe fn lab_bump(_: isize, _: *mut usize, _: usize) -> usize {
         0
+    }
+
+    #[cfg(test)]
+    pub(super) unsafe fn lab_bump_or_claim_injected(
+        _: *mut u8,
+        _: *mut usize,
+        _: usize,
+        _: usize,
+    ) -> (LabBump, u64) {
+        (LabBump::GaveUp, 0)
     }
 }
 
@@ -1106,6 +1163,86 @@ mod tests {
             total_aborts > 0,
             "the storm should have aborted some sections"
         );
+    }
+
+    /// The `plab` sections with an abort forced between the loads and the commit of every
+    /// bump-or-claim, while 64 threads move between CPUs and carve objects, claim tails and
+    /// install LABs: every call aborts once and retries, and no byte is handed out twice.
+    #[test]
+    fn lab_sections_with_injected_aborts_never_hand_out_a_byte_twice() {
+        if area().is_none() {
+            return;
+        }
+        const THREADS: usize = 64;
+        const CALLS: usize = 3000;
+        const LAB_BYTES: usize = 512;
+        let cpus = online_cpus();
+        let slots = Arc::new(LabSlots::new(cpus));
+        // Fake heap addresses: LABs are carved upwards from here, never dereferenced.
+        let next_lab = Arc::new(AtomicU64::new(1 << 20));
+        let workers: Vec<_> = (0..THREADS)
+            .map(|index| {
+                let (slots, next_lab) = (slots.clone(), next_lab.clone());
+                std::thread::spawn(move || {
+                    let area = current_area().expect("registered");
+                    // (start, bytes) of every piece this thread was handed.
+                    let mut pieces = Vec::new();
+                    let mut aborts = 0;
+                    for call in 0..CALLS {
+                        if call % 32 == 0 {
+                            pin((index + call / 32) % cpus);
+                        }
+                        let bytes = 8 * (1 + call % 7);
+                        // SAFETY: `area` is this thread's registered area.
+                        let (outcome, aborted) =
+                            unsafe { slots.bump_or_claim_injected(area, bytes, 0) };
+                        aborts += aborted;
+                        match outcome {
+                            LabBump::Object { address, .. } => pieces.push((address, bytes)),
+                            LabBump::Claimed { top, end, .. } => {
+                                if top < end {
+                                    pieces.push((top, end - top));
+                                }
+                                let lab = next_lab.fetch_add(LAB_BYTES as u64, Ordering::Relaxed)
+                                    as usize;
+                                pieces.push((lab, bytes));
+                                // SAFETY: as above.
+                                let (installed, _) =
+                                    unsafe { slots.install(area, 0, lab + bytes, lab + LAB_BYTES) };
+                                if matches!(installed, LabInstall::Occupied { .. }) {
+                                    pieces.push((lab + bytes, LAB_BYTES - bytes));
+                                }
+                            }
+                            LabBump::GaveUp => panic!("gave up after one injected abort"),
+                        }
+                    }
+                    (pieces, aborts)
+                })
+            })
+            .collect();
+        let mut pieces = Vec::new();
+        for worker in workers {
+            let (mine, aborts) = worker.join().unwrap();
+            assert!(aborts >= CALLS as u64, "every call aborts at least once");
+            pieces.extend(mine);
+        }
+        for cpu in 0..cpus {
+            let (top, end) = slots.load(cpu);
+            if top < end {
+                pieces.push((top, end - top));
+            }
+        }
+        pieces.sort_unstable();
+        for pair in pieces.windows(2) {
+            let ((a, a_len), (b, _)) = (pair[0], pair[1]);
+            assert!(
+                a + a_len <= b,
+                "pieces at {a:#x}+{a_len} and {b:#x} overlap"
+            );
+        }
+        let handed: usize = pieces.iter().map(|&(_, len)| len).sum();
+        let carved = next_lab.load(Ordering::Relaxed) as usize - (1 << 20);
+        assert_eq!(handed, carved, "every byte of every LAB is accounted for");
     }
 
     /// A child process made by fork keeps a working registration.
