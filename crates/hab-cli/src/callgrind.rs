@@ -20,8 +20,18 @@ pub fn available() -> bool {
 
 /// Instructions per unit of `hab <args>`, where one argument is [`COUNT`].
 pub fn instructions_per_unit(args: &[&str], small: u64, large: u64) -> Result<f64, String> {
-    let small_count = instructions(args, small)?;
-    let large_count = instructions(args, large)?;
+    instructions_per_unit_with(&[], args, small, large)
+}
+
+/// [`instructions_per_unit`] with environment variables set for `hab`.
+pub fn instructions_per_unit_with(
+    env: &[(&str, &str)],
+    args: &[&str],
+    small: u64,
+    large: u64,
+) -> Result<f64, String> {
+    let small_count = instructions(env, args, small)?;
+    let large_count = instructions(env, args, large)?;
     Ok((large_count as f64 - small_count as f64) / (large - small) as f64)
 }
 
@@ -33,13 +43,14 @@ pub fn command_line(args: &[&str]) -> String {
     )
 }
 
-fn instructions(args: &[&str], units: u64) -> Result<u64, String> {
+fn instructions(env: &[(&str, &str)], args: &[&str], units: u64) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let units = units.to_string();
     let args = args
         .iter()
         .map(|arg| if *arg == COUNT { units.as_str() } else { arg });
     let output = Command::new("valgrind")
+        .envs(env.iter().copied())
         .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
         .arg(exe)
         .args(args)

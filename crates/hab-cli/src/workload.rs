@@ -11,6 +11,7 @@
 //! collection resets the heap, so each repetition starts from the same state.
 
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
@@ -137,10 +138,31 @@ pub struct RunResult {
     pub foreign_pct: f64,
     /// Per configured level: allocations, foreign percentage, refills, waste bytes.
     pub levels: Vec<LevelResult>,
+    /// Per-CPU LABs (modes `plab` and `flip`): the rows of Garthwaite et al.'s Table 2.
+    pub plab: PlabResult,
+    /// Whether those LABs use restartable sequences (`null` in other modes).
+    pub plab_restartable: Option<bool>,
     /// Each thread's TLAB statistics at the end, as one line like HotSpot's `gc+tlab` log.
     pub thread_stats: Vec<String>,
     /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
     pub compute_speedup: Option<f64>,
+}
+
+/// Per-CPU LAB figures of a run (means per repetition).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PlabResult {
+    pub labs: u64,
+    pub lab_bytes: u64,
+    pub transactions: u64,
+    pub failed_transactions: u64,
+    pub invalid_transactions: u64,
+    pub sidelined_labs: u64,
+    pub sidelined_bytes: u64,
+    pub discarded_sidelined_labs: u64,
+    pub partial_labs: u64,
+    pub partial_waste_bytes: u64,
+    pub rseq_aborts: u64,
+    pub fallback_allocs: u64,
 }
 
 /// One middle level's figures in a run (means per repetition).
@@ -322,7 +344,22 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         TlabPolicy::Fixed(bytes) => bytes as u64,
         _ => mean_desired_bytes,
     };
-    let waste_bytes = mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes());
+    let waste_bytes =
+        mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes() + s.plab.unused_bytes());
+    let plab = PlabResult {
+        labs: mean(&|(s, _)| s.plab.labs),
+        lab_bytes: mean(&|(s, _)| s.plab.lab_bytes),
+        transactions: mean(&|(s, _)| s.plab.transactions),
+        failed_transactions: mean(&|(s, _)| s.plab.failed_transactions),
+        invalid_transactions: mean(&|(s, _)| s.plab.invalid_transactions),
+        sidelined_labs: mean(&|(s, _)| s.plab.sidelined_labs),
+        sidelined_bytes: mean(&|(s, _)| s.plab.sidelined_bytes),
+        discarded_sidelined_labs: mean(&|(s, _)| s.plab.discarded_sidelined_labs),
+        partial_labs: mean(&|(s, _)| s.plab.partial_labs),
+        partial_waste_bytes: mean(&|(s, _)| s.plab.partial_waste_bytes),
+        rseq_aborts: mean(&|(s, _)| s.plab.rseq_aborts),
+        fallback_allocs: mean(&|(s, _)| s.plab.fallback_allocs),
+    };
     let levels: Vec<LevelResult> = heap
         .middle_levels()
         .into_iter()
@@ -386,6 +423,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         foreign_pct: percent(foreign_allocs, middle_allocs),
         levels,
         collections,
+        plab,
+        plab_restartable: heap.plabs_restartable(),
         thread_stats,
         compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
     })
@@ -399,17 +438,65 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The fast path of the mutator's current mode: the TLAB's, or the per-CPU LAB's in mode
+/// `plab` (as a JIT emits one allocation sequence per mode). Each workload loop exists once
+/// per fast path, each a plain loop the compiler keeps in registers.
+macro_rules! per_fast_path {
+    ($mutator:expr, |$allocator:ident| $body:expr) => {
+        match $mutator.plab() {
+            Some(mut plab) => {
+                let $allocator = &mut plab;
+                $body
+            }
+            None => {
+                let $allocator = &mut *$mutator;
+                $body
+            }
+        }
+    };
+}
+
 /// Shipilëv's loop: allocate, write the header, keep the address.
 fn alloc_array(
     mutator: &mut Mutator,
     size: hab::AllocSize,
     array: &mut [usize],
 ) -> Result<(), String> {
-    for slot in array.iter_mut() {
-        let object = mutator.alloc_sized(size).map_err(|error| match error {
+    per_fast_path!(mutator, |allocator| fill_array(allocator, size, array)).map_err(|error| {
+        match error {
             AllocError::OutOfMemory { .. } => format!("{error}: give alloc-array a larger --heap"),
             _ => error.to_string(),
-        })?;
+        }
+    })
+}
+
+/// Something with an `alloc_sized`: a [`Mutator`] or a [`hab::PlabPath`].
+trait Allocate {
+    fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
+}
+
+impl Allocate for Mutator {
+    #[inline(always)]
+    fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
+        Mutator::alloc_sized(self, size)
+    }
+}
+
+impl Allocate for hab::PlabPath<'_> {
+    #[inline(always)]
+    fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
+        hab::PlabPath::alloc_sized(self, size)
+    }
+}
+
+#[inline(always)]
+fn fill_array(
+    allocator: &mut impl Allocate,
+    size: hab::AllocSize,
+    array: &mut [usize],
+) -> Result<(), AllocError> {
+    for slot in array.iter_mut() {
+        let object = allocator.alloc_sized(size)?;
         // SAFETY: `object` is `size` fresh bytes owned by this thread.
         unsafe { HeaderWordModel::write_header(object, size.bytes()) };
         *slot = object.as_ptr() as usize;
@@ -421,17 +508,37 @@ fn alloc_array(
 fn alloc_object(mutator: &mut Mutator, size: hab::AllocSize, objects: usize) -> Result<(), String> {
     let mut done = 0;
     while done < objects {
-        match mutator.alloc_sized(size) {
-            Ok(object) => {
-                // SAFETY: `object` is `size` fresh bytes owned by this thread.
-                unsafe { HeaderWordModel::write_header(object, size.bytes()) };
-                done += 1;
-            }
+        let left = objects - done;
+        let (allocated, result) =
+            per_fast_path!(mutator, |allocator| drop_objects(allocator, size, left));
+        done += allocated;
+        match result {
+            Ok(()) => {}
             Err(AllocError::OutOfMemory { .. }) => collect_when_full(mutator),
             Err(error) => return Err(error.to_string()),
         }
     }
     Ok(())
+}
+
+/// Allocates up to `objects` objects, writing each header; returns how many and the error that
+/// stopped it early.
+#[inline(always)]
+fn drop_objects(
+    allocator: &mut impl Allocate,
+    size: hab::AllocSize,
+    objects: usize,
+) -> (usize, Result<(), AllocError>) {
+    for done in 0..objects {
+        match allocator.alloc_sized(size) {
+            Ok(object) => {
+                // SAFETY: `object` is `size` fresh bytes owned by this thread.
+                unsafe { HeaderWordModel::write_header(object, size.bytes()) };
+            }
+            Err(error) => return (done, Err(error)),
+        }
+    }
+    (objects, Ok(()))
 }
 
 /// Parks, resets the heap unless another thread just did, and unparks.

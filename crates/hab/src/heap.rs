@@ -13,9 +13,7 @@ use crate::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::error::{AllocError, CollectionError, HeapError};
 use crate::global::GlobalHeap;
 use crate::middle::MiddleLevel;
-use crate::mutator::{
-    AllocSize, InlineLab, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING,
-};
+use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
 use crate::object_model::ObjectModel;
 use crate::plab::Plabs;
 use crate::reservation::{address_to_pointer, Reservation};
@@ -220,7 +218,6 @@ impl Heap {
             .set(sizer.desired_bytes() as u64);
         let cell = Arc::new(MutatorCell {
             tlab: Tlab::default().into(),
-            lab: InlineLab::OFF.into(),
             running_since: self.collections().into(),
             local: MutatorLocal {
                 sizer,

@@ -46,7 +46,12 @@
 //! | --- | --- | --- |
 //! | global heap | the allocation range inside one `mmap` reservation; CAS bump on its top | `global.rs`, `reservation.rs` |
 //! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `tlab.rs` |
-//! | LAB | any local allocation buffer (TLAB, and the per-CPU/core levels to come) | |
+//! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB of the `plab` mode | |
+//! | per-CPU LAB | `plab` mode: a `{top, end}` pair per CPU, bumped in restartable sections | `plab.rs`, `rseq.rs` |
+//! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `rseq.rs` |
+//! | transaction | installing a new per-CPU LAB; failed if interrupted or refused, invalid if it could not install | `plab.rs` |
+//! | sideline | chunks a refill could not install, kept for later refills | `sideline.rs` |
+//! | flip | the mode that switches between TLABs and per-CPU LABs at collections | `heap.rs` |
 //! | mutator | a thread's handle: its TLAB, sizing state and counters | `mutator.rs` |
 //! | sizing policy | how big the next TLAB is: fixed, adaptive (HotSpot), growing (Agesen) | `sizing.rs` |
 //! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `middle.rs` |
@@ -102,7 +107,7 @@ pub use config::{
 pub use cpu_id::{measure_ns_per_call, CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use error::{AllocError, CollectionError, HeapError, VerifyError};
 pub use heap::{Heap, MiddleLevelInfo};
-pub use mutator::{AllocSize, Mutator, ParkedMutator};
+pub use mutator::{AllocSize, Mutator, ParkedMutator, PlabPath};
 pub use object_model::{HeaderWordModel, ObjectModel};
 pub use rseq::{mechanism as rseq_mechanism, RseqMechanism};
 pub use size::{ByteSize, SizeParseError};

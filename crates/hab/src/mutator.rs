@@ -1,9 +1,10 @@
 //! The mutator: one thread's handle on the heap, holding its TLAB.
 //!
 //! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. In the `plab`
-//! mode the TLAB stays empty and a second inline path bumps the CPU's LAB in a restartable
-//! section. Everything else — taking a TLAB or a LAB, allocating outside one, the `shared`
-//! mode, following the `flip` mode — is the cold slow path.
+//! mode the TLAB stays empty; a [`PlabPath`] borrowed from the mutator holds the inline path
+//! that bumps the CPU's LAB in a restartable section, as a JIT emits a different allocation
+//! sequence per mode. Everything else — taking a TLAB or a LAB, allocating outside one, the
+//! `shared` mode, following the `flip` mode — is the cold slow path.
 //!
 //! A mutator is *running* (its thread may allocate) or *parked* (stopped at a safepoint or in a
 //! safe region: a collection may retire its TLAB). Parking consumes the [`Mutator`] and gives a
@@ -23,7 +24,7 @@ use crate::error::AllocError;
 use crate::heap::Heap;
 use crate::hierarchy;
 use crate::middle::Chunk;
-use crate::plab;
+use crate::plab::{self, Plabs};
 use crate::reservation::address_to_pointer;
 use crate::rseq;
 use crate::sizing::TlabSizer;
@@ -88,8 +89,6 @@ fn size_error(bytes: usize, alignment: usize, capacity: usize) -> AllocError {
 #[repr(C)]
 pub(crate) struct MutatorCell {
     pub(crate) tlab: UnsafeCell<Tlab>,
-    /// What the inline `plab` path needs; touched like `tlab`.
-    pub(crate) lab: UnsafeCell<InlineLab>,
     pub(crate) local: UnsafeCell<MutatorLocal>,
     pub(crate) state: AtomicU32,
     /// The number of collections finished when the thread last attached or unparked: a thread
@@ -104,27 +103,6 @@ pub(crate) struct MutatorCell {
 // the owner's Release store of PARKED) until it stores PARKED again (Release). `counters` are
 // atomics; `id` is immutable.
 unsafe impl Sync for MutatorCell {}
-// SAFETY: the only field that is not `Send` by itself is `lab.slots`, a pointer to the heap's
-// per-CPU LABs, which are shared by design (every access is a restartable section or a
-// collection) and outlive every mutator (each holds the heap).
-unsafe impl Send for MutatorCell {}
-
-/// The per-CPU LABs the inline `plab` path bumps: `slots` is null when the thread allocates
-/// in TLABs or cannot take the inline path (then the slow path serves it).
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct InlineLab {
-    pub(crate) slots: *mut usize,
-    /// The rseq area's offset from the thread pointer.
-    pub(crate) area_offset: isize,
-}
-
-impl InlineLab {
-    pub(crate) const OFF: InlineLab = InlineLab {
-        slots: std::ptr::null_mut(),
-        area_offset: 0,
-    };
-}
 
 /// The parts of a mutator's state that only the slow path and collections use.
 pub(crate) struct MutatorLocal {
@@ -147,6 +125,8 @@ pub(crate) struct MutatorLocal {
 /// the heap.
 pub struct Mutator {
     cell: Arc<MutatorCell>,
+    /// `cell`'s address, so that the fast path and the slow path it calls share one register.
+    cell_address: NonNull<MutatorCell>,
     heap: Arc<Heap>,
     alignment_bytes: usize,
     capacity_bytes: usize,
@@ -158,6 +138,7 @@ impl Mutator {
         let alignment_bytes = heap.config().alignment_bytes();
         let capacity_bytes = heap.config().capacity_bytes();
         Mutator {
+            cell_address: NonNull::from(&*cell),
             cell,
             heap,
             alignment_bytes,
@@ -201,9 +182,11 @@ impl Mutator {
     /// ```
     #[inline]
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: `cell_address` is `cell`, alive as long as `self`.
+        let cell = unsafe { self.cell_address.as_ref() };
         // SAFETY: this mutator is running (a parked one is a `ParkedMutator`), so only this
         // thread touches the TLAB; `&mut self` keeps the borrow unique.
-        let tlab = unsafe { &mut *self.cell.tlab.get() };
+        let tlab = unsafe { &mut *cell.tlab.get() };
         let top = tlab.top;
         let new_top = top + size.bytes();
         if new_top <= tlab.end {
@@ -211,147 +194,55 @@ impl Mutator {
             // SAFETY: `top` is inside a TLAB carved from the reservation, so it is not null.
             return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(top)) });
         }
-        // SAFETY: as for `tlab`.
-        let lab = unsafe { &*self.cell.lab.get() };
-        if !lab.slots.is_null() {
-            // SAFETY: non-null `slots` are the heap's live per-CPU LABs and `area_offset` the
-            // process's fixed rseq area offset (set together by `follow_mode`); the size was
-            // checked against this heap's capacity.
-            let object = unsafe { rseq::lab_bump(lab.area_offset, lab.slots, size.bytes()) };
-            if object != 0 {
-                // SAFETY: a LAB address inside the reservation, not null.
-                return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
-            }
-        }
-        self.alloc_slow(size.bytes())
+        self.handle().alloc_slow(size.bytes())
     }
 
-    /// Takes `&self` (the mutator's own fields never change) so the caller's loop need not
-    /// reload them after a slow path; all state it changes lives in `cell`.
-    #[cold]
-    #[inline(never)]
-    fn alloc_slow(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
-        // Re-check: the size may have been checked against another heap.
-        let config = self.heap.config();
-        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
-        match config.mode() {
-            Mode::Shared => self.alloc_outside_tlab(bytes),
-            Mode::Tlab | Mode::Hab => self.refill_or_alloc_outside(bytes),
-            Mode::Plab | Mode::Flip => {
-                if self.follow_mode() {
-                    self.alloc_in_plab(bytes)
-                } else {
-                    self.refill_or_alloc_outside(bytes)
-                }
-            }
+    /// The heap and cell, for the slow path.
+    #[inline]
+    fn handle(&self) -> Handle<'_> {
+        Handle {
+            heap: &self.heap,
+            // SAFETY: `cell_address` is `cell`, alive as long as `self`.
+            cell: unsafe { self.cell_address.as_ref() },
         }
     }
 
-    /// Picks up the mode the heap is in (it changes only at collections, in the `flip` mode)
-    /// and returns whether it is the per-CPU LABs.
-    fn follow_mode(&self) -> bool {
-        let heap = &*self.heap;
-        let in_plab = heap.allocates_in_plabs();
-        let cell = &*self.cell;
-        // SAFETY: running mutator, see `alloc_sized`; `tlab`, `lab` and `local` are distinct.
-        let (tlab, lab, local) = unsafe {
-            (
-                &mut *cell.tlab.get(),
-                &mut *cell.lab.get(),
-                &mut *cell.local.get(),
-            )
-        };
-        if local.in_plab != in_plab || (in_plab && lab.slots.is_null()) {
-            local.in_plab = in_plab;
-            if in_plab {
-                // SAFETY: the thread's own TLAB, while running.
-                unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
-            }
-            *lab = match (in_plab, heap.plabs().and_then(|plabs| plabs.inline_path())) {
-                (true, Some((slots, area_offset))) => InlineLab { slots, area_offset },
-                _ => InlineLab::OFF,
-            };
+    /// The `plab` fast path, when this mutator allocates in per-CPU LABs (the `plab` mode, or
+    /// the `flip` mode after it flipped) and restartable sequences work with glibc's
+    /// registration; `None` otherwise, and then [`alloc_sized`](Mutator::alloc_sized) is the
+    /// fast path. The mode cannot change while the path is borrowed: collections need the
+    /// mutator parked. Take it again after parking.
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig, Mode};
+    /// let heap = Heap::new(HeapConfig::builder().mode(Mode::Plab).build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// let size = mutator.checked_size(16)?;
+    /// let mut allocate = |mutator: &mut hab::Mutator| match mutator.plab() {
+    ///     Some(mut plab) => plab.alloc_sized(size),
+    ///     None => mutator.alloc_sized(size), // e.g. without rseq: still per-CPU LABs
+    /// };
+    /// let object = allocate(&mut mutator)?;
+    /// // SAFETY: `object` is 16 fresh bytes owned by this thread.
+    /// unsafe { HeaderWordModel::write_header(object, 16) };
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn plab(&mut self) -> Option<PlabPath<'_>> {
+        if !self.handle().follow_mode() {
+            return None;
         }
-        in_plab
-    }
-
-    /// An object in the per-CPU LAB of the thread's CPU, or outside LABs when it is larger
-    /// than a LAB or the heap has no room for a new LAB.
-    fn alloc_in_plab(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
-        let heap = &*self.heap;
-        let plabs = heap.plabs().expect("plab and flip heaps have per-CPU LABs");
-        if bytes > plabs.max_object_bytes() {
-            return self.alloc_outside_tlab(bytes);
-        }
-        let cell = &*self.cell;
-        // SAFETY: running mutator, see `alloc_sized`.
-        let local = unsafe { &mut *cell.local.get() };
-        match plab::alloc(heap, plabs, &cell.counters, &mut local.simulated_cpu, bytes) {
-            // SAFETY: a LAB address inside the reservation, not null.
-            Some(object) => Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) }),
-            None => self.alloc_outside_tlab(bytes),
-        }
-    }
-
-    /// HotSpot's rule: keep a TLAB with much free space and allocate the object outside it;
-    /// otherwise retire it and take a new one sized by the policy.
-    fn refill_or_alloc_outside(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
-        let heap = &*self.heap;
-        let config = heap.config();
-        let cell = &*self.cell;
-        // SAFETY: running mutator, see `alloc_sized`; `tlab` and `local` are distinct cells.
-        let (tlab, local) = unsafe { (&mut *cell.tlab.get(), &mut *cell.local.get()) };
-        let reserve = heap.tlab_reserve_bytes();
-        let needed = bytes + reserve;
-        if needed > config.max_tlab_bytes() {
-            return self.alloc_outside_tlab(bytes);
-        }
-        if tlab.free_bytes() > local.sizer.refill_waste_limit_bytes() {
-            local.sizer.record_slow_allocation(config);
-            return self.alloc_outside_tlab(bytes);
-        }
-        // SAFETY: the thread's own TLAB, while running.
-        unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
-        let desired = local.sizer.desired_bytes().max(needed);
-        let min = config.min_tlab_bytes().max(needed).min(desired);
-        let chunk = match config.mode() {
-            Mode::Hab => {
-                hierarchy::carve_tlab(heap, &cell.counters, &mut local.simulated_cpu, min, desired)
-            }
-            _ => heap
-                .global()
-                .carve_between(min, desired)
-                .map(|(start, len)| Chunk { start, len }),
-        };
-        let Some(Chunk { start, len }) = chunk else {
-            return self.alloc_outside_tlab(bytes);
-        };
-        heap.global().zero_reused(start, len);
-        tlab.install(start, len, reserve);
-        local.sizer.record_refill(config);
-        cell.counters.refills.add(1);
-        cell.counters.tlab_bytes.add(len as u64);
-        cell.counters
-            .desired_size_bytes
-            .set(local.sizer.desired_bytes() as u64);
-        let object = tlab.top;
-        tlab.top += bytes;
-        debug_assert!(tlab.top <= tlab.end);
-        // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
-        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
-    }
-
-    fn alloc_outside_tlab(&self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
-        let address = self
-            .heap
-            .global()
-            .carve(bytes)
-            .ok_or(AllocError::OutOfMemory { bytes })?;
-        self.heap.global().zero_reused(address, bytes);
-        self.cell.counters.slow_allocs.add(1);
-        self.cell.counters.slow_alloc_bytes.add(bytes as u64);
-        // SAFETY: a carved heap address is not null.
-        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(address)) })
+        let area_offset = rseq::fixed_area_offset()?;
+        let slots = self.heap.plabs()?.lab_slots()?;
+        // SAFETY: `area_offset` is the fixed rseq area offset.
+        let cpu = unsafe { rseq::cpu_hint(area_offset) };
+        Some(PlabPath {
+            slot: slots.slot_of(cpu),
+            cpu,
+            area_offset,
+            handle: self.handle(),
+            _running: PhantomData,
+        })
     }
 
     /// Retires this thread's TLAB now (its tail becomes a filler, counted as collection waste),
@@ -416,6 +307,137 @@ impl Mutator {
     }
 }
 
+/// What the slow path works on: a running mutator's heap and cell.
+#[derive(Clone, Copy)]
+struct Handle<'a> {
+    heap: &'a Heap,
+    cell: &'a MutatorCell,
+}
+
+impl Handle<'_> {
+    /// Takes the heap and cell by value (not the mutator's address) so the caller's loop can
+    /// keep the mutator's fields in registers; all state it changes lives in `cell`.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        // Re-check: the size may have been checked against another heap.
+        let config = self.heap.config();
+        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
+        match config.mode() {
+            Mode::Shared => self.alloc_outside_tlab(bytes),
+            Mode::Tlab | Mode::Hab => self.refill_or_alloc_outside(bytes),
+            Mode::Plab | Mode::Flip => {
+                if self.follow_mode() {
+                    self.alloc_in_plab(bytes)
+                } else {
+                    self.refill_or_alloc_outside(bytes)
+                }
+            }
+        }
+    }
+
+    /// Picks up the mode the heap is in (it changes only at collections, in the `flip` mode)
+    /// and returns whether it is the per-CPU LABs.
+    fn follow_mode(self) -> bool {
+        let heap = self.heap;
+        let in_plab = heap.allocates_in_plabs();
+        let cell = self.cell;
+        // SAFETY: running mutator, see `alloc_sized`; `tlab` and `local` are distinct.
+        let (tlab, local) = unsafe { (&mut *cell.tlab.get(), &mut *cell.local.get()) };
+        if local.in_plab != in_plab {
+            local.in_plab = in_plab;
+            if in_plab {
+                // SAFETY: the thread's own TLAB, while running.
+                unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
+            }
+        }
+        in_plab
+    }
+
+    /// An object in the per-CPU LAB of the thread's CPU, or outside LABs when it is larger
+    /// than a LAB or the heap has no room for a new LAB.
+    fn alloc_in_plab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let heap = self.heap;
+        let plabs = heap.plabs().expect("plab and flip heaps have per-CPU LABs");
+        if bytes > plabs.max_object_bytes() {
+            return self.alloc_outside_tlab(bytes);
+        }
+        let cell = self.cell;
+        // SAFETY: running mutator, see `alloc_sized`.
+        let local = unsafe { &mut *cell.local.get() };
+        match plab::alloc(heap, plabs, &cell.counters, &mut local.simulated_cpu, bytes) {
+            // SAFETY: a LAB address inside the reservation, not null.
+            Some(object) => Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) }),
+            None => self.alloc_outside_tlab(bytes),
+        }
+    }
+
+    /// HotSpot's rule: keep a TLAB with much free space and allocate the object outside it;
+    /// otherwise retire it and take a new one sized by the policy.
+    fn refill_or_alloc_outside(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let heap = self.heap;
+        let config = heap.config();
+        let cell = self.cell;
+        // SAFETY: running mutator, see `alloc_sized`; `tlab` and `local` are distinct cells.
+        let (tlab, local) = unsafe { (&mut *cell.tlab.get(), &mut *cell.local.get()) };
+        let reserve = heap.tlab_reserve_bytes();
+        let needed = bytes + reserve;
+        if needed > config.max_tlab_bytes() {
+            return self.alloc_outside_tlab(bytes);
+        }
+        if tlab.free_bytes() > local.sizer.refill_waste_limit_bytes() {
+            local.sizer.record_slow_allocation(config);
+            return self.alloc_outside_tlab(bytes);
+        }
+        // SAFETY: the thread's own TLAB, while running.
+        unsafe { tlab.retire(heap, &cell.counters, Waste::Refill) };
+        let desired = local.sizer.desired_bytes().max(needed);
+        let min = config.min_tlab_bytes().max(needed).min(desired);
+        let chunk = match config.mode() {
+            Mode::Hab => {
+                hierarchy::carve_tlab(heap, &cell.counters, &mut local.simulated_cpu, min, desired)
+            }
+            _ => heap
+                .global()
+                .carve_between(min, desired)
+                .map(|(start, len)| Chunk { start, len }),
+        };
+        let Some(Chunk { start, len }) = chunk else {
+            return self.alloc_outside_tlab(bytes);
+        };
+        heap.global().zero_reused(start, len);
+        tlab.install(start, len, reserve);
+        local.sizer.record_refill(config);
+        cell.counters.refills.add(1);
+        cell.counters.tlab_bytes.add(len as u64);
+        cell.counters
+            .desired_size_bytes
+            .set(local.sizer.desired_bytes() as u64);
+        let object = tlab.top;
+        tlab.top += bytes;
+        debug_assert!(tlab.top <= tlab.end);
+        // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
+        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
+    }
+
+    fn alloc_outside_tlab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let address = self
+            .heap
+            .global()
+            .carve(bytes)
+            .ok_or(AllocError::OutOfMemory { bytes })?;
+        self.heap.global().zero_reused(address, bytes);
+        self.cell.counters.slow_allocs.add(1);
+        self.cell.counters.slow_alloc_bytes.add(bytes as u64);
+        // SAFETY: a carved heap address is not null.
+        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(address)) })
+    }
+}
+
+// SAFETY: `cell_address` points into `cell`, which the mutator owns a share of; the other
+// fields are `Send`, and `MutatorCell` is `Send + Sync`.
+unsafe impl Send for Mutator {}
+
 impl Drop for Mutator {
     fn drop(&mut self) {
         self.retire();
@@ -470,6 +492,81 @@ impl std::fmt::Debug for ParkedMutator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParkedMutator")
             .field("id", &self.cell.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `plab` mode's fast path, borrowed from a [`Mutator`] with [`Mutator::plab`]: one
+/// restartable section bumps the LAB of the CPU the thread runs on. It keeps that CPU's number
+/// and LAB as plain values, so a loop holds them in registers; the section checks that the
+/// thread still runs on that CPU, and a miss looks the CPU up again.
+pub struct PlabPath<'m> {
+    /// The LAB slot of `cpu`.
+    slot: *mut usize,
+    cpu: u32,
+    area_offset: isize,
+    /// The mutator's heap and cell, not its address: the loop's stores cannot reach them.
+    handle: Handle<'m>,
+    /// Holds the mutator borrowed, so that it cannot park (and the mode cannot change).
+    _running: PhantomData<&'m mut Mutator>,
+}
+
+impl PlabPath<'_> {
+    /// Allocates an object of a pre-checked size in the LAB of the thread's CPU: nine
+    /// instructions inline (arm the section: 2; check the CPU: 2; load, add, compare, branch,
+    /// commit) and a test of the result. When the thread moved, the object does not fit or the
+    /// section was interrupted, an out-of-line path looks the CPU up again and retries, then
+    /// takes the mutator's slow path.
+    #[inline]
+    pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: `slot` is the LAB of CPU `cpu` in the heap's live per-CPU LABs and
+        // `area_offset` glibc's fixed rseq area offset, both taken while the mutator allocated
+        // in per-CPU LABs, which cannot change while this path borrows it; the size was
+        // checked against this heap's capacity.
+        let object = unsafe { rseq::lab_bump(self.area_offset, self.slot, self.cpu, size.bytes()) };
+        if object != 0 {
+            // SAFETY: a LAB address inside the reservation, not null.
+            return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
+        }
+        let (result, cpu, slot) = Self::miss(self.handle, self.area_offset, size);
+        (self.cpu, self.slot) = (cpu, slot);
+        result
+    }
+
+    /// Looks the CPU up again and retries once; then the mutator's slow path (which refills
+    /// the LAB). Returns the CPU and LAB to use next. Takes and returns plain values so that
+    /// the caller's copies can stay in registers.
+    #[cold]
+    #[inline(never)]
+    fn miss(
+        handle: Handle<'_>,
+        area_offset: isize,
+        size: AllocSize,
+    ) -> (Result<NonNull<u8>, AllocError>, u32, *mut usize) {
+        let slots = handle
+            .heap
+            .plabs()
+            .and_then(Plabs::lab_slots)
+            .expect("a plab path exists only over restartable LABs");
+        // SAFETY: `area_offset` is the fixed rseq area offset.
+        let cpu = unsafe { rseq::cpu_hint(area_offset) };
+        let slot = slots.slot_of(cpu);
+        // SAFETY: `slot` is the LAB of `cpu`; see `alloc_sized`.
+        let object = unsafe { rseq::lab_bump(area_offset, slot, cpu, size.bytes()) };
+        let result = if object != 0 {
+            // SAFETY: a LAB address inside the reservation, not null.
+            Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
+        } else {
+            handle.alloc_slow(size.bytes())
+        };
+        (result, cpu, slot)
+    }
+}
+
+impl std::fmt::Debug for PlabPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlabPath")
+            .field("mutator", &self.handle.cell.id)
             .finish_non_exhaustive()
     }
 }

@@ -1,8 +1,10 @@
 //! The `plab` mode: objects carved straight from the LAB of the CPU the thread runs on, with no
 //! TLAB (Garthwaite et al.'s per-processor LABs, over Linux restartable sequences).
 //!
-//! Fast path (inline, in `Mutator::alloc_sized`): one restartable bump of the CPU's
-//! `{top, end}` pair ([`rseq::lab_bump`]). Slow path (here): a bump-or-claim section either
+//! Fast path (inline, in [`PlabPath::alloc_sized`](crate::PlabPath::alloc_sized)): one
+//! restartable bump of the `{top, end}` pair of the CPU the thread last ran on, which the
+//! section checks it still runs on ([`rseq::lab_bump`]); `Mutator::alloc_sized` in this mode
+//! goes straight to the slow path. Slow path (here): a bump-or-claim section either
 //! carves the object or empties the CPU's LAB and hands its tail to the thread; the thread then
 //! takes a new LAB (a sidelined one first, else from the global heap) *outside* any section,
 //! carves its object from the LAB's start, and installs the rest as the CPU's LAB in a second
@@ -67,10 +69,9 @@ impl Plabs {
         self.slots.is_some()
     }
 
-    /// The slots the inline fast path bumps, when it can run: restartable LABs and an rseq
-    /// area at the same offset from every thread's thread pointer.
-    pub(crate) fn inline_path(&self) -> Option<(*mut usize, isize)> {
-        Some((self.slots.as_ref()?.base(), rseq::fixed_area_offset()?))
+    /// The restartable LABs, if rseq works here.
+    pub(crate) fn lab_slots(&self) -> Option<&LabSlots> {
+        self.slots.as_ref()
     }
 
     /// Aborts of the inline path, all CPUs.

@@ -300,7 +300,7 @@ impl LabSlots {
         self.0.cpus
     }
 
-    /// The first slot's address, for the inline fast path ([`lab_bump`]).
+    /// The first slot's address.
     pub(crate) fn base(&self) -> *mut usize {
         self.0.base.cast()
     }
@@ -311,6 +311,12 @@ impl LabSlots {
         let slot = self.0.slot(cpu).cast::<usize>();
         // SAFETY: `cpu` is in bounds; the two words are aligned and inside the slot.
         unsafe { (slot.read_volatile(), slot.add(1).read_volatile()) }
+    }
+
+    /// The slot of `cpu`, for the inline fast path ([`lab_bump`]).
+    pub(crate) fn slot_of(&self, cpu: u32) -> *mut usize {
+        let cpu = (cpu as usize).min(self.cpus() - 1);
+        self.0.slot(cpu).cast()
     }
 
     /// Aborts of the inline path counted on `cpu` so far.
@@ -379,16 +385,36 @@ impl LabSlots {
     }
 }
 
-/// The `plab` fast path: carves `bytes` from the LAB of the CPU the thread runs on, in one
-/// restartable section addressed through `fs` (nine instructions); 0 when the object does not
-/// fit or the section was interrupted (the caller takes its slow path, which retries).
+/// The `plab` fast path: carves `bytes` from the LAB `slot` of CPU `cpu`, in one restartable
+/// section addressed through `fs` (nine instructions), if the thread runs on `cpu`; 0 when it
+/// runs elsewhere, the object does not fit, or the section was interrupted (the caller then
+/// looks up its CPU again, or takes its slow path). Keeping the CPU and its slot in registers
+/// across allocations, instead of indexing the array by the CPU id each time, keeps the slot's
+/// address constant, so the processor forwards each stored `top` to the next load at once.
 ///
 /// # Safety
-/// `area_offset` is [`fixed_area_offset`]; `base` is a [`LabSlots::base`] of live slots.
+/// `area_offset` is [`fixed_area_offset`]; `slot` is the slot of CPU `cpu` in live
+/// [`LabSlots`].
 #[inline(always)]
-pub(crate) unsafe fn lab_bump(area_offset: isize, base: *mut usize, bytes: usize) -> usize {
+pub(crate) unsafe fn lab_bump(
+    area_offset: isize,
+    slot: *mut usize,
+    cpu: u32,
+    bytes: usize,
+) -> usize {
     // SAFETY: forwarded.
-    unsafe { imp::lab_bump(area_offset, base, bytes) }
+    unsafe { imp::lab_bump(area_offset, slot, cpu, bytes) }
+}
+
+/// The CPU the thread ran on when the kernel last returned to it: a hint for [`lab_bump`]'s
+/// `cpu`, checked again inside the section.
+///
+/// # Safety
+/// `area_offset` is [`fixed_area_offset`].
+#[inline]
+pub(crate) unsafe fn cpu_hint(area_offset: isize) -> u32 {
+    // SAFETY: forwarded.
+    unsafe { imp::cpu_hint(area_offset) }
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -799,19 +825,23 @@ mod imp {
         (outcome, aborts)
     }
 
-    /// See `lab_bump`. Refusal and abort both return 0; there is no retry loop and no status
-    /// register, so the path that commits is nine instructions. The abort handler counts the
-    /// abort in the third word of the slot of the CPU the thread resumed on (outside any
-    /// section: concurrent aborts on one CPU may lose a count).
+    /// See `lab_bump`. Moving, refusal and abort all return 0; there is no retry loop and no
+    /// status register. The abort handler counts the abort in the third word of `slot`
+    /// (outside any section: concurrent counts may lose one).
     ///
     /// # Safety
     /// As for `super::lab_bump`.
     #[inline(always)]
-    pub(super) unsafe fn lab_bump(area_offset: isize, base: *mut usize, bytes: usize) -> usize {
+    pub(super) unsafe fn lab_bump(
+        area_offset: isize,
+        slot: *mut usize,
+        cpu: u32,
+        bytes: usize,
+    ) -> usize {
         let object: usize;
         // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only
-        // the slot of the CPU it runs on (the array covers every CPU id), with its last
-        // instruction; inputs are never written.
+        // `slot`, the slot of the CPU it checked it runs on, with its last instruction; inputs
+        // are never written.
         unsafe {
             asm!(
                 ".pushsection __rseq_cs, \"aw\"",
@@ -823,13 +853,13 @@ mod imp {
                 "lea {scratch}, [rip + 3b]",
                 "mov qword ptr fs:[{area} + 8], {scratch}",
                 "4:",
-                "mov {slot:e}, dword ptr fs:[{area}]",
-                "shl {slot:e}, {slot_shift}",
-                "mov {object}, qword ptr [{base} + {slot}]",
+                "cmp dword ptr fs:[{area}], {cpu:e}",
+                "jne 7f",
+                "mov {object}, qword ptr [{slot}]",
                 "lea {scratch}, [{object} + {bytes}]",
-                "cmp {scratch}, qword ptr [{base} + {slot} + 8]",
+                "cmp {scratch}, qword ptr [{slot} + 8]",
                 "ja 7f",
-                "mov qword ptr [{base} + {slot}], {scratch}",
+                "mov qword ptr [{slot}], {scratch}",
                 "5:",
                 ".pushsection .text.hab_rseq_abort, \"ax\"",
                 "7:",
@@ -838,24 +868,40 @@ mod imp {
                 ".byte 0x0f, 0xb9, 0x3d",
                 ".long {signature}",
                 "6:",
-                "mov {slot:e}, dword ptr fs:[{area}]",
-                "shl {slot:e}, {slot_shift}",
-                "add qword ptr [{base} + {slot} + 16], 1",
+                "add qword ptr [{slot} + 16], 1",
                 "xor {object:e}, {object:e}",
                 "jmp 5b",
                 ".popsection",
                 area = in(reg) area_offset,
-                base = in(reg) base,
+                slot = in(reg) slot,
+                cpu = in(reg) cpu,
                 bytes = in(reg) bytes,
                 object = out(reg) object,
-                slot = out(reg) _,
                 scratch = out(reg) _,
                 signature = const SIGNATURE,
-                slot_shift = const SLOT_SHIFT,
                 options(nostack),
             );
         }
         object
+    }
+
+    /// See `super::cpu_hint`.
+    ///
+    /// # Safety
+    /// As for `super::cpu_hint`.
+    #[inline]
+    pub(super) unsafe fn cpu_hint(area_offset: isize) -> u32 {
+        let cpu: u32;
+        // SAFETY: `fs:[area_offset]` is the calling thread's area; a 4-byte read.
+        unsafe {
+            asm!(
+                "mov {cpu:e}, dword ptr fs:[{area}]",
+                area = in(reg) area_offset,
+                cpu = out(reg) cpu,
+                options(nostack, readonly, preserves_flags),
+            );
+        }
+        cpu
     }
 
     /// Turns the registers a section left into an outcome: for statuses 0 and 1, `slot` is
@@ -930,7 +976,11 @@ mod imp {
         (LabInstall::GaveUp, 0)
     }
 
-    pub(super) unsafe fn lab_bump(_: isize, _: *mut usize, _: usize) -> usize {
+    pub(super) unsafe fn lab_bump(_: isize, _: *mut usize, _: u32, _: usize) -> usize {
+        0
+    }
+
+    pub(super) unsafe fn cpu_hint(_: isize) -> u32 {
         0
     }
 
@@ -1243,6 +1293,37 @@ mod tests {
         let handed: usize = pieces.iter().map(|&(_, len)| len).sum();
         let carved = next_lab.load(Ordering::Relaxed) as usize - (1 << 20);
         assert_eq!(handed, carved, "every byte of every LAB is accounted for");
+    }
+
+    /// The inline `plab` bump carves from the LAB of the CPU it was given only while the thread
+    /// runs on that CPU, and refuses an object that does not fit.
+    #[test]
+    fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
+        std::thread::spawn(|| {
+            let Some(offset) = fixed_area_offset() else {
+                eprintln!("no fixed rseq area offset here: {}", mechanism());
+                return;
+            };
+            if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
+                return;
+            }
+            assert!(pin(0));
+            let slots = LabSlots::new(online_cpus().max(2));
+            slots.store(0, (1000, 1064));
+            // SAFETY: `offset` is glibc's area offset; the slots are live.
+            let bump = |cpu, bytes| unsafe { lab_bump(offset, slots.slot_of(cpu), cpu, bytes) };
+            assert_eq!(bump(0, 16), 1000);
+            assert_eq!(bump(0, 48), 1016);
+            assert_eq!(bump(0, 8), 0, "full");
+            assert_eq!(slots.load(0), (1064, 1064));
+            if online_cpus() > 1 {
+                slots.store(1, (2000, 3000));
+                assert_eq!(bump(1, 16), 0, "the thread is not on CPU 1");
+                assert_eq!(slots.load(1), (2000, 3000));
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     /// A child process made by fork keeps a working registration.

@@ -7,6 +7,7 @@
 mod costs;
 mod jaffer;
 mod middle;
+mod plab;
 mod shipilev;
 
 use std::fmt::Write as _;
@@ -99,6 +100,7 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
         .into_iter()
         .chain(jaffer::specs(scale))
         .chain(middle::specs(scale))
+        .chain(plab::specs(scale))
     {
         if !specs.contains(&spec) {
             specs.push(spec);
@@ -150,6 +152,7 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     text += &shipilev::render(scale, &measured, &extras);
     text += &jaffer::render(scale, &measured, &extras);
     text += &middle::render(scale, &measured, &extras);
+    text += &plab::render(scale, &measured);
     text += &costs::render(&extras.costs);
     let path = out.join("README.md");
     fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -1,0 +1,108 @@
+//! Garthwaite et al.'s per-processor LABs: objects bumped straight in the LAB of the CPU the
+//! thread runs on (mode `plab`), against TLABs and a shared CAS (`alloc-object`, 16 B).
+
+use std::fmt::Write as _;
+
+use hab::{ByteSize, Mode};
+
+use super::{check, jaffer, Measured, Scale};
+use crate::workload::{RunResult, RunSpec, Workload};
+
+const THREADS: [usize; 2] = [1, 2];
+const MODES: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::Plab];
+
+fn run(scale: &Scale, mode: Mode, threads: usize) -> RunSpec {
+    RunSpec {
+        mode,
+        threads,
+        object_size: 16,
+        ..scale.spec(Workload::AllocObject)
+    }
+}
+
+pub fn specs(scale: &Scale) -> Vec<RunSpec> {
+    THREADS
+        .iter()
+        .flat_map(|&threads| MODES.map(|mode| run(scale, mode, threads)))
+        .collect()
+}
+
+pub fn render(scale: &Scale, measured: &Measured) -> String {
+    let mut s = String::new();
+    let get = |mode, threads| measured.get(&run(scale, mode, threads));
+    let _ = writeln!(
+        s,
+        "## Per-CPU LABs (`plab`) against TLABs and a shared CAS\n"
+    );
+    let restartable = get(Mode::Plab, 1).plab_restartable;
+    let _ = writeln!(
+        s,
+        "`alloc-object`, 16-byte objects, {} per thread, a {} heap, as in Jaffer's experiment. \
+         In `plab` mode there is no TLAB: each object is bumped in the LAB of the CPU the thread \
+         runs on, inside a restartable sequence{}; LABs are the largest TLAB size (1 MiB). Median \
+         of {} repetitions; all three modes in the same run.\n",
+        scale.object_objects,
+        ByteSize::new(jaffer::HEAP_BYTES),
+        match restartable {
+            Some(true) => "",
+            _ => " (**rseq did not work in this run: per-CPU compare-and-swap buffers instead**)",
+        },
+        scale.repeat
+    );
+    let _ = writeln!(
+        s,
+        "| threads | shared ns/object | tlab ns/object | plab ns/object | plab / tlab | shared / plab | claim: plab ≤ 1.6× tlab | claim: plab ≥ 2× faster than shared |"
+    );
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |");
+    for threads in THREADS {
+        let (shared, tlab, plab) = (
+            get(Mode::Shared, threads).ns_per_alloc,
+            get(Mode::Tlab, threads).ns_per_alloc,
+            get(Mode::Plab, threads).ns_per_alloc,
+        );
+        let _ = writeln!(
+            s,
+            "| {threads} | {shared:.2} | {tlab:.2} | {plab:.2} | {:.2} | {:.1}× | {} | {} |",
+            plab / tlab,
+            shared / plab,
+            check(plab <= 1.6 * tlab),
+            check(shared >= 2.0 * plab)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nWhat the per-CPU LABs did (means per repetition; the rows of the seed's Table 2):\n"
+    );
+    let _ = writeln!(
+        s,
+        "| threads | LABs | transactions | failed | invalid | sidelined | partially used | wasted in them | aborts | CAS fallback allocs |"
+    );
+    let _ = writeln!(
+        s,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for threads in THREADS {
+        let RunResult { plab, .. } = get(Mode::Plab, threads);
+        let _ = writeln!(
+            s,
+            "| {threads} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            plab.labs,
+            plab.transactions,
+            plab.failed_transactions,
+            plab.invalid_transactions,
+            plab.sidelined_labs,
+            plab.partial_labs,
+            ByteSize::new(plab.partial_waste_bytes as usize),
+            plab.rseq_aborts,
+            plab.fallback_allocs
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nA *transaction* installs a new LAB as a CPU's; it *failed* when its section aborted or \
+         found the LAB refilled by another thread, and is *invalid* when it could not install at \
+         all (the LAB is then sidelined for the next refill). With one LAB per CPU and the heap \
+         reset when full, each collection leaves at most one partially used LAB per CPU.\n"
+    );
+    s
+}
