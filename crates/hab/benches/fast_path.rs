@@ -1,6 +1,7 @@
 //! Time per allocation of a 16-byte object (header written), single thread:
-//! `tlab` through `alloc_sized` (the bare fast path) and `alloc` (with size checks), and
-//! `shared` (a CAS on the global top per object).
+//! `tlab` through `alloc_sized` (the bare fast path) and `alloc` (with size checks), `plab`
+//! through the mutator's `PlabPath` (a restartable section per object), and `shared` (a CAS
+//! on the global top per object).
 //!
 //! `cargo bench -p hab --bench fast_path`. Times on a shared VM are noisy; compare the
 //! benchmarks of one run with each other, and use the callgrind counts of `hab report` for a
@@ -41,6 +42,44 @@ fn allocate(mutator: &mut Mutator, count: u64, checked: bool) -> Duration {
     start.elapsed()
 }
 
+/// As `allocate`, through the `plab` fast path (the mutator's own when it has none here).
+fn allocate_plab(mutator: &mut Mutator, count: u64) -> Duration {
+    let size = mutator.checked_size(OBJECT_BYTES).unwrap();
+    let start = Instant::now();
+    let mut done = 0;
+    while done < count {
+        let result = match mutator.plab() {
+            Some(mut plab) => loop {
+                match plab.alloc_sized(size) {
+                    Ok(object) => {
+                        // SAFETY: `object` is 16 fresh bytes owned by this thread.
+                        unsafe { HeaderWordModel::write_header(object, OBJECT_BYTES) };
+                        done += 1;
+                        if done == count {
+                            break Ok(());
+                        }
+                    }
+                    Err(error) => break Err(error),
+                }
+            },
+            None => mutator.alloc_sized(size).map(|object| {
+                // SAFETY: `object` is 16 fresh bytes owned by this thread.
+                unsafe { HeaderWordModel::write_header(object, OBJECT_BYTES) };
+                done += 1;
+            }),
+        };
+        match result {
+            Ok(()) => {}
+            Err(AllocError::OutOfMemory { .. }) => {
+                let heap = mutator.heap().clone();
+                mutator.safe_region(|| heap.collection().reset());
+            }
+            Err(error) => panic!("{error}"),
+        }
+    }
+    start.elapsed()
+}
+
 fn heap(mode: Mode) -> std::sync::Arc<Heap> {
     let config = HeapConfig::builder()
         .capacity("64MiB")
@@ -66,6 +105,11 @@ fn fast_path(c: &mut Criterion) {
             b.iter_custom(|iters| allocate(&mut mutator, iters, checked))
         });
     }
+    let heap = heap(Mode::Plab);
+    let mut mutator = heap.attach();
+    group.bench_function("plab", |b| {
+        b.iter_custom(|iters| allocate_plab(&mut mutator, iters))
+    });
     group.finish();
 }
 

@@ -252,7 +252,8 @@ impl Drop for Collection<'_> {
         ));
         heap.end_cycle(
             cycle_totals.waste_bytes(),
-            cycle_totals.plab.unused_bytes(),
+            // Per-CPU LABs and, for threads without rseq, the per-CPU CAS buffers.
+            cycle_totals.plab.unused_bytes() + cycle_totals.middle_waste_bytes(),
             running_threads,
         );
         if self.next_range.is_some() {

@@ -17,6 +17,11 @@
 //! x86_64 Linux only; elsewhere [`mechanism`] reports rseq as unavailable and callers use
 //! their compare-and-swap fallback.
 
+// Elsewhere the sections are stubs that always give up, so much of this file is unused there.
+#![cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
 use std::fmt;
 use std::sync::OnceLock;
 

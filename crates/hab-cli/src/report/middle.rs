@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use hab::{CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
+use hab::{ByteSize, CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
 
 use super::{Extras, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
@@ -83,16 +83,21 @@ const REFILL_SOURCES: [Option<MiddleLevelSpec>; 3] = [
     }),
 ];
 
-/// Refill-bound runs: `alloc-object` with 1 KiB and 1 MiB TLABs.
+/// The small TLABs of the refill-cost runs: 16 objects of 16 bytes, so that refills weigh.
+const SMALL_TLAB_BYTES: usize = 256;
+/// The large TLABs they are compared with.
+const LARGE_TLAB_BYTES: usize = 1 << 20;
+
+/// Refill-bound runs: `alloc-object` with small and large TLABs.
 fn refill_run(
     scale: &Scale,
     threads: usize,
-    kib: usize,
+    tlab_bytes: usize,
     middle: Option<MiddleLevelSpec>,
 ) -> RunSpec {
     RunSpec {
         threads,
-        tlab: TlabPolicy::Fixed(kib << 10),
+        tlab: TlabPolicy::Fixed(tlab_bytes),
         mode: if middle.is_some() {
             Mode::Hab
         } else {
@@ -144,9 +149,9 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
         }
     }
     for threads in [1, 2] {
-        for kib in [1, 1024] {
+        for tlab_bytes in [SMALL_TLAB_BYTES, LARGE_TLAB_BYTES] {
             for middle in REFILL_SOURCES {
-                specs.push(refill_run(scale, threads, kib, middle));
+                specs.push(refill_run(scale, threads, tlab_bytes, middle));
             }
         }
     }
@@ -259,23 +264,26 @@ fn table_header(s: &mut String, configs: &[MiddleLevelSpec], second: &str) {
     let _ = writeln!(s, "| --- | ---: |{}", " ---: |".repeat(configs.len()));
 }
 
-/// Time per refill: what 1 KiB TLABs cost over 1 MiB ones, per extra refill, in CPU time.
+/// Time per refill: what small TLABs cost over large ones, per extra refill, in CPU time.
 fn render_refill_cost(s: &mut String, scale: &Scale, measured: &Measured) {
     let _ = writeln!(s, "### What a TLAB refill costs\n");
     let _ = writeln!(
         s,
-        "`alloc-object`, 16-byte objects, {} per thread, in a 16 MiB heap. ns per refill = \
-         (t(1 KiB TLABs) − t(1 MiB TLABs)) × threads / (refills(1 KiB) − refills(1 MiB)): the \
-         CPU time each extra refill takes, carving from the global heap, from the per-core \
-         compare-and-swap buffer, or from the per-CPU buffer in a restartable sequence.\n",
-        scale.object_objects
+        "`alloc-object`, 16-byte objects, {} per thread, in a 16 MiB heap, with {small} and {large} \
+         TLABs. ns per refill = (t(small) − t(large)) × threads / (refills(small) − \
+         refills(large)): the CPU time each extra refill takes, carving from the global heap, \
+         from the per-core compare-and-swap buffer, or from the per-CPU buffer in a restartable \
+         sequence.\n",
+        scale.object_objects,
+        small = ByteSize::new(SMALL_TLAB_BYTES),
+        large = ByteSize::new(LARGE_TLAB_BYTES),
     );
-    let _ = writeln!(s, "| threads | refills from | ns/object, 1 KiB TLABs | ns/object, 1 MiB TLABs | refills/run (1 KiB) | ns per refill |");
+    let _ = writeln!(s, "| threads | refills from | ns/object, small TLABs | ns/object, large TLABs | refills/run (small) | ns per refill |");
     let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: | ---: |");
     for threads in [1, 2] {
         for middle in REFILL_SOURCES {
-            let small = measured.get(&refill_run(scale, threads, 1, middle));
-            let large = measured.get(&refill_run(scale, threads, 1024, middle));
+            let small = measured.get(&refill_run(scale, threads, SMALL_TLAB_BYTES, middle));
+            let large = measured.get(&refill_run(scale, threads, LARGE_TLAB_BYTES, middle));
             let source = match (middle, small.levels.first()) {
                 (Some(spec), Some(level)) => format!(
                     "`hab`, `{}` ({})",
@@ -299,11 +307,11 @@ fn render_refill_cost(s: &mut String, scale: &Scale, measured: &Measured) {
             );
         }
     }
-    // Both runs take the same refills of 1 KiB TLABs; only where they come from differs.
+    // Both runs take the same refills of small TLABs; only where they come from differs.
     let [_, core, cpu] = REFILL_SOURCES;
     for threads in [1, 2] {
-        let core_run = measured.get(&refill_run(scale, threads, 1, core));
-        let cpu_run = measured.get(&refill_run(scale, threads, 1, cpu));
+        let core_run = measured.get(&refill_run(scale, threads, SMALL_TLAB_BYTES, core));
+        let cpu_run = measured.get(&refill_run(scale, threads, SMALL_TLAB_BYTES, cpu));
         if cpu_run
             .levels
             .first()
@@ -315,8 +323,9 @@ fn render_refill_cost(s: &mut String, scale: &Scale, measured: &Measured) {
             let _ = writeln!(
                 s,
                 "\nClaim, {threads} thread(s): a refill from the rseq `cpu` level is cheaper than one \
-                 from the compare-and-swap `core` level (1 KiB TLABs: {:.2} against {:.2} ns/object, \
+                 from the compare-and-swap `core` level ({} TLABs: {:.2} against {:.2} ns/object, \
                  {saved_ns:.1} ns saved per refill): {}.",
+                ByteSize::new(SMALL_TLAB_BYTES),
                 cpu_run.ns_per_alloc,
                 core_run.ns_per_alloc,
                 super::check(cpu_run.elapsed_ms_median < core_run.elapsed_ms_median)
