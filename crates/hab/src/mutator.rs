@@ -519,10 +519,9 @@ impl PlabPath<'_> {
     /// takes the mutator's slow path.
     #[inline]
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: `slot` is the LAB of CPU `cpu` in the heap's live per-CPU LABs and
-        // `area_offset` glibc's fixed rseq area offset, both taken while the mutator allocated
-        // in per-CPU LABs, which cannot change while this path borrows it; the size was
-        // checked against this heap's capacity.
+        // Invariant: the path borrows the mutator, so it still allocates in per-CPU LABs.
+        // SAFETY: `slot` is CPU `cpu`'s LAB in the heap's live per-CPU LABs, `area_offset`
+        // glibc's fixed rseq area offset; the size was checked against this heap.
         let object = unsafe { rseq::lab_bump(self.area_offset, self.slot, self.cpu, size.bytes()) };
         if object != 0 {
             // SAFETY: a LAB address inside the reservation, not null.
