@@ -3,6 +3,7 @@
 mod callgrind;
 mod machine;
 mod report;
+mod vm_run;
 mod workload;
 
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use hab::{
     MiddleLevelSpec, Mode, SimulatedCpu, TlabPolicy, Topology, TopologySource, ZeroMemory,
 };
 
+use vm_run::{VmRunSpec, VmWorkload};
 use workload::{RunSpec, Workload};
 
 #[derive(Parser)]
@@ -67,13 +69,25 @@ struct CpuIdArgs {
     calls: u64,
 }
 
+/// Every workload `hab run` knows.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum WorkloadArg {
+    /// Shipilëv's experiment: allocate N objects per thread and keep them in an array.
+    AllocArray,
+    /// Jaffer's experiment: allocate and drop; reset the heap when it fills.
+    AllocObject,
+    /// On the VM: the Benchmarks Game's binary-trees (`--depth`), collected by copying.
+    BinaryTrees,
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     /// The workload.
     #[arg(long, value_enum, default_value = "alloc-array")]
-    workload: Workload,
-    /// Allocation mode: shared (CAS per object, like -XX:-UseTLAB), tlab, or hab (TLABs refilled
-    /// from the middle levels).
+    workload: WorkloadArg,
+    /// Allocation mode: shared (CAS per object, like -XX:-UseTLAB), tlab, hab (TLABs refilled
+    /// from the middle levels), plab (objects in per-CPU LABs) or flip (tlab or plab, switched
+    /// at collections).
     #[arg(long, default_value = "tlab", value_parser = parse_mode)]
     mode: Mode,
     /// TLAB size (e.g. 256KiB, fixed), adaptive (HotSpot) or growing (Agesen).
@@ -129,6 +143,19 @@ struct RunArgs {
     /// Print one JSON object per line instead of a summary.
     #[arg(long)]
     json: bool,
+    /// Tree depth (binary-trees).
+    #[arg(long, default_value_t = 10)]
+    depth: u32,
+    /// VM workloads: check the heap before and after every collection; stop at the first
+    /// problem.
+    #[arg(long)]
+    verify: bool,
+    /// VM workloads: one line per collection on standard error (like -Xlog:gc).
+    #[arg(long)]
+    log_gc: bool,
+    /// VM workloads: each thread's LAB statistics at every collection (like -Xlog:gc+tlab).
+    #[arg(long)]
+    log_tlab: bool,
 }
 
 #[derive(clap::Args)]
@@ -180,8 +207,13 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<(), String> {
+    let workload = match args.workload {
+        WorkloadArg::AllocArray => Workload::AllocArray,
+        WorkloadArg::AllocObject => Workload::AllocObject,
+        WorkloadArg::BinaryTrees => return run_vm(args, VmWorkload::BinaryTrees),
+    };
     let spec = RunSpec {
-        workload: args.workload,
+        workload,
         mode: args.mode,
         tlab: args.tlab_size,
         threads: args.threads,
@@ -280,6 +312,33 @@ fn run(args: RunArgs) -> Result<(), String> {
             result.threads
         );
     }
+    Ok(())
+}
+
+fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
+    let spec = VmRunSpec {
+        workload,
+        mode: args.mode,
+        tlab: args.tlab_size,
+        middle: MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?,
+        space_bytes: args.heap,
+        depth: args.depth,
+        verify: args.verify,
+        log_gc: args.log_gc,
+        log_tlab: args.log_tlab,
+    };
+    let result = vm_run::run(&spec)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&result).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    for line in &result.output {
+        println!("{line}");
+    }
+    vm_run::print_summary(&result);
     Ok(())
 }
 

@@ -50,4 +50,4 @@ pub mod workloads;
 pub use collector::CheckSummary;
 pub use object::{Kind, Shape, VmObjectModel, WORD_BYTES};
 pub use thread::{Global, Local, VmThread};
-pub use vm::{GcCause, GcRecord, Vm, VmConfig, VmError};
+pub use vm::{approximate, GcCause, GcRecord, Vm, VmConfig, VmError};

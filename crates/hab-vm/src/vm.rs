@@ -126,12 +126,21 @@ impl fmt::Display for GcRecord {
                 GcCause::AllocationFailure => "Allocation Failure",
                 GcCause::Explicit => "System.gc()",
             },
-            ByteSize::new(self.before_bytes),
-            ByteSize::new(self.after_bytes),
-            ByteSize::new(self.space_bytes),
+            approximate(self.before_bytes),
+            approximate(self.after_bytes),
+            approximate(self.space_bytes),
             self.pause.as_secs_f64() * 1e3,
             if self.in_plabs { " [per-CPU LABs]" } else { "" }
         )
+    }
+}
+
+/// Bytes for people: `812B`, `35.2KiB`, `8.0MiB`, `1.5GiB`.
+pub fn approximate(bytes: usize) -> String {
+    const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    match UNITS.iter().find(|(_, shift)| bytes >= 1 << shift) {
+        Some((unit, shift)) => format!("{:.1}{unit}", bytes as f64 / (1u64 << shift) as f64),
+        None => format!("{bytes}B"),
     }
 }
 

@@ -92,6 +92,17 @@ pub fn expected(depth: u32) -> Vec<String> {
     lines
 }
 
+/// Tree nodes the program allocates and checks for `depth`: its operations.
+pub fn checked_nodes(depth: u32) -> u64 {
+    let nodes = |depth: u32| (1u64 << (depth + 1)) - 1;
+    let max_depth = depth.max(MIN_DEPTH + 2);
+    let iterated: u64 = (MIN_DEPTH..=max_depth)
+        .step_by(2)
+        .map(|depth| (1u64 << (max_depth - depth + MIN_DEPTH)) * nodes(depth))
+        .sum();
+    nodes(max_depth + 1) + iterated + nodes(max_depth)
+}
+
 /// Bytes that are live at once at most: the stretch tree, or the long-lived tree and the
 /// largest iterated one.
 pub fn max_live_bytes(depth: u32) -> usize {

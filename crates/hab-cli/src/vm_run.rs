@@ -1,0 +1,205 @@
+//! `hab run` for the workloads that run on the VM (`hab-vm`): a garbage-collected heap whose
+//! allocation space Hab manages, collected by copying when it fills.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hab::{ByteSize, HeapConfig, MiddleLevelSpec, Mode, TlabPolicy};
+use hab_vm::workloads::binary_trees;
+use hab_vm::{approximate, Vm, VmConfig};
+use serde::Serialize;
+
+use crate::workload::PlabResult;
+
+/// The VM's workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmWorkload {
+    /// The Benchmarks Game's binary-trees.
+    BinaryTrees,
+}
+
+impl VmWorkload {
+    pub fn name(self) -> &'static str {
+        match self {
+            VmWorkload::BinaryTrees => "binary-trees",
+        }
+    }
+
+    /// What one operation is, for `ops_per_sec`.
+    fn op(self) -> &'static str {
+        match self {
+            VmWorkload::BinaryTrees => "tree nodes checked",
+        }
+    }
+}
+
+/// One VM run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmRunSpec {
+    pub workload: VmWorkload,
+    pub mode: Mode,
+    pub tlab: TlabPolicy,
+    pub middle: Vec<MiddleLevelSpec>,
+    /// The allocation space; `None` picks three times the workload's live data.
+    pub space_bytes: Option<usize>,
+    /// Tree depth (binary-trees).
+    pub depth: u32,
+    pub verify: bool,
+    pub log_gc: bool,
+    pub log_tlab: bool,
+}
+
+impl VmRunSpec {
+    pub fn space_bytes(&self) -> usize {
+        self.space_bytes.unwrap_or_else(|| match self.workload {
+            VmWorkload::BinaryTrees => (3 * binary_trees::max_live_bytes(self.depth))
+                .max(1 << 20)
+                .next_multiple_of(1 << 20),
+        })
+    }
+}
+
+/// What a VM run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct VmRunResult {
+    pub workload: &'static str,
+    pub mode: String,
+    pub tlab_policy: String,
+    pub middle: String,
+    /// The allocation space (the reservation is twice this).
+    pub heap_bytes: usize,
+    pub threads: usize,
+    pub depth: u32,
+    pub verify: bool,
+    /// What the program printed.
+    pub output: Vec<String>,
+    pub elapsed_ms: f64,
+    pub collections: u64,
+    /// Collections that ended a cycle spent in per-CPU LABs.
+    pub plab_collections: u64,
+    pub gc_ms: f64,
+    pub live_bytes_after_gc: usize,
+    /// The workload's own throughput: `op` per second.
+    pub ops_per_sec: f64,
+    pub op: &'static str,
+    /// TLABs taken, their bytes, those retired with free space, and the free space.
+    pub tlabs: u64,
+    pub tlab_bytes: u64,
+    pub partial_tlabs: u64,
+    pub tlab_waste_bytes: u64,
+    /// Per-CPU LABs (modes `plab` and `flip`).
+    pub plab: PlabResult,
+}
+
+pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
+    let heap = HeapConfig::builder()
+        .mode(spec.mode)
+        .tlab(spec.tlab)
+        .middle_levels(&spec.middle);
+    let config = VmConfig {
+        heap,
+        verify: spec.verify,
+        log_gc: spec.log_gc,
+        log_tlab: spec.log_tlab,
+        ..VmConfig::new(spec.space_bytes())
+    };
+    let vm: Arc<Vm> = Vm::new(config).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let (output, ops) = match spec.workload {
+        VmWorkload::BinaryTrees => {
+            let lines = binary_trees::run(&vm, spec.depth).map_err(|e| e.to_string())?;
+            let nodes = binary_trees::checked_nodes(spec.depth);
+            (lines, nodes)
+        }
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    let records = vm.gc_records();
+    let stats = vm.heap_stats();
+    let totals = stats.totals;
+    let p = totals.plab;
+    Ok(VmRunResult {
+        workload: spec.workload.name(),
+        mode: spec.mode.to_string(),
+        tlab_policy: spec.tlab.to_string(),
+        middle: MiddleLevelSpec::list_to_string(&spec.middle),
+        heap_bytes: spec.space_bytes(),
+        threads: 1,
+        depth: spec.depth,
+        verify: spec.verify,
+        output,
+        elapsed_ms: elapsed * 1e3,
+        collections: records.len() as u64,
+        plab_collections: records.iter().filter(|r| r.in_plabs).count() as u64,
+        gc_ms: records.iter().map(|r| r.pause.as_secs_f64() * 1e3).sum(),
+        live_bytes_after_gc: vm.live_bytes_after_gc(),
+        ops_per_sec: ops as f64 / elapsed,
+        op: spec.workload.op(),
+        tlabs: totals.refills,
+        tlab_bytes: totals.tlab_bytes,
+        partial_tlabs: totals.partial_tlabs,
+        tlab_waste_bytes: totals.waste_bytes(),
+        plab: PlabResult {
+            labs: p.labs,
+            lab_bytes: p.lab_bytes,
+            transactions: p.transactions,
+            failed_transactions: p.failed_transactions,
+            invalid_transactions: p.invalid_transactions,
+            sidelined_labs: p.sidelined_labs,
+            sidelined_bytes: p.sidelined_bytes,
+            discarded_sidelined_labs: p.discarded_sidelined_labs,
+            partial_labs: p.partial_labs,
+            partial_waste_bytes: p.partial_waste_bytes,
+            rseq_aborts: p.rseq_aborts,
+            fallback_allocs: p.fallback_allocs,
+        },
+    })
+}
+
+/// The summary `hab run` prints after the program's own lines.
+pub fn print_summary(result: &VmRunResult) {
+    println!(
+        "{} depth={} mode={} tlab={} heap={}{}",
+        result.workload,
+        result.depth,
+        result.mode,
+        result.tlab_policy,
+        ByteSize::new(result.heap_bytes),
+        if result.verify { " verified" } else { "" }
+    );
+    println!(
+        "  time: {:.1} ms, {:.1} M {}/s",
+        result.elapsed_ms,
+        result.ops_per_sec / 1e6,
+        result.op
+    );
+    println!(
+        "  collections: {} ({} in per-CPU LABs), {:.1} ms of pauses, {} live after the last",
+        result.collections,
+        result.plab_collections,
+        result.gc_ms,
+        approximate(result.live_bytes_after_gc)
+    );
+    println!(
+        "  TLABs: {} taken ({}), {} partially used, {} unused",
+        result.tlabs,
+        approximate(result.tlab_bytes as usize),
+        result.partial_tlabs,
+        approximate(result.tlab_waste_bytes as usize)
+    );
+    let p = &result.plab;
+    if p.labs + p.fallback_allocs > 0 {
+        println!(
+            "  per-CPU LABs: {} taken ({}), {} transactions ({} failed, {} invalid), {} sidelined, {} partially used ({} unused), {} aborts, {} fallback allocations",
+            p.labs,
+            approximate(p.lab_bytes as usize),
+            p.transactions,
+            p.failed_transactions,
+            p.invalid_transactions,
+            p.sidelined_labs,
+            p.partial_labs,
+            approximate(p.partial_waste_bytes as usize),
+            p.rseq_aborts,
+            p.fallback_allocs
+        );
+    }
+}
