@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hab::{AllocError, AllocSize, Mutator, ParkedMutator};
+use hab::{AllocError, AllocSize, Mutator, ParkedMutator, PlabMutator};
 
 use crate::object::{
     header_word, ref_fields, write_header_word, Header, Kind, Shape, MAX_AUX, MAX_SIZE_WORDS,
@@ -27,11 +27,51 @@ pub struct Global(usize);
 /// Collections in a row after which a thread that still cannot allocate gives up.
 const MAX_FAILED_COLLECTIONS: u32 = 8;
 
+/// The thread's Hab mutator, with the fast path of the mode it allocates in (it changes only
+/// while the thread is parked, at collections).
+enum Allocator {
+    /// TLABs (or no LAB, in the `shared` mode).
+    Tlab(Mutator),
+    /// Per-CPU LABs through restartable sequences.
+    Plab(PlabMutator),
+}
+
+impl Allocator {
+    fn new(mutator: Mutator) -> Allocator {
+        match mutator.into_plab() {
+            Ok(plab) => Allocator::Plab(plab),
+            Err(mutator) => Allocator::Tlab(mutator),
+        }
+    }
+
+    fn into_mutator(self) -> Mutator {
+        match self {
+            Allocator::Tlab(mutator) => mutator,
+            Allocator::Plab(plab) => plab.into_mutator(),
+        }
+    }
+
+    #[inline]
+    fn alloc(&mut self, bytes: usize) -> Result<usize, AllocError> {
+        let object = match self {
+            Allocator::Tlab(mutator) => {
+                let size = mutator.checked_size(bytes)?;
+                mutator.alloc_sized(size)
+            }
+            Allocator::Plab(plab) => {
+                let size: AllocSize = plab.mutator().checked_size(bytes)?;
+                plab.alloc_sized(size)
+            }
+        }?;
+        Ok(object.as_ptr() as usize)
+    }
+}
+
 /// One thread's handle on a [`Vm`]. Dropping it detaches the thread.
 pub struct VmThread {
     vm: Arc<Vm>,
     /// `None` only while parked inside a method of this type.
-    mutator: Option<Mutator>,
+    allocator: Option<Allocator>,
     roots: Arc<ThreadRoots>,
 }
 
@@ -39,7 +79,7 @@ impl VmThread {
     pub(crate) fn new(vm: Arc<Vm>, mutator: Mutator, roots: Arc<ThreadRoots>) -> Self {
         VmThread {
             vm,
-            mutator: Some(mutator),
+            allocator: Some(Allocator::new(mutator)),
             roots,
         }
     }
@@ -146,11 +186,7 @@ impl VmThread {
         self.poll()?;
         let mut failed_collections = 0;
         loop {
-            let mutator = self.mutator.as_mut().expect("running");
-            let size = mutator
-                .checked_size(bytes)
-                .map_err(|e| VmError::TooLarge(e.to_string()))?;
-            let result = allocate(mutator, size);
+            let result = self.allocator.as_mut().expect("running").alloc(bytes);
             match result {
                 Ok(address) => return Ok(address),
                 Err(AllocError::OutOfMemory { .. }) => {
@@ -207,9 +243,10 @@ impl VmThread {
     }
 
     fn parked<R>(&mut self, body: impl FnOnce() -> R) -> R {
-        let parked: ParkedMutator = self.mutator.take().expect("running").park();
+        let allocator = self.allocator.take().expect("running");
+        let parked: ParkedMutator = allocator.into_mutator().park();
         let result = body();
-        self.mutator = Some(parked.unpark());
+        self.allocator = Some(Allocator::new(parked.unpark()));
         result
     }
 
@@ -322,16 +359,6 @@ impl VmThread {
     pub fn handles(&self) -> usize {
         self.slots_ref().len()
     }
-}
-
-/// One allocation through the mutator's current fast path.
-#[inline]
-fn allocate(mutator: &mut Mutator, size: AllocSize) -> Result<usize, AllocError> {
-    let object = match mutator.plab() {
-        Some(mut plab) => plab.alloc_sized(size),
-        None => mutator.alloc_sized(size),
-    }?;
-    Ok(object.as_ptr() as usize)
 }
 
 impl Drop for VmThread {

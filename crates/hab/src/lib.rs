@@ -48,6 +48,7 @@
 //! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `tlab.rs` |
 //! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB of the `plab` mode | |
 //! | per-CPU LAB | `plab` mode: a `{top, end}` pair per CPU, bumped in restartable sections | `plab.rs`, `rseq.rs` |
+//! | plab path | the `plab` fast path as a value a mutator lends: a CPU and its LAB | `plab_path.rs` |
 //! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `rseq.rs` |
 //! | transaction | installing a new per-CPU LAB; failed if interrupted or refused, invalid if it could not install | `plab.rs` |
 //! | sideline | chunks a refill could not install, kept for later refills | `sideline.rs` |
@@ -88,6 +89,7 @@ mod mutator;
 mod object_model;
 mod per_cpu;
 mod plab;
+mod plab_path;
 mod reservation;
 mod rseq;
 mod sideline;
@@ -107,8 +109,9 @@ pub use config::{
 pub use cpu_id::{measure_ns_per_call, CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use error::{AllocError, CollectionError, HeapError, VerifyError};
 pub use heap::{Heap, MiddleLevelInfo};
-pub use mutator::{AllocSize, Mutator, ParkedMutator, PlabPath};
+pub use mutator::{AllocSize, Mutator, ParkedMutator};
 pub use object_model::{HeaderWordModel, ObjectModel};
+pub use plab_path::{PlabMutator, PlabPath};
 pub use rseq::{mechanism as rseq_mechanism, RseqMechanism};
 pub use size::{ByteSize, SizeParseError};
 pub use stats::{HeapStats, LevelStats, PlabStats, TlabStats};

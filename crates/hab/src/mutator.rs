@@ -24,9 +24,9 @@ use crate::error::AllocError;
 use crate::heap::Heap;
 use crate::hierarchy;
 use crate::middle::Chunk;
-use crate::plab::{self, Plabs};
+use crate::plab;
+use crate::plab_path::{LabCursor, PlabMutator, PlabPath};
 use crate::reservation::address_to_pointer;
-use crate::rseq;
 use crate::sizing::TlabSizer;
 use crate::stats::{Counters, TlabStats};
 use crate::tlab::{Tlab, Waste};
@@ -199,7 +199,7 @@ impl Mutator {
 
     /// The heap and cell, for the slow path.
     #[inline]
-    fn handle(&self) -> Handle<'_> {
+    pub(crate) fn handle(&self) -> Handle<'_> {
         Handle {
             heap: &self.heap,
             // SAFETY: `cell_address` is `cell`, alive as long as `self`.
@@ -229,20 +229,27 @@ impl Mutator {
     /// ```
     #[inline]
     pub fn plab(&mut self) -> Option<PlabPath<'_>> {
+        let cursor = self.lab_cursor()?;
+        Some(PlabPath::new(cursor, self.handle()))
+    }
+
+    /// This mutator, owning its `plab` fast path: the same as [`plab`](Mutator::plab) for a
+    /// runtime that keeps the mutator in a structure of its own between allocations. Gives the
+    /// mutator back when it has no such path. [`PlabMutator::into_mutator`] returns it (e.g.
+    /// to park it).
+    pub fn into_plab(mut self) -> Result<PlabMutator, Mutator> {
+        match self.lab_cursor() {
+            Some(cursor) => Ok(PlabMutator::new(cursor, self)),
+            None => Err(self),
+        }
+    }
+
+    /// Where the `plab` fast path starts: the LAB of the CPU the thread runs on now.
+    fn lab_cursor(&mut self) -> Option<LabCursor> {
         if !self.handle().follow_mode() {
             return None;
         }
-        let area_offset = rseq::fixed_area_offset()?;
-        let slots = self.heap.plabs()?.lab_slots()?;
-        // SAFETY: `area_offset` is the fixed rseq area offset.
-        let cpu = unsafe { rseq::cpu_hint(area_offset) };
-        Some(PlabPath {
-            slot: slots.slot_of(cpu),
-            cpu,
-            area_offset,
-            handle: self.handle(),
-            _running: PhantomData,
-        })
+        LabCursor::new(self.heap.plabs()?)
     }
 
     /// Retires this thread's TLAB now (its tail becomes a filler, counted as collection waste),
@@ -309,9 +316,9 @@ impl Mutator {
 
 /// What the slow path works on: a running mutator's heap and cell.
 #[derive(Clone, Copy)]
-struct Handle<'a> {
-    heap: &'a Heap,
-    cell: &'a MutatorCell,
+pub(crate) struct Handle<'a> {
+    pub(crate) heap: &'a Heap,
+    pub(crate) cell: &'a MutatorCell,
 }
 
 impl Handle<'_> {
@@ -319,7 +326,7 @@ impl Handle<'_> {
     /// keep the mutator's fields in registers; all state it changes lives in `cell`.
     #[cold]
     #[inline(never)]
-    fn alloc_slow(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+    pub(crate) fn alloc_slow(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         // Re-check: the size may have been checked against another heap.
         let config = self.heap.config();
         AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
@@ -492,80 +499,6 @@ impl std::fmt::Debug for ParkedMutator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParkedMutator")
             .field("id", &self.cell.id)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The `plab` mode's fast path, borrowed from a [`Mutator`] with [`Mutator::plab`]: one
-/// restartable section bumps the LAB of the CPU the thread runs on. It keeps that CPU's number
-/// and LAB as plain values, so a loop holds them in registers; the section checks that the
-/// thread still runs on that CPU, and a miss looks the CPU up again.
-pub struct PlabPath<'m> {
-    /// The LAB slot of `cpu`.
-    slot: *mut usize,
-    cpu: u32,
-    area_offset: isize,
-    /// The mutator's heap and cell, not its address: the loop's stores cannot reach them.
-    handle: Handle<'m>,
-    /// Holds the mutator borrowed, so that it cannot park (and the mode cannot change).
-    _running: PhantomData<&'m mut Mutator>,
-}
-
-impl PlabPath<'_> {
-    /// Allocates an object of a pre-checked size in the LAB of the thread's CPU: nine
-    /// instructions inline (arm the section: 2; check the CPU: 2; load, add, compare, branch,
-    /// commit) and a test of the result. When the thread moved, the object does not fit or the
-    /// section was interrupted, an out-of-line path looks the CPU up again and retries, then
-    /// takes the mutator's slow path.
-    #[inline]
-    pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
-        // Invariant: the path borrows the mutator, so it still allocates in per-CPU LABs.
-        // SAFETY: `slot` is CPU `cpu`'s LAB in the heap's live per-CPU LABs, `area_offset`
-        // glibc's fixed rseq area offset; the size was checked against this heap.
-        let object = unsafe { rseq::lab_bump(self.area_offset, self.slot, self.cpu, size.bytes()) };
-        if object != 0 {
-            // SAFETY: a LAB address inside the reservation, not null.
-            return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
-        }
-        let (result, cpu, slot) = Self::miss(self.handle, self.area_offset, size);
-        (self.cpu, self.slot) = (cpu, slot);
-        result
-    }
-
-    /// Looks the CPU up again and retries once; then the mutator's slow path (which refills
-    /// the LAB). Returns the CPU and LAB to use next. Takes and returns plain values so that
-    /// the caller's copies can stay in registers.
-    #[cold]
-    #[inline(never)]
-    fn miss(
-        handle: Handle<'_>,
-        area_offset: isize,
-        size: AllocSize,
-    ) -> (Result<NonNull<u8>, AllocError>, u32, *mut usize) {
-        let slots = handle
-            .heap
-            .plabs()
-            .and_then(Plabs::lab_slots)
-            .expect("a plab path exists only over restartable LABs");
-        // SAFETY: `area_offset` is the fixed rseq area offset.
-        let cpu = unsafe { rseq::cpu_hint(area_offset) };
-        let slot = slots.slot_of(cpu);
-        // SAFETY: `slot` is the LAB of `cpu`; see `alloc_sized`.
-        let object = unsafe { rseq::lab_bump(area_offset, slot, cpu, size.bytes()) };
-        let result = if object != 0 {
-            // SAFETY: a LAB address inside the reservation, not null.
-            Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
-        } else {
-            handle.alloc_slow(size.bytes())
-        };
-        (result, cpu, slot)
-    }
-}
-
-impl std::fmt::Debug for PlabPath<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlabPath")
-            .field("mutator", &self.handle.cell.id)
             .finish_non_exhaustive()
     }
 }
