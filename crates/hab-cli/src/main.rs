@@ -78,6 +78,15 @@ enum WorkloadArg {
     AllocObject,
     /// On the VM: the Benchmarks Game's binary-trees (`--depth`), collected by copying.
     BinaryTrees,
+    /// On the VM: Boehm's GCBench (`--depth`: the largest temporary tree, 16 originally).
+    Gcbench,
+    /// On the VM: SPECjbb-like warehouses (`--threads`, `--objects` orders each,
+    /// `--live-orders`); throughput in orders per second.
+    Warehouses,
+    /// On the VM: VolanoMark-like chat (`--rooms` of 20 threads, `--objects` messages each).
+    Chat,
+    /// On the VM: javac-like compilation units of many small objects (`--objects` units).
+    JavacLike,
 }
 
 #[derive(clap::Args)]
@@ -96,9 +105,10 @@ struct RunArgs {
     /// Mutator threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Objects per thread and repetition.
-    #[arg(long, default_value_t = 10_000_000)]
-    objects: usize,
+    /// Objects per thread and repetition (VM workloads: orders, messages or units; default
+    /// 10 M for alloc-array and alloc-object, the workload's own for the others).
+    #[arg(long)]
+    objects: Option<usize>,
     /// Object size in bytes (a multiple of 8).
     #[arg(long, default_value_t = 16)]
     object_size: usize,
@@ -143,9 +153,15 @@ struct RunArgs {
     /// Print one JSON object per line instead of a summary.
     #[arg(long)]
     json: bool,
-    /// Tree depth (binary-trees).
+    /// Tree depth (binary-trees, gcbench).
     #[arg(long, default_value_t = 10)]
     depth: u32,
+    /// Rooms of 20 connections (chat).
+    #[arg(long, default_value_t = 10)]
+    rooms: usize,
+    /// Orders each warehouse keeps alive (warehouses).
+    #[arg(long, default_value_t = 100)]
+    live_orders: usize,
     /// VM workloads: check the heap before and after every collection; stop at the first
     /// problem.
     #[arg(long)]
@@ -211,13 +227,17 @@ fn run(args: RunArgs) -> Result<(), String> {
         WorkloadArg::AllocArray => Workload::AllocArray,
         WorkloadArg::AllocObject => Workload::AllocObject,
         WorkloadArg::BinaryTrees => return run_vm(args, VmWorkload::BinaryTrees),
+        WorkloadArg::Gcbench => return run_vm(args, VmWorkload::GcBench),
+        WorkloadArg::Warehouses => return run_vm(args, VmWorkload::Warehouses),
+        WorkloadArg::Chat => return run_vm(args, VmWorkload::Chat),
+        WorkloadArg::JavacLike => return run_vm(args, VmWorkload::JavacLike),
     };
     let spec = RunSpec {
         workload,
         mode: args.mode,
         tlab: args.tlab_size,
         threads: args.threads,
-        objects: args.objects,
+        objects: args.objects.unwrap_or(10_000_000),
         object_size: args.object_size,
         heap_bytes: args.heap,
         repeat: args.repeat,
@@ -323,6 +343,10 @@ fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
         middle: MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?,
         space_bytes: args.heap,
         depth: args.depth,
+        threads: args.threads,
+        ops: args.objects,
+        rooms: args.rooms,
+        live_orders: args.live_orders,
         verify: args.verify,
         log_gc: args.log_gc,
         log_tlab: args.log_tlab,

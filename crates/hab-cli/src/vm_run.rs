@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hab::{ByteSize, HeapConfig, MiddleLevelSpec, Mode, TlabPolicy};
-use hab_vm::workloads::binary_trees;
+use hab_vm::workloads::chat::{self, Chat};
+use hab_vm::workloads::warehouses::{self, Warehouses};
+use hab_vm::workloads::{binary_trees, gcbench, javac_like, Outcome};
 use hab_vm::{approximate, Vm, VmConfig};
 use serde::Serialize;
 
@@ -16,19 +18,24 @@ use crate::workload::PlabResult;
 pub enum VmWorkload {
     /// The Benchmarks Game's binary-trees.
     BinaryTrees,
+    /// Boehm's GCBench.
+    GcBench,
+    /// SPECjbb-like warehouses, one thread each.
+    Warehouses,
+    /// VolanoMark-like chat rooms of 20 mostly blocked connections.
+    Chat,
+    /// One thread compiling units of many small objects.
+    JavacLike,
 }
 
 impl VmWorkload {
     pub fn name(self) -> &'static str {
         match self {
             VmWorkload::BinaryTrees => "binary-trees",
-        }
-    }
-
-    /// What one operation is, for `ops_per_sec`.
-    fn op(self) -> &'static str {
-        match self {
-            VmWorkload::BinaryTrees => "tree nodes checked",
+            VmWorkload::GcBench => "gcbench",
+            VmWorkload::Warehouses => "warehouses",
+            VmWorkload::Chat => "chat",
+            VmWorkload::JavacLike => "javac-like",
         }
     }
 }
@@ -42,8 +49,17 @@ pub struct VmRunSpec {
     pub middle: Vec<MiddleLevelSpec>,
     /// The allocation space; `None` picks three times the workload's live data.
     pub space_bytes: Option<usize>,
-    /// Tree depth (binary-trees).
+    /// Tree depth (binary-trees, gcbench).
     pub depth: u32,
+    /// Threads (warehouses).
+    pub threads: usize,
+    /// Work per thread: orders (warehouses), messages per connection (chat), units
+    /// (javac-like); `None` picks the workload's default.
+    pub ops: Option<usize>,
+    /// Rooms of 20 connections (chat).
+    pub rooms: usize,
+    /// Orders each warehouse keeps alive.
+    pub live_orders: usize,
     pub verify: bool,
     pub log_gc: bool,
     pub log_tlab: bool,
@@ -51,11 +67,40 @@ pub struct VmRunSpec {
 
 impl VmRunSpec {
     pub fn space_bytes(&self) -> usize {
-        self.space_bytes.unwrap_or_else(|| match self.workload {
-            VmWorkload::BinaryTrees => (3 * binary_trees::max_live_bytes(self.depth))
-                .max(1 << 20)
-                .next_multiple_of(1 << 20),
+        self.space_bytes.unwrap_or_else(|| {
+            let live = match self.workload {
+                VmWorkload::BinaryTrees => binary_trees::max_live_bytes(self.depth),
+                VmWorkload::GcBench => gcbench::max_live_bytes(self.depth),
+                VmWorkload::Warehouses => warehouses::max_live_bytes(self.warehouses()),
+                VmWorkload::Chat => 1 << 20,
+                VmWorkload::JavacLike => 2 << 20,
+            };
+            (3 * live).max(4 << 20).next_multiple_of(1 << 20)
         })
+    }
+
+    fn warehouses(&self) -> Warehouses {
+        Warehouses {
+            threads: self.threads,
+            orders_per_thread: self.ops.unwrap_or(20_000) as u64,
+            live_orders: self.live_orders,
+        }
+    }
+
+    fn chat(&self) -> Chat {
+        Chat {
+            rooms: self.rooms,
+            messages_per_connection: self.ops.unwrap_or(100),
+        }
+    }
+
+    /// Threads the workload runs.
+    fn thread_count(&self) -> usize {
+        match self.workload {
+            VmWorkload::Warehouses => self.threads,
+            VmWorkload::Chat => self.rooms * chat::ROOM_SIZE,
+            _ => 1,
+        }
     }
 }
 
@@ -105,13 +150,18 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
     };
     let vm: Arc<Vm> = Vm::new(config).map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let (output, ops) = match spec.workload {
-        VmWorkload::BinaryTrees => {
-            let lines = binary_trees::run(&vm, spec.depth).map_err(|e| e.to_string())?;
-            let nodes = binary_trees::checked_nodes(spec.depth);
-            (lines, nodes)
-        }
-    };
+    let outcome = match spec.workload {
+        VmWorkload::BinaryTrees => binary_trees::run(&vm, spec.depth).map(|lines| Outcome {
+            lines,
+            ops: binary_trees::checked_nodes(spec.depth),
+            op: "tree nodes checked",
+        }),
+        VmWorkload::GcBench => gcbench::run(&vm, spec.depth),
+        VmWorkload::Warehouses => warehouses::run(&vm, spec.warehouses()),
+        VmWorkload::Chat => chat::run(&vm, spec.chat()),
+        VmWorkload::JavacLike => javac_like::run(&vm, spec.ops.unwrap_or(200), 2000),
+    }
+    .map_err(|e| e.to_string())?;
     let elapsed = started.elapsed().as_secs_f64();
     let records = vm.gc_records();
     let stats = vm.heap_stats();
@@ -123,17 +173,17 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         tlab_policy: spec.tlab.to_string(),
         middle: MiddleLevelSpec::list_to_string(&spec.middle),
         heap_bytes: spec.space_bytes(),
-        threads: 1,
+        threads: spec.thread_count(),
         depth: spec.depth,
         verify: spec.verify,
-        output,
+        output: outcome.lines,
         elapsed_ms: elapsed * 1e3,
         collections: records.len() as u64,
         plab_collections: records.iter().filter(|r| r.in_plabs).count() as u64,
         gc_ms: records.iter().map(|r| r.pause.as_secs_f64() * 1e3).sum(),
         live_bytes_after_gc: vm.live_bytes_after_gc(),
-        ops_per_sec: ops as f64 / elapsed,
-        op: spec.workload.op(),
+        ops_per_sec: outcome.ops as f64 / elapsed,
+        op: outcome.op,
         tlabs: totals.refills,
         tlab_bytes: totals.tlab_bytes,
         partial_tlabs: totals.partial_tlabs,
@@ -158,9 +208,9 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
 /// The summary `hab run` prints after the program's own lines.
 pub fn print_summary(result: &VmRunResult) {
     println!(
-        "{} depth={} mode={} tlab={} heap={}{}",
+        "{} threads={} mode={} tlab={} heap={}{}",
         result.workload,
-        result.depth,
+        result.threads,
         result.mode,
         result.tlab_policy,
         ByteSize::new(result.heap_bytes),

@@ -1,0 +1,92 @@
+//! Every workload runs to completion in every allocation mode with the heap checked before
+//! and after every collection, at a small scale; the chat runs its 1000 mostly blocked
+//! threads.
+
+use std::sync::Arc;
+
+use hab::{HeapConfig, Mode, TlabPolicy};
+use hab_vm::workloads::chat::{self, Chat};
+use hab_vm::workloads::warehouses::{self, Warehouses};
+use hab_vm::workloads::{gcbench, javac_like};
+use hab_vm::{Vm, VmConfig};
+
+const MODES: [Mode; 5] = [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip];
+
+fn vm(mode: Mode, space_bytes: usize, lab_bytes: usize) -> Arc<Vm> {
+    let mut heap = HeapConfig::builder()
+        .mode(mode)
+        .tlab(TlabPolicy::Fixed(lab_bytes));
+    if mode == Mode::Hab {
+        heap = heap.middle("core:256KiB");
+    }
+    Vm::new(VmConfig {
+        verify: true,
+        heap,
+        ..VmConfig::new(space_bytes)
+    })
+    .unwrap()
+}
+
+#[test]
+fn gcbench_keeps_its_long_lived_data() {
+    for mode in MODES {
+        let vm = vm(
+            mode,
+            (3 * gcbench::max_live_bytes(10)).next_multiple_of(4096),
+            16 << 10,
+        );
+        let outcome = gcbench::run(&vm, 10).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert!(outcome.lines.last().unwrap().contains("still reachable"));
+        assert!(vm.gc_records().len() >= 2, "{mode}");
+    }
+}
+
+#[test]
+fn warehouses_agree_in_every_mode() {
+    let spec = Warehouses {
+        threads: 6,
+        orders_per_thread: 2000,
+        live_orders: 50,
+    };
+    let mut outputs = Vec::new();
+    for mode in MODES {
+        let vm = vm(mode, 1 << 20, 16 << 10);
+        let outcome = warehouses::run(&vm, spec).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert!(vm.gc_records().len() >= 2, "{mode}");
+        outputs.push(outcome.lines);
+    }
+    // Each warehouse's work is deterministic: every mode ends with the same orders.
+    assert!(
+        outputs.windows(2).all(|pair| pair[0] == pair[1]),
+        "{outputs:?}"
+    );
+}
+
+#[test]
+fn javac_like_runs_in_every_mode() {
+    for mode in MODES {
+        let vm = vm(mode, 3 << 20, 16 << 10);
+        let outcome = javac_like::run(&vm, 200, 500).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert!(outcome.ops >= 50_000, "{mode}: {}", outcome.ops);
+        let collections = vm.gc_records().len();
+        assert!(collections >= 2, "{mode}: {collections} collections");
+    }
+}
+
+#[test]
+fn a_thousand_chat_connections_run_under_verification() {
+    for mode in [Mode::Tlab, Mode::Plab, Mode::Flip] {
+        let vm = vm(mode, 4 << 20, 64 << 10);
+        let spec = Chat {
+            rooms: 50,
+            messages_per_connection: 3,
+        };
+        let outcome = chat::run(&vm, spec).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(
+            outcome.ops,
+            50 * 20 * 19 * 3,
+            "{mode}: every message delivered"
+        );
+        assert!(!vm.gc_records().is_empty(), "{mode}");
+    }
+}
