@@ -17,6 +17,9 @@ use crate::vm::{Vm, VmError};
 pub const ROOM_SIZE: usize = 20;
 /// A message: its text (a byte array) and the sender's number; its length.
 const MESSAGE: Shape = Shape::new(1, 16);
+/// A message's bytes on their way between connection threads.
+type Wire = Vec<u8>;
+
 /// Messages a connection keeps (its history).
 const KEPT: usize = 4;
 
@@ -35,10 +38,10 @@ pub fn run(vm: &Arc<Vm>, spec: Chat) -> Result<Outcome, VmError> {
     let start = Arc::new(Barrier::new(connections));
     let mut handles = Vec::with_capacity(connections);
     for room in 0..spec.rooms {
-        let (senders, receivers): (Vec<Sender<Vec<u8>>>, Vec<Receiver<Vec<u8>>>) =
+        let (senders, receivers): (Vec<Sender<Wire>>, Vec<Receiver<Wire>>) =
             (0..ROOM_SIZE).map(|_| mpsc::channel()).unzip();
         for (seat, inbox) in receivers.into_iter().enumerate() {
-            let peers: Vec<Sender<Vec<u8>>> = senders
+            let peers: Vec<Sender<Wire>> = senders
                 .iter()
                 .enumerate()
                 .filter(|(other, _)| *other != seat)
@@ -84,8 +87,8 @@ fn connection(
     t: &mut VmThread,
     id: usize,
     spec: Chat,
-    peers: &[Sender<Vec<u8>>],
-    inbox: &Receiver<Vec<u8>>,
+    peers: &[Sender<Wire>],
+    inbox: &Receiver<Wire>,
 ) -> Result<u64, VmError> {
     let mut rng = Rng::new(id as u64 + 1);
     let history = t.alloc_ref_array(KEPT)?;
@@ -117,7 +120,7 @@ fn connection(
 }
 
 /// Builds an outgoing message in the VM and returns its bytes.
-fn compose(t: &mut VmThread, rng: &mut Rng, id: usize, number: usize) -> Result<Vec<u8>, VmError> {
+fn compose(t: &mut VmThread, rng: &mut Rng, id: usize, number: usize) -> Result<Wire, VmError> {
     let len = 32 + rng.below(160) as usize;
     let text = t.alloc_byte_array(len)?;
     let words = len.div_ceil(WORD_BYTES);
