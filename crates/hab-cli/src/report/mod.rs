@@ -9,6 +9,7 @@ mod jaffer;
 mod middle;
 mod plab;
 mod shipilev;
+mod vm;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -31,6 +32,14 @@ pub struct Scale {
     pub grid_objects: usize,
     pub repeat: usize,
     pub warmup: usize,
+    /// Orders per warehouse thread (VM).
+    pub warehouse_orders: usize,
+    /// Messages per chat connection (VM).
+    pub chat_messages: usize,
+    /// Depth of binary-trees and GCBench (VM).
+    pub tree_depth: u32,
+    /// Repetitions of each VM run.
+    pub vm_repeat: usize,
 }
 
 const FULL: Scale = Scale {
@@ -40,6 +49,10 @@ const FULL: Scale = Scale {
     grid_objects: 16_000_000,
     repeat: 5,
     warmup: 1,
+    warehouse_orders: 20_000,
+    chat_messages: 40,
+    tree_depth: 16,
+    vm_repeat: 3,
 };
 const QUICK: Scale = Scale {
     quick: true,
@@ -48,6 +61,10 @@ const QUICK: Scale = Scale {
     grid_objects: 2_000_000,
     repeat: 3,
     warmup: 1,
+    warehouse_orders: 2_000,
+    chat_messages: 8,
+    tree_depth: 12,
+    vm_repeat: 1,
 };
 
 impl Scale {
@@ -107,7 +124,8 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
         }
     }
     let cost_steps = costs::steps();
-    let progress = ProgressBar::new((specs.len() + 1 + cost_steps) as u64);
+    let vm_steps = vm::specs(scale).len();
+    let progress = ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps) as u64);
     progress.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .expect("static template")
@@ -132,6 +150,7 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
         runs.push((spec, result));
         progress.inc(1);
     }
+    let vm_runs = vm::measure(scale, &progress)?;
     let costs = costs::measure(&progress)?;
     progress.finish_and_clear();
     let measured = Measured { runs };
@@ -146,6 +165,10 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
         lines.push_str(&serde_json::to_string(result).map_err(|e| e.to_string())?);
         lines.push('\n');
     }
+    for result in vm::results(&vm_runs) {
+        lines.push_str(&serde_json::to_string(result).map_err(|e| e.to_string())?);
+        lines.push('\n');
+    }
     fs::write(out.join("results.jsonl"), lines).map_err(|e| e.to_string())?;
 
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
@@ -153,6 +176,7 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     text += &jaffer::render(scale, &measured, &extras);
     text += &middle::render(scale, &measured, &extras);
     text += &plab::render(scale, &measured);
+    text += &vm::render(scale, &vm_runs);
     text += &costs::render(&extras.costs);
     let path = out.join("README.md");
     fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -1,0 +1,324 @@
+//! The seeds' experiments on the VM, where LAB waste turns into collections: Garthwaite et
+//! al.'s Figure 9 (warehouses by thread count), Figure 10 and Table 2 (chat rooms with
+//! 64 KiB LABs), and binary-trees and GCBench in every mode.
+
+use std::fmt::Write as _;
+
+use hab::{MiddleLevelSpec, Mode, TlabPolicy};
+use hab_vm::approximate;
+use indicatif::ProgressBar;
+
+use super::{check, Scale};
+use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
+
+const WAREHOUSE_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+const LAB_MODES: [Mode; 3] = [Mode::Tlab, Mode::Plab, Mode::Flip];
+const ROOMS: [usize; 2] = [10, 50];
+/// The seed's young generation for both experiments.
+const SMALL_SPACE_BYTES: usize = 4 << 20;
+const CHAT_LAB_BYTES: usize = 64 << 10;
+/// Orders each warehouse keeps alive: 64 warehouses fit the small space three times over.
+const LIVE_ORDERS: usize = 25;
+const ALL_MODES: [Mode; 5] = [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip];
+
+fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
+    VmRunSpec {
+        workload,
+        mode,
+        tlab: TlabPolicy::Adaptive,
+        middle: if mode == Mode::Hab {
+            MiddleLevelSpec::parse_list("core:1MiB").expect("static list")
+        } else {
+            Vec::new()
+        },
+        space_bytes: None,
+        depth: 10,
+        threads: 1,
+        ops: None,
+        rooms: 10,
+        live_orders: LIVE_ORDERS,
+        verify: false,
+        log_gc: false,
+        log_tlab: false,
+    }
+}
+
+fn warehouses(scale: &Scale, mode: Mode, threads: usize) -> VmRunSpec {
+    VmRunSpec {
+        threads,
+        ops: Some(scale.warehouse_orders),
+        space_bytes: Some(SMALL_SPACE_BYTES),
+        ..base(VmWorkload::Warehouses, mode)
+    }
+}
+
+fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
+    VmRunSpec {
+        rooms,
+        ops: Some(scale.chat_messages),
+        tlab: TlabPolicy::Fixed(CHAT_LAB_BYTES),
+        space_bytes: Some(SMALL_SPACE_BYTES),
+        ..base(VmWorkload::Chat, mode)
+    }
+}
+
+fn trees(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
+    VmRunSpec {
+        depth: scale.tree_depth,
+        ..base(workload, mode)
+    }
+}
+
+/// Every VM run of the report, `scale.vm_repeat` times each.
+pub fn specs(scale: &Scale) -> Vec<VmRunSpec> {
+    let mut specs = Vec::new();
+    for threads in WAREHOUSE_THREADS {
+        for mode in LAB_MODES {
+            specs.push(warehouses(scale, mode, threads));
+        }
+    }
+    for rooms in ROOMS {
+        for mode in LAB_MODES {
+            specs.push(chat(scale, mode, rooms));
+        }
+    }
+    for workload in [VmWorkload::BinaryTrees, VmWorkload::GcBench] {
+        for mode in ALL_MODES {
+            specs.push(trees(scale, workload, mode));
+        }
+    }
+    specs
+}
+
+/// The runs of one spec.
+pub struct Runs {
+    spec: VmRunSpec,
+    results: Vec<VmRunResult>,
+}
+
+impl Runs {
+    /// The median of a figure over the repetitions.
+    fn median(&self, figure: impl Fn(&VmRunResult) -> f64) -> f64 {
+        let mut values: Vec<f64> = self.results.iter().map(figure).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    }
+
+    /// The mean of a count over the repetitions.
+    fn mean(&self, figure: impl Fn(&VmRunResult) -> u64) -> f64 {
+        self.results.iter().map(|r| figure(r) as f64).sum::<f64>() / self.results.len() as f64
+    }
+}
+
+/// Runs every spec; the results are also returned for `results.jsonl`.
+pub fn measure(scale: &Scale, progress: &ProgressBar) -> Result<Vec<Runs>, String> {
+    let mut all = Vec::new();
+    for spec in specs(scale) {
+        progress.set_message(format!(
+            "VM {} {} {} threads",
+            spec.workload.name(),
+            spec.mode,
+            spec.threads
+                .max(spec.rooms * 20 * usize::from(spec.workload == VmWorkload::Chat))
+        ));
+        let results = (0..scale.vm_repeat)
+            .map(|_| vm_run::run(&spec))
+            .collect::<Result<Vec<_>, _>>()?;
+        all.push(Runs { spec, results });
+        progress.inc(1);
+    }
+    Ok(all)
+}
+
+fn find<'a>(runs: &'a [Runs], spec: &VmRunSpec) -> &'a Runs {
+    runs.iter()
+        .find(|runs| runs.spec == *spec)
+        .expect("every VM configuration of the report was run")
+}
+
+pub fn render(scale: &Scale, runs: &[Runs]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## On the VM: LAB waste becomes collections\n");
+    let _ = writeln!(
+        s,
+        "`hab-vm` collects by copying when its allocation space is full, so memory left in LABs \
+         costs collections. Runs per configuration: {}; times and rates are their medians, \
+         counts their means.\n",
+        scale.vm_repeat
+    );
+    render_warehouses(&mut s, scale, runs);
+    render_chat(&mut s, scale, runs);
+    render_trees(&mut s, scale, runs);
+    s
+}
+
+fn render_warehouses(s: &mut String, scale: &Scale, runs: &[Runs]) {
+    let _ = writeln!(
+        s,
+        "### Garthwaite et al., Figure 9: warehouses by thread count\n"
+    );
+    let _ = writeln!(
+        s,
+        "SPECjbb-like `warehouses`: each thread creates {} orders (5 to 15 lines each) and keeps \
+         the last {LIVE_ORDERS}; a {} allocation space; adaptive TLAB sizing. Thousands of \
+         orders per second (and collections):\n",
+        scale.warehouse_orders,
+        approximate(SMALL_SPACE_BYTES)
+    );
+    let _ = writeln!(
+        s,
+        "| threads | tlab | plab | flip | plab / tlab | flip / tlab |"
+    );
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: |");
+    for threads in WAREHOUSE_THREADS {
+        let cell = |mode| {
+            let runs = find(runs, &warehouses(scale, mode, threads));
+            (runs.median(|r| r.ops_per_sec), runs.mean(|r| r.collections))
+        };
+        let [(tlab, tlab_gc), (plab, plab_gc), (flip, flip_gc)] = LAB_MODES.map(cell);
+        let _ = writeln!(
+            s,
+            "| {threads} | {:.0} ({tlab_gc:.0}) | {:.0} ({plab_gc:.0}) | {:.0} ({flip_gc:.0}) | {:.2} | {:.2} |",
+            tlab / 1e3,
+            plab / 1e3,
+            flip / 1e3,
+            plab / tlab,
+            flip / tlab
+        );
+    }
+    let _ = writeln!(s);
+}
+
+fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs]) {
+    let _ = writeln!(
+        s,
+        "### Garthwaite et al., Figure 10 and Table 2: chat rooms with 64 KiB LABs\n"
+    );
+    let _ = writeln!(
+        s,
+        "VolanoMark-like `chat`: rooms of 20 connection threads, blocked on their inboxes most of \
+         the time; each sends {} messages, broadcast to its room. {} LABs, a {} allocation space. \
+         The rows of the seed's Table 2 (means per run):\n",
+        scale.chat_messages,
+        approximate(CHAT_LAB_BYTES),
+        approximate(SMALL_SPACE_BYTES)
+    );
+    let mut header = String::from("| | ");
+    let mut rule = String::from("| --- |");
+    for rooms in ROOMS {
+        for mode in LAB_MODES {
+            let _ = write!(header, "{rooms} rooms, {mode} | ");
+            rule.push_str(" ---: |");
+        }
+    }
+    let _ = writeln!(s, "{}", header.trim_end());
+    let _ = writeln!(s, "{rule}");
+    type Row = (&'static str, fn(&Runs) -> String);
+    let rows: [Row; 13] = [
+        ("messages delivered per second", |r| {
+            format!("{:.0}", r.median(|r| r.ops_per_sec))
+        }),
+        ("collections", |r| {
+            format!("{:.1}", r.mean(|r| r.collections))
+        }),
+        ("GC time (ms)", |r| format!("{:.1}", r.median(|r| r.gc_ms))),
+        ("collections using TLABs", |r| {
+            format!("{:.1}", r.mean(|r| r.collections - r.plab_collections))
+        }),
+        ("collections using per-CPU LABs", |r| {
+            format!("{:.1}", r.mean(|r| r.plab_collections))
+        }),
+        ("LABs allocated", |r| {
+            format!("{:.0}", r.mean(|r| r.tlabs + r.plab.labs))
+        }),
+        ("MiB allocated in LABs", |r| {
+            format!(
+                "{:.1}",
+                r.mean(|r| r.tlab_bytes + r.plab.lab_bytes) / (1 << 20) as f64
+            )
+        }),
+        ("successful transactions", |r| {
+            format!("{:.0}", r.mean(|r| r.plab.transactions))
+        }),
+        ("failed transactions", |r| {
+            format!("{:.1}", r.mean(|r| r.plab.failed_transactions))
+        }),
+        ("invalid transactions", |r| {
+            format!("{:.1}", r.mean(|r| r.plab.invalid_transactions))
+        }),
+        ("sidelined LABs", |r| {
+            format!("{:.1}", r.mean(|r| r.plab.sidelined_labs))
+        }),
+        ("partially used LABs", |r| {
+            format!("{:.0}", r.mean(|r| r.partial_tlabs + r.plab.partial_labs))
+        }),
+        ("MiB wasted in partially used LABs", |r| {
+            format!("{:.2}", r.mean(wasted_bytes) / (1 << 20) as f64)
+        }),
+    ];
+    for (name, value) in rows {
+        let _ = write!(s, "| {name} |");
+        for rooms in ROOMS {
+            for mode in LAB_MODES {
+                let _ = write!(s, " {} |", value(find(runs, &chat(scale, mode, rooms))));
+            }
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s);
+    let rooms = 50;
+    let get = |mode| find(runs, &chat(scale, mode, rooms));
+    let tlab = get(Mode::Tlab);
+    for mode in [Mode::Plab, Mode::Flip] {
+        let other = get(mode);
+        let collections = other.mean(|r| r.collections) / tlab.mean(|r| r.collections);
+        let waste = other.mean(wasted_bytes) / tlab.mean(wasted_bytes);
+        let _ = writeln!(
+            s,
+            "Claim, {rooms} rooms: `{mode}` causes at most a fifth of the collections `tlab` causes \
+             ({collections:.3}×): {}; and wastes at most a tenth of its bytes ({waste:.4}×): {}.\n",
+            check(collections <= 0.2),
+            check(waste <= 0.1)
+        );
+    }
+}
+
+/// Bytes left unused in retired LABs (TLABs and per-CPU LABs).
+fn wasted_bytes(result: &VmRunResult) -> u64 {
+    result.tlab_waste_bytes + result.plab.partial_waste_bytes
+}
+
+fn render_trees(s: &mut String, scale: &Scale, runs: &[Runs]) {
+    let _ = writeln!(s, "### binary-trees and GCBench in every mode\n");
+    let _ = writeln!(
+        s,
+        "Depth {}, one thread, an allocation space three times the live data; `hab` has one \
+         1 MiB buffer per core. Time in ms (collections):\n",
+        scale.tree_depth
+    );
+    let _ = writeln!(
+        s,
+        "| workload | {} |",
+        ALL_MODES.map(|m| m.name()).join(" | ")
+    );
+    let _ = writeln!(s, "| --- |{}", " ---: |".repeat(ALL_MODES.len()));
+    for workload in [VmWorkload::BinaryTrees, VmWorkload::GcBench] {
+        let _ = write!(s, "| {} |", workload.name());
+        for mode in ALL_MODES {
+            let runs = find(runs, &trees(scale, workload, mode));
+            let _ = write!(
+                s,
+                " {:.0} ({:.0}) |",
+                runs.median(|r| r.elapsed_ms),
+                runs.mean(|r| r.collections)
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s);
+}
+
+/// Every result, for `results.jsonl`.
+pub fn results(runs: &[Runs]) -> impl Iterator<Item = &VmRunResult> {
+    runs.iter().flat_map(|runs| runs.results.iter())
+}
