@@ -162,6 +162,10 @@ struct RunArgs {
     /// Orders each warehouse keeps alive (warehouses).
     #[arg(long, default_value_t = 100)]
     live_orders: usize,
+    /// Run alloc-array or alloc-object on the VM (objects collected by copying) rather than
+    /// on a bare Hab heap (reset when full).
+    #[arg(long)]
+    vm: bool,
     /// VM workloads: check the heap before and after every collection; stop at the first
     /// problem.
     #[arg(long)]
@@ -224,6 +228,8 @@ fn main() -> ExitCode {
 
 fn run(args: RunArgs) -> Result<(), String> {
     let workload = match args.workload {
+        WorkloadArg::AllocArray if args.vm => return run_vm(args, VmWorkload::AllocArray),
+        WorkloadArg::AllocObject if args.vm => return run_vm(args, VmWorkload::AllocObject),
         WorkloadArg::AllocArray => Workload::AllocArray,
         WorkloadArg::AllocObject => Workload::AllocObject,
         WorkloadArg::BinaryTrees => return run_vm(args, VmWorkload::BinaryTrees),
@@ -347,6 +353,7 @@ fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
         ops: args.objects,
         rooms: args.rooms,
         live_orders: args.live_orders,
+        object_size: args.object_size,
         verify: args.verify,
         log_gc: args.log_gc,
         log_tlab: args.log_tlab,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hab::{ByteSize, HeapConfig, MiddleLevelSpec, Mode, TlabPolicy};
+use hab_vm::workloads::alloc::{self, Alloc};
 use hab_vm::workloads::chat::{self, Chat};
 use hab_vm::workloads::warehouses::{self, Warehouses};
 use hab_vm::workloads::{binary_trees, gcbench, javac_like, Outcome};
@@ -26,6 +27,10 @@ pub enum VmWorkload {
     Chat,
     /// One thread compiling units of many small objects.
     JavacLike,
+    /// Shipilëv's loop on the VM: every object kept in an array.
+    AllocArray,
+    /// Jaffer's loop on the VM: every object dropped.
+    AllocObject,
 }
 
 impl VmWorkload {
@@ -36,6 +41,8 @@ impl VmWorkload {
             VmWorkload::Warehouses => "warehouses",
             VmWorkload::Chat => "chat",
             VmWorkload::JavacLike => "javac-like",
+            VmWorkload::AllocArray => "alloc-array",
+            VmWorkload::AllocObject => "alloc-object",
         }
     }
 }
@@ -60,6 +67,8 @@ pub struct VmRunSpec {
     pub rooms: usize,
     /// Orders each warehouse keeps alive.
     pub live_orders: usize,
+    /// Object size in bytes (alloc-array, alloc-object).
+    pub object_size: usize,
     pub verify: bool,
     pub log_gc: bool,
     pub log_tlab: bool,
@@ -74,8 +83,14 @@ impl VmRunSpec {
                 VmWorkload::Warehouses => warehouses::max_live_bytes(self.warehouses()),
                 VmWorkload::Chat => 1 << 20,
                 VmWorkload::JavacLike => 2 << 20,
+                VmWorkload::AllocArray | VmWorkload::AllocObject => self.alloc().live_bytes(),
             };
-            (3 * live).max(4 << 20).next_multiple_of(1 << 20)
+            let floor = match self.workload {
+                // Jaffer's heap: small enough to stay in the caches.
+                VmWorkload::AllocObject => 16 << 20,
+                _ => 4 << 20,
+            };
+            (3 * live).max(floor).next_multiple_of(1 << 20)
         })
     }
 
@@ -94,10 +109,21 @@ impl VmRunSpec {
         }
     }
 
+    fn alloc(&self) -> Alloc {
+        Alloc {
+            threads: self.threads,
+            objects: self.ops.unwrap_or(1_000_000),
+            object_bytes: self.object_size,
+            keep: self.workload == VmWorkload::AllocArray,
+        }
+    }
+
     /// Threads the workload runs.
     fn thread_count(&self) -> usize {
         match self.workload {
-            VmWorkload::Warehouses => self.threads,
+            VmWorkload::Warehouses | VmWorkload::AllocArray | VmWorkload::AllocObject => {
+                self.threads
+            }
             VmWorkload::Chat => self.rooms * chat::ROOM_SIZE,
             _ => 1,
         }
@@ -160,6 +186,7 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         VmWorkload::Warehouses => warehouses::run(&vm, spec.warehouses()),
         VmWorkload::Chat => chat::run(&vm, spec.chat()),
         VmWorkload::JavacLike => javac_like::run(&vm, spec.ops.unwrap_or(200), 2000),
+        VmWorkload::AllocArray | VmWorkload::AllocObject => alloc::run(&vm, spec.alloc()),
     }
     .map_err(|e| e.to_string())?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -180,7 +207,8 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         elapsed_ms: elapsed * 1e3,
         collections: records.len() as u64,
         plab_collections: records.iter().filter(|r| r.in_plabs).count() as u64,
-        gc_ms: records.iter().map(|r| r.pause.as_secs_f64() * 1e3).sum(),
+        // `+ 0.0` turns the empty sum (-0.0) into 0.
+        gc_ms: records.iter().map(|r| r.pause.as_secs_f64() * 1e3).sum::<f64>() + 0.0,
         live_bytes_after_gc: vm.live_bytes_after_gc(),
         ops_per_sec: outcome.ops as f64 / elapsed,
         op: outcome.op,

@@ -24,8 +24,14 @@ pub struct Local(u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Global(usize);
 
-/// Collections in a row after which a thread that still cannot allocate gives up.
-const MAX_FAILED_COLLECTIONS: u32 = 8;
+/// Collections in a row after which a thread that still cannot allocate gives up: other
+/// threads took the whole space every time (each collection freed enough, see
+/// [`MIN_FREE_FRACTION`]).
+const MAX_FAILED_COLLECTIONS: u32 = 10_000;
+/// A collection that leaves less than 1/this of the space free means the live data does not
+/// fit: the run stops rather than collect again and again for little (like HotSpot's GC
+/// overhead limit).
+const MIN_FREE_FRACTION: usize = 64;
 
 /// The thread's Hab mutator, with the fast path of the mode it allocates in (it changes only
 /// while the thread is parked, at collections).
@@ -190,8 +196,14 @@ impl VmThread {
             match result {
                 Ok(address) => return Ok(address),
                 Err(AllocError::OutOfMemory { .. }) => {
-                    if failed_collections == MAX_FAILED_COLLECTIONS
-                        || (failed_collections > 0 && self.vm.free_after_gc() < bytes)
+                    let space = self.vm.config().space_bytes;
+                    let free = self.vm.free_after_gc();
+                    if failed_collections == MAX_FAILED_COLLECTIONS {
+                        return Err(VmError::Starved {
+                            collections: failed_collections,
+                        });
+                    }
+                    if failed_collections > 0 && (free < bytes || free < space / MIN_FREE_FRACTION)
                     {
                         return Err(VmError::OutOfMemory {
                             live_bytes: self.vm.live_bytes_after_gc(),

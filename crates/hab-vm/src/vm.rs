@@ -58,6 +58,11 @@ pub enum VmError {
         /// The request that failed.
         request_bytes: usize,
     },
+    /// A thread found the space taken by other threads after this many collections in a row.
+    Starved {
+        /// Collections it waited for.
+        collections: u32,
+    },
     /// An object larger than the VM can describe.
     TooLarge(String),
     /// A heap check of `--verify` failed.
@@ -79,6 +84,11 @@ impl fmt::Display for VmError {
                 ByteSize::new(*live_bytes),
                 ByteSize::new(*space_bytes),
                 ByteSize::new(*request_bytes)
+            ),
+            VmError::Starved { collections } => write!(
+                f,
+                "starved: other threads took the allocation space {collections} collections in a \
+                 row"
             ),
             VmError::TooLarge(what) => write!(f, "object too large: {what}"),
             VmError::Verify(what) => write!(f, "heap verification failed: {what}"),

@@ -37,6 +37,7 @@ fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
         ops: None,
         rooms: 10,
         live_orders: LIVE_ORDERS,
+        object_size: 16,
         verify: false,
         log_gc: false,
         log_tlab: false,

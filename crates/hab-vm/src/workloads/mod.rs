@@ -1,5 +1,6 @@
 //! The seeds' workloads, written against the VM's safe API (handles, scopes, safepoints).
 
+pub mod alloc;
 pub mod binary_trees;
 pub mod chat;
 pub mod gcbench;
