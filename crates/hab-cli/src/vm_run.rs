@@ -208,7 +208,11 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         collections: records.len() as u64,
         plab_collections: records.iter().filter(|r| r.in_plabs).count() as u64,
         // `+ 0.0` turns the empty sum (-0.0) into 0.
-        gc_ms: records.iter().map(|r| r.pause.as_secs_f64() * 1e3).sum::<f64>() + 0.0,
+        gc_ms: records
+            .iter()
+            .map(|r| r.pause.as_secs_f64() * 1e3)
+            .sum::<f64>()
+            + 0.0,
         live_bytes_after_gc: vm.live_bytes_after_gc(),
         ops_per_sec: outcome.ops as f64 / elapsed,
         op: outcome.op,

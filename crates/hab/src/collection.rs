@@ -259,6 +259,9 @@ impl Drop for Collection<'_> {
         if self.next_range.is_some() {
             heap.global().reset_range(start, end);
         }
+        if let Some(plabs) = heap.plabs() {
+            plabs.resize(config, end - start, heap.topology().online_cpus().len());
+        }
         heap.count_collection();
         heap.release_mutators();
     }

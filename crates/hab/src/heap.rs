@@ -153,7 +153,7 @@ impl Heap {
             .collect();
         let plabs = matches!(config.mode(), Mode::Plab | Mode::Flip).then(|| {
             Plabs::new(
-                config.max_tlab_bytes(),
+                &config,
                 tlab_reserve_bytes,
                 &topology,
                 per_cpu_works(&topology, &cpu_id),

@@ -15,10 +15,15 @@
 //! Threads that cannot use rseq (no registration, a section that keeps aborting, a simulated
 //! machine) allocate each object from per-CPU compare-and-swap buffers instead; counted.
 //!
-//! LABs are [`HeapConfig::max_tlab_bytes`](crate::HeapConfig::max_tlab_bytes) large ("the
-//! maximum LAB size" of the flip policy). Cost: the inline path is nine instructions; a
+//! LAB sizes follow the TLAB policy: a fixed policy's size, else (adaptive, growing) the
+//! allocation range shared by the CPUs over the target number of refills per collection (50
+//! for a 1 % waste target), within the smallest and largest TLAB, recomputed at each
+//! collection. The largest TLAB is "the maximum LAB size" of the flip policy. Cost: the inline path is nine instructions; a
 //! refill is two sections, a global CAS and, when interference happens, a sideline scan.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::config::{HeapConfig, TlabPolicy};
 use crate::cpu_id::SimulatedCpu;
 use crate::heap::Heap;
 use crate::hierarchy;
@@ -36,32 +41,50 @@ pub(crate) struct Plabs {
     sideline: Sideline,
     /// Compare-and-swap buffers, one per CPU, for threads that cannot use `slots`.
     fallback: [MiddleLevel; 1],
-    lab_bytes: usize,
+    /// The size of the next LABs taken (see the module documentation).
+    lab_bytes: AtomicUsize,
+    /// The largest LAB: objects up to this size (less the reserve) go in LABs.
+    max_lab_bytes: usize,
     /// Bytes every LAB keeps beyond its soft end so its tail can hold a filler.
     reserve_bytes: usize,
 }
 
 impl Plabs {
-    /// LABs of `lab_bytes`; restartable ones when `restartable` (the topology is the real
+    /// LABs sized for `config`; restartable ones when `restartable` (the topology is the real
     /// machine's, which numbers every possible CPU).
     pub(crate) fn new(
-        lab_bytes: usize,
+        config: &HeapConfig,
         reserve_bytes: usize,
         topology: &Topology,
         restartable: bool,
     ) -> Self {
+        let max_lab_bytes = config.max_tlab_bytes();
+        let cpus = topology.online_cpus().len();
         Plabs {
             slots: restartable.then(|| LabSlots::new(topology.cpu_slots())),
             sideline: Sideline::new(),
             fallback: [MiddleLevel::new(
                 Level::Cpu,
-                lab_bytes,
+                max_lab_bytes,
                 topology.domains(Level::Cpu),
                 reserve_bytes,
             )],
-            lab_bytes,
+            lab_bytes: AtomicUsize::new(lab_bytes_for(config, config.capacity_bytes(), cpus)),
+            max_lab_bytes,
             reserve_bytes,
         }
+    }
+
+    /// Sizes the LABs taken from now on for an allocation range of `range_bytes` (called at
+    /// the end of each collection).
+    pub(crate) fn resize(&self, config: &HeapConfig, range_bytes: usize, cpus: usize) {
+        self.lab_bytes
+            .store(lab_bytes_for(config, range_bytes, cpus), Ordering::Relaxed);
+    }
+
+    /// The size of the LABs taken now.
+    pub(crate) fn lab_bytes(&self) -> usize {
+        self.lab_bytes.load(Ordering::Relaxed)
     }
 
     /// Whether the LABs use restartable sequences.
@@ -83,7 +106,7 @@ impl Plabs {
 
     /// The largest object a LAB holds.
     pub(crate) fn max_object_bytes(&self) -> usize {
-        self.lab_bytes - self.reserve_bytes
+        self.max_lab_bytes - self.reserve_bytes
     }
 
     /// Empties every LAB and discards the sidelined ones at a collection: fillers over their
@@ -109,6 +132,19 @@ impl Plabs {
             counters.discarded_sidelined_bytes.add(bytes as u64);
         });
         self.fallback[0].retire_all(base, |start, end| retire_tail(heap, counters, start, end));
+    }
+}
+
+/// A LAB size for an allocation range of `range_bytes` shared by `cpus` CPUs.
+fn lab_bytes_for(config: &HeapConfig, range_bytes: usize, cpus: usize) -> usize {
+    match config.tlab() {
+        TlabPolicy::Fixed(bytes) => bytes,
+        TlabPolicy::Adaptive | TlabPolicy::Growing => {
+            let share = range_bytes as f64 / (cpus.max(1) as f64 * config.target_refills());
+            let words = share as usize / crate::config::WORD_BYTES;
+            (words * crate::config::WORD_BYTES)
+                .clamp(config.min_tlab_bytes(), config.max_tlab_bytes())
+        }
     }
 }
 
@@ -173,7 +209,9 @@ fn refill(
             (base + offset as usize * WORD, len as usize * WORD)
         }
         None => {
-            let (start, len) = heap.global().carve_between(min, plabs.lab_bytes.max(min))?;
+            let (start, len) = heap
+                .global()
+                .carve_between(min, plabs.lab_bytes().max(min))?;
             heap.global().zero_reused(start, len);
             (start, len)
         }
