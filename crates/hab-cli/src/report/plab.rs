@@ -39,7 +39,8 @@ pub fn render(scale: &Scale, measured: &Measured) -> String {
         s,
         "`alloc-object`, 16-byte objects, {} per thread, a {} heap, as in Jaffer's experiment. \
          In `plab` mode there is no TLAB: each object is bumped in the LAB of the CPU the thread \
-         runs on, inside a restartable sequence{}; LABs are the largest TLAB size (1 MiB). Median \
+         runs on, inside a restartable sequence{}; LABs are sized like adaptive TLABs (the heap \
+         shared by the CPUs over 50 refills per collection). Median \
          of {} repetitions; all three modes in the same run.\n",
         scale.object_objects,
         ByteSize::new(jaffer::HEAP_BYTES),
