@@ -34,11 +34,12 @@ pub(crate) unsafe fn copy_reachable<'r>(
     let mut scan = to.start;
     while scan < copier.free {
         // SAFETY: `scan` walks the copies, each starting with the header copied from `from`.
+        let header = Header::decode(unsafe { header_word(scan) });
         let Header::Object {
             kind,
             size_words,
             aux,
-        } = Header::decode(unsafe { header_word(scan) })
+        } = header
         else {
             unreachable!("copies have object headers");
         };

@@ -355,11 +355,11 @@ impl Vm {
                 // roots (see `ThreadRoots`).
                 .flat_map(|roots| unsafe { &mut *roots.slots.get() }.iter_mut())
                 .chain(globals.iter_mut());
-            // SAFETY: the roots refer to objects of `from` (handles only ever hold addresses
-            // the VM handed out or read from fields, and every collection fixes them); `to` is
-            // the other half, unused since the last collection.
-            let survivors_end =
-                unsafe { collector::copy_reachable(roots, from.clone(), to.clone()) };
+            let (from_half, to_half) = (from.clone(), to.clone());
+            // SAFETY: the roots refer to objects of `from` (handles only hold addresses the VM
+            // handed out or read from fields, and every collection fixes them); `to` is the
+            // other half, unused since the last collection.
+            let survivors_end = unsafe { collector::copy_reachable(roots, from_half, to_half) };
             if self.config.verify {
                 let roots = root_values(&threads, &globals);
                 // SAFETY: [to.start, survivors_end) holds the copies back to back.
