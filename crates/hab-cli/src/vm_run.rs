@@ -193,7 +193,6 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
     let records = vm.gc_records();
     let stats = vm.heap_stats();
     let totals = stats.totals;
-    let p = totals.plab;
     Ok(VmRunResult {
         workload: spec.workload.name(),
         mode: spec.mode.to_string(),
@@ -220,20 +219,7 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         tlab_bytes: totals.tlab_bytes,
         partial_tlabs: totals.partial_tlabs,
         tlab_waste_bytes: totals.waste_bytes(),
-        plab: PlabResult {
-            labs: p.labs,
-            lab_bytes: p.lab_bytes,
-            transactions: p.transactions,
-            failed_transactions: p.failed_transactions,
-            invalid_transactions: p.invalid_transactions,
-            sidelined_labs: p.sidelined_labs,
-            sidelined_bytes: p.sidelined_bytes,
-            discarded_sidelined_labs: p.discarded_sidelined_labs,
-            partial_labs: p.partial_labs,
-            partial_waste_bytes: p.partial_waste_bytes,
-            rseq_aborts: p.rseq_aborts,
-            fallback_allocs: p.fallback_allocs,
-        },
+        plab: PlabResult::from(totals.plab),
     })
 }
 

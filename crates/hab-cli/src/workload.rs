@@ -165,6 +165,25 @@ pub struct PlabResult {
     pub fallback_allocs: u64,
 }
 
+impl From<hab::PlabStats> for PlabResult {
+    fn from(stats: hab::PlabStats) -> Self {
+        PlabResult {
+            labs: stats.labs,
+            lab_bytes: stats.lab_bytes,
+            transactions: stats.transactions,
+            failed_transactions: stats.failed_transactions,
+            invalid_transactions: stats.invalid_transactions,
+            sidelined_labs: stats.sidelined_labs,
+            sidelined_bytes: stats.sidelined_bytes,
+            discarded_sidelined_labs: stats.discarded_sidelined_labs,
+            partial_labs: stats.partial_labs,
+            partial_waste_bytes: stats.partial_waste_bytes,
+            rseq_aborts: stats.rseq_aborts,
+            fallback_allocs: stats.fallback_allocs,
+        }
+    }
+}
+
 /// One middle level's figures in a run (means per repetition).
 #[derive(Clone, Debug, Serialize)]
 pub struct LevelResult {
@@ -346,20 +365,12 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     };
     let waste_bytes =
         mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes() + s.plab.unused_bytes());
-    let plab = PlabResult {
-        labs: mean(&|(s, _)| s.plab.labs),
-        lab_bytes: mean(&|(s, _)| s.plab.lab_bytes),
-        transactions: mean(&|(s, _)| s.plab.transactions),
-        failed_transactions: mean(&|(s, _)| s.plab.failed_transactions),
-        invalid_transactions: mean(&|(s, _)| s.plab.invalid_transactions),
-        sidelined_labs: mean(&|(s, _)| s.plab.sidelined_labs),
-        sidelined_bytes: mean(&|(s, _)| s.plab.sidelined_bytes),
-        discarded_sidelined_labs: mean(&|(s, _)| s.plab.discarded_sidelined_labs),
-        partial_labs: mean(&|(s, _)| s.plab.partial_labs),
-        partial_waste_bytes: mean(&|(s, _)| s.plab.partial_waste_bytes),
-        rseq_aborts: mean(&|(s, _)| s.plab.rseq_aborts),
-        fallback_allocs: mean(&|(s, _)| s.plab.fallback_allocs),
-    };
+    let mut plab_total = hab::PlabStats::default();
+    for (stats, _) in measured {
+        plab_total += stats.plab;
+    }
+    let reps = measured.len() as u64;
+    let plab = PlabResult::from(plab_total.divided_by(reps));
     let levels: Vec<LevelResult> = heap
         .middle_levels()
         .into_iter()

@@ -77,6 +77,11 @@ macro_rules! figures {
             pub fn since(&self, earlier: &$stats) -> $stats {
                 $stats { $($field: self.$field.saturating_sub(earlier.$field),)* }
             }
+
+            /// Every figure divided by `n` (at least 1): a mean over `n` runs.
+            pub fn divided_by(&self, n: u64) -> $stats {
+                $stats { $($field: self.$field / n.max(1),)* }
+            }
         }
 
         impl AddAssign for $stats {
