@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use hab::{ByteSize, Mode};
 
-use super::{check, Extras, Measured, Scale};
+use super::plot::BarPlot;
+use super::{check, Extras, Figures, Measured, Scale};
 use crate::workload::{RunSpec, Workload};
 
 const SIZES: [usize; 3] = [16, 48, 144];
@@ -33,7 +34,7 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
     specs
 }
 
-pub fn render(scale: &Scale, measured: &Measured, extras: &Extras) -> String {
+pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, figures: &Figures) -> String {
     let mut s = String::new();
     let get = |mode, threads, size| measured.get(&run(scale, mode, threads, size));
     let _ = writeln!(
@@ -70,6 +71,30 @@ pub fn render(scale: &Scale, measured: &Measured, extras: &Extras) -> String {
             );
         }
     }
+    let categories: Vec<String> = SIZES
+        .iter()
+        .flat_map(|size| THREADS.map(|threads| format!("{size} B, {threads} thr")))
+        .collect();
+    let series = [Mode::Tlab, Mode::Shared]
+        .map(|mode| {
+            let values = SIZES
+                .iter()
+                .flat_map(|&size| {
+                    THREADS.map(|threads| get(mode, threads, size).allocs_per_sec / 1e6)
+                })
+                .collect();
+            (mode.name().to_string(), values)
+        })
+        .to_vec();
+    s += &figures.bars(
+        "jaffer",
+        &BarPlot {
+            title: "alloc-object: TLABs against a shared CAS",
+            y_label: "million objects per second",
+            categories,
+            series,
+        },
+    );
     let compute = extras.compute_speedup;
     let _ = writeln!(
         s,

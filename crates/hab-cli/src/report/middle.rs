@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use hab::{ByteSize, CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
 
-use super::{Extras, Measured, Scale};
+use super::plot::{LinePlot, Series};
+use super::{Figures, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 const THREADS: [usize; 3] = [2, 8, 32];
@@ -163,7 +164,7 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
     specs
 }
 
-pub fn render(scale: &Scale, measured: &Measured, _: &Extras) -> String {
+pub fn render(scale: &Scale, measured: &Measured, figures: &Figures) -> String {
     let mut s = String::new();
     let sizes = tlab_sizes(scale);
     let configs = middle_configs(scale);
@@ -206,6 +207,37 @@ pub fn render(scale: &Scale, measured: &Measured, _: &Extras) -> String {
             let _ = writeln!(s);
         }
         let _ = writeln!(s);
+    }
+
+    for threads in THREADS {
+        let series = configs
+            .iter()
+            .map(|&middle| Series {
+                name: format!("hab {}", MiddleLevelSpec::list_to_string(&[middle])),
+                points: sizes
+                    .iter()
+                    .filter_map(|&tlab| match tlab {
+                        TlabPolicy::Fixed(bytes) => {
+                            let base = measured.get(&grid(scale, threads, tlab, None));
+                            let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
+                            Some((bytes as f64, hab.allocs_per_sec / base.allocs_per_sec))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let title = format!("Speed-up of hab over tlab by TLAB size, {threads} threads");
+        s += &figures.lines(
+            &format!("kirsch-{threads}-threads"),
+            &LinePlot {
+                title: &title,
+                x_label: "TLAB size (bytes, log scale)",
+                y_label: "throughput of hab / tlab (same TLAB size)",
+                log_x: true,
+                series,
+            },
+        );
     }
 
     let _ = writeln!(

@@ -8,6 +8,7 @@ mod costs;
 mod jaffer;
 mod middle;
 mod plab;
+mod plot;
 mod shipilev;
 mod vm;
 
@@ -101,6 +102,37 @@ impl Measured {
     }
 }
 
+/// Where the report's plots go. Each plot is written as SVG and PNG; the section links the
+/// PNG (and names the SVG) in its Markdown.
+pub struct Figures {
+    dir: std::path::PathBuf,
+}
+
+impl Figures {
+    /// A line plot, as Markdown.
+    pub fn lines(&self, stem: &str, plot: &plot::LinePlot<'_>) -> String {
+        Self::link(plot.title, plot::write_lines(&self.dir, stem, plot))
+    }
+
+    /// A bar plot, as Markdown.
+    pub fn bars(&self, stem: &str, plot: &plot::BarPlot<'_>) -> String {
+        Self::link(plot.title, plot::write_bars(&self.dir, stem, plot))
+    }
+
+    fn link(title: &str, written: Result<[String; 2], String>) -> String {
+        match written {
+            Ok([svg, png]) => format!(
+                "![{title}]({png})
+
+(vector: [{svg}]({svg}))
+
+"
+            ),
+            Err(why) => format!("(plot \"{title}\" not drawn: {why})\n\n"),
+        }
+    }
+}
+
 /// Figures measured outside `hab run`.
 pub struct Extras {
     /// The compute loop's speed-up from 1 to 2 threads.
@@ -160,6 +192,9 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     };
 
     fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let figures = Figures {
+        dir: out.to_path_buf(),
+    };
     let mut lines = String::new();
     for (_, result) in &measured.runs {
         lines.push_str(&serde_json::to_string(result).map_err(|e| e.to_string())?);
@@ -172,11 +207,11 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     fs::write(out.join("results.jsonl"), lines).map_err(|e| e.to_string())?;
 
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
-    text += &shipilev::render(scale, &measured, &extras);
-    text += &jaffer::render(scale, &measured, &extras);
-    text += &middle::render(scale, &measured, &extras);
+    text += &shipilev::render(scale, &measured, &figures);
+    text += &jaffer::render(scale, &measured, &extras, &figures);
+    text += &middle::render(scale, &measured, &figures);
     text += &plab::render(scale, &measured);
-    text += &vm::render(scale, &vm_runs);
+    text += &vm::render(scale, &vm_runs, &figures);
     text += &costs::render(&extras.costs);
     let path = out.join("README.md");
     fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

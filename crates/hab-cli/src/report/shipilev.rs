@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use hab::{Level, MiddleLevelSpec, Mode, TlabPolicy, ZeroMemory};
 
-use super::{check, Extras, Measured, Scale};
+use super::plot::{LinePlot, Series};
+use super::{check, Figures, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 /// The TLAB sizes of the seed's sweep, then adaptive.
@@ -67,7 +68,7 @@ fn label(policy: TlabPolicy, mode: Mode) -> String {
     }
 }
 
-pub fn render(scale: &Scale, measured: &Measured, _: &Extras) -> String {
+pub fn render(scale: &Scale, measured: &Measured, figures: &Figures) -> String {
     let mut s = String::new();
     let get = |mode, policy, threads| measured.get(&tlab(scale, mode, policy, threads));
     let small = TlabPolicy::Fixed(1 << 10);
@@ -159,6 +160,31 @@ pub fn render(scale: &Scale, measured: &Measured, _: &Extras) -> String {
             );
         }
     }
+    let series = THREADS
+        .iter()
+        .map(|&threads| Series {
+            name: format!("{threads} thread{}", if threads == 1 { "" } else { "s" }),
+            points: SWEEP
+                .iter()
+                .filter_map(|&policy| match policy {
+                    TlabPolicy::Fixed(bytes) => {
+                        Some((bytes as f64, get(Mode::Tlab, policy, threads).ns_per_alloc))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        })
+        .collect();
+    s += &figures.lines(
+        "shipilev",
+        &LinePlot {
+            title: "alloc-array: time per object against TLAB size (tlab mode)",
+            x_label: "TLAB size (bytes, log scale)",
+            y_label: "ns per object",
+            log_x: true,
+            series,
+        },
+    );
     render_middle_claim(&mut s, &get);
     s
 }

@@ -8,7 +8,8 @@ use hab::{MiddleLevelSpec, Mode, TlabPolicy};
 use hab_vm::approximate;
 use indicatif::ProgressBar;
 
-use super::{check, Scale};
+use super::plot::{BarPlot, LinePlot, Series};
+use super::{check, Figures, Scale};
 use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
 
 const WAREHOUSE_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
@@ -137,7 +138,7 @@ fn find<'a>(runs: &'a [Runs], spec: &VmRunSpec) -> &'a Runs {
         .expect("every VM configuration of the report was run")
 }
 
-pub fn render(scale: &Scale, runs: &[Runs]) -> String {
+pub fn render(scale: &Scale, runs: &[Runs], figures: &Figures) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## On the VM: LAB waste becomes collections\n");
     let _ = writeln!(
@@ -147,13 +148,13 @@ pub fn render(scale: &Scale, runs: &[Runs]) -> String {
          counts their means.\n",
         scale.vm_repeat
     );
-    render_warehouses(&mut s, scale, runs);
-    render_chat(&mut s, scale, runs);
+    render_warehouses(&mut s, scale, runs, figures);
+    render_chat(&mut s, scale, runs, figures);
     render_trees(&mut s, scale, runs);
     s
 }
 
-fn render_warehouses(s: &mut String, scale: &Scale, runs: &[Runs]) {
+fn render_warehouses(s: &mut String, scale: &Scale, runs: &[Runs], figures: &Figures) {
     let _ = writeln!(
         s,
         "### Garthwaite et al., Figure 9: warehouses by thread count\n"
@@ -188,9 +189,31 @@ fn render_warehouses(s: &mut String, scale: &Scale, runs: &[Runs]) {
         );
     }
     let _ = writeln!(s);
+    let series = LAB_MODES
+        .map(|mode| Series {
+            name: mode.name().to_string(),
+            points: WAREHOUSE_THREADS
+                .iter()
+                .map(|&threads| {
+                    let runs = find(runs, &warehouses(scale, mode, threads));
+                    (threads as f64, runs.median(|r| r.ops_per_sec) / 1e3)
+                })
+                .collect(),
+        })
+        .to_vec();
+    *s += &figures.lines(
+        "garthwaite-figure-9",
+        &LinePlot {
+            title: "warehouses: throughput by threads (2 CPUs)",
+            x_label: "warehouse threads (log scale)",
+            y_label: "thousand orders per second",
+            log_x: true,
+            series,
+        },
+    );
 }
 
-fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs]) {
+fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], figures: &Figures) {
     let _ = writeln!(
         s,
         "### Garthwaite et al., Figure 10 and Table 2: chat rooms with 64 KiB LABs\n"
@@ -267,6 +290,42 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs]) {
         let _ = writeln!(s);
     }
     let _ = writeln!(s);
+    let series = LAB_MODES
+        .map(|mode| {
+            let values = ROOMS
+                .iter()
+                .map(|&rooms| find(runs, &chat(scale, mode, rooms)).mean(|r| r.collections))
+                .collect();
+            (mode.name().to_string(), values)
+        })
+        .to_vec();
+    *s += &figures.bars(
+        "garthwaite-table-2-collections",
+        &BarPlot {
+            title: "chat: collections with 64 KiB LABs in a 4 MiB space",
+            y_label: "collections per run",
+            categories: ROOMS.iter().map(|rooms| format!("{rooms} rooms")).collect(),
+            series,
+        },
+    );
+    let series = LAB_MODES
+        .map(|mode| {
+            let values = ROOMS
+                .iter()
+                .map(|&rooms| find(runs, &chat(scale, mode, rooms)).median(|r| r.ops_per_sec) / 1e3)
+                .collect();
+            (mode.name().to_string(), values)
+        })
+        .to_vec();
+    *s += &figures.bars(
+        "garthwaite-figure-10",
+        &BarPlot {
+            title: "chat: messages delivered per second",
+            y_label: "thousand messages per second",
+            categories: ROOMS.iter().map(|rooms| format!("{rooms} rooms")).collect(),
+            series,
+        },
+    );
     let rooms = 50;
     let get = |mode| find(runs, &chat(scale, mode, rooms));
     let tlab = get(Mode::Tlab);
