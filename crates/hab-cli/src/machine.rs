@@ -1,6 +1,9 @@
 //! A short description of the machine a report was measured on.
 
+use std::ffi::CStr;
 use std::fs;
+
+use hab::{CpuIdReader, CpuIdSource, Level, Topology};
 
 /// Lines describing CPU, memory and kernel, read from /proc and sysfs where available.
 pub fn describe() -> Vec<String> {
@@ -55,6 +58,50 @@ pub fn describe() -> Vec<String> {
                 caches.join(", ")
             }
         ),
-        format!("Memory: {memory}; Linux {kernel}"),
+        format!("Memory: {memory}; Linux {kernel}; {}", libc_version()),
+        topology(),
+        format!("Restartable sequences: {}", hab::rseq_mechanism()),
+        format!("CPU id read from: {}", cpu_id_source()),
     ]
+}
+
+/// The machine's shape as Hab reads it from sysfs.
+fn topology() -> String {
+    let topology = Topology::discover();
+    let count = |level| topology.domains(level);
+    format!(
+        "Topology: {} package(s), {} NUMA node(s), {} last-level cache(s), {} core(s), {} online \
+         CPU(s){}",
+        count(Level::Package),
+        count(Level::Node),
+        count(Level::Llc),
+        count(Level::Core),
+        topology.online_cpus().len(),
+        if topology.warnings().is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} guess(es), see `hab topology`)",
+                topology.warnings().len()
+            )
+        }
+    )
+}
+
+/// The C library and its version.
+fn libc_version() -> String {
+    // SAFETY: glibc returns a pointer to a static NUL-terminated string.
+    let version = unsafe { CStr::from_ptr(libc::gnu_get_libc_version()) };
+    format!("glibc {}", version.to_string_lossy())
+}
+
+/// The CPU-id source a heap picks by default here.
+fn cpu_id_source() -> String {
+    let slots = Topology::discover().cpu_slots();
+    match CpuIdReader::new(CpuIdSource::Rseq, slots) {
+        Ok(reader) => reader.source().to_string(),
+        Err(_) => CpuIdReader::new(CpuIdSource::GetCpu, slots)
+            .map(|reader| reader.source().to_string())
+            .unwrap_or_else(|why| format!("none ({why})")),
+    }
 }

@@ -5,6 +5,7 @@
 //! Each experiment is a file: the runs it needs (`specs`) and the section it writes (`render`).
 
 mod costs;
+mod html;
 mod jaffer;
 mod middle;
 mod plab;
@@ -159,9 +160,11 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     let vm_steps = vm::specs(scale).len();
     let progress = ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps) as u64);
     progress.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left) {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
     );
 
     progress.set_message("compute loop on 1 and 2 threads");
@@ -205,6 +208,7 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
         lines.push('\n');
     }
     fs::write(out.join("results.jsonl"), lines).map_err(|e| e.to_string())?;
+    write_data(out, &measured, &vm_runs)?;
 
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
     text += &shipilev::render(scale, &measured, &figures);
@@ -214,12 +218,95 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     text += &vm::render(scale, &vm_runs, &figures);
     text += &costs::render(&extras.costs);
     let path = out.join("README.md");
-    fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let page = out.join("index.html");
+    fs::write(&page, html::page(&text, out))
+        .map_err(|e| format!("cannot write {}: {e}", page.display()))?;
     println!(
         "wrote {} ({:.0} s)",
         path.display(),
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// `DIR/data/*.csv`: every measured point, one row per run (times with min, median and max
+/// over the repetitions).
+fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(), String> {
+    let dir = out.join("data");
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut alloc = String::from(
+        "workload,mode,tlab,middle,threads,object_bytes,objects_per_thread,heap_bytes,zero,\
+         ms_min,ms_median,ms_max,ns_per_object,objects_per_sec,refills,slow_allocs,waste_bytes,\
+         collections,foreign_allocs,plab_labs,plab_partial_waste_bytes\n",
+    );
+    for (spec, r) in &measured.runs {
+        let max = r.elapsed_ms.iter().copied().fold(f64::MIN, f64::max);
+        let _ = writeln!(
+            alloc,
+            "{},{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.4},{:.0},{},{},{},{},{},{},{}",
+            r.workload,
+            r.mode,
+            spec.tlab,
+            r.middle,
+            r.threads,
+            r.object_size,
+            r.objects,
+            r.heap_bytes,
+            r.zero,
+            r.elapsed_ms_min,
+            r.elapsed_ms_median,
+            max,
+            r.ns_per_alloc,
+            r.allocs_per_sec,
+            r.refills,
+            r.slow_allocs,
+            r.waste_bytes,
+            r.collections,
+            r.foreign_allocs,
+            r.plab.labs,
+            r.plab.partial_waste_bytes
+        );
+    }
+    let mut vm = String::from(
+        "workload,mode,tlab,middle,threads,heap_bytes,ms,ops_per_sec,op,collections,\
+         plab_collections,gc_ms,live_bytes_after_gc,tlabs,partial_tlabs,tlab_waste_bytes,\
+         plab_labs,plab_transactions,plab_failed,plab_invalid,plab_sidelined,plab_partial,\
+         plab_partial_waste_bytes\n",
+    );
+    for r in vm::results(vm_runs) {
+        let p = &r.plab;
+        let _ = writeln!(
+            vm,
+            "{},{},{},\"{}\",{},{},{:.3},{:.1},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{}",
+            r.workload,
+            r.mode,
+            r.tlab_policy,
+            r.middle,
+            r.threads,
+            r.heap_bytes,
+            r.elapsed_ms,
+            r.ops_per_sec,
+            r.op,
+            r.collections,
+            r.plab_collections,
+            r.gc_ms,
+            r.live_bytes_after_gc,
+            r.tlabs,
+            r.partial_tlabs,
+            r.tlab_waste_bytes,
+            p.labs,
+            p.transactions,
+            p.failed_transactions,
+            p.invalid_transactions,
+            p.sidelined_labs,
+            p.partial_labs,
+            p.partial_waste_bytes
+        );
+    }
+    for (name, text) in [("alloc-runs.csv", alloc), ("vm-runs.csv", vm)] {
+        fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))?;
+    }
     Ok(())
 }
 
