@@ -181,8 +181,17 @@ struct RunArgs {
 #[derive(clap::Args)]
 struct ReportArgs {
     /// Smaller object counts and fewer repetitions: finishes in well under 2 minutes.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "full")]
     quick: bool,
+    /// The seeds' sizes: longer runs and more repetitions.
+    #[arg(long)]
+    full: bool,
+    /// Run HotSpot beside Hab (bench/jvm; needs java and mvn), also at the quick scale.
+    #[arg(long, conflicts_with = "no_jvm")]
+    jvm: bool,
+    /// Do not run HotSpot, even where Java and Maven are installed.
+    #[arg(long)]
+    no_jvm: bool,
     /// Where to write README.md.
     #[arg(long, default_value = "report")]
     out: PathBuf,
@@ -213,7 +222,19 @@ fn parse_size(text: &str) -> Result<usize, String> {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => run(args),
-        Command::Report(args) => report::write(args.quick, &args.out),
+        Command::Report(args) => {
+            let size = match (args.quick, args.full) {
+                (true, _) => report::Size::Quick,
+                (_, true) => report::Size::Full,
+                _ => report::Size::Default,
+            };
+            let jvm = match (args.jvm, args.no_jvm) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            report::write(size, jvm, &args.out)
+        }
         Command::Topology(args) => topology(args),
         Command::CpuId(args) => cpu_id(args),
     };

@@ -14,7 +14,7 @@ const THREADS: [usize; 2] = [1, 2];
 /// The heap: small enough to stay in the caches.
 pub const HEAP_BYTES: usize = 16 << 20;
 
-fn run(scale: &Scale, mode: Mode, threads: usize, object_size: usize) -> RunSpec {
+pub(super) fn run(scale: &Scale, mode: Mode, threads: usize, object_size: usize) -> RunSpec {
     RunSpec {
         mode,
         threads,

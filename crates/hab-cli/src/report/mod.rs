@@ -5,8 +5,10 @@
 //! Each experiment is a file: the runs it needs (`specs`) and the section it writes (`render`).
 
 mod costs;
+mod hotspot;
 mod html;
 mod jaffer;
+mod jvm;
 mod middle;
 mod plab;
 mod plot;
@@ -25,6 +27,8 @@ use crate::workload::{self, RunResult, RunSpec, Workload};
 
 /// How big the experiments are.
 pub struct Scale {
+    /// `quick`, `default` or `full`.
+    pub name: &'static str,
     pub quick: bool,
     /// Objects per thread in Shipilëv's experiment (the seed: 50 M).
     pub array_objects: usize,
@@ -44,7 +48,8 @@ pub struct Scale {
     pub vm_repeat: usize,
 }
 
-const FULL: Scale = Scale {
+const DEFAULT: Scale = Scale {
+    name: "default",
     quick: false,
     array_objects: 50_000_000,
     object_objects: 20_000_000,
@@ -56,7 +61,23 @@ const FULL: Scale = Scale {
     tree_depth: 16,
     vm_repeat: 3,
 };
+/// The seeds' sizes where they differ from the default: deeper trees, longer runs, more
+/// repetitions.
+const FULL: Scale = Scale {
+    name: "full",
+    quick: false,
+    array_objects: 50_000_000,
+    object_objects: 50_000_000,
+    grid_objects: 50_000_000,
+    repeat: 10,
+    warmup: 2,
+    warehouse_orders: 100_000,
+    chat_messages: 200,
+    tree_depth: 20,
+    vm_repeat: 5,
+};
 const QUICK: Scale = Scale {
+    name: "quick",
     quick: true,
     array_objects: 2_000_000,
     object_objects: 2_000_000,
@@ -142,8 +163,28 @@ pub struct Extras {
 }
 
 /// Runs every experiment and writes the report.
-pub fn write(quick: bool, out: &Path) -> Result<(), String> {
-    let scale = if quick { &QUICK } else { &FULL };
+/// Which experiments' sizes, and whether HotSpot runs beside Hab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    Quick,
+    Default,
+    Full,
+}
+
+pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
+    let scale = match size {
+        Size::Quick => &QUICK,
+        Size::Default => &DEFAULT,
+        Size::Full => &FULL,
+    };
+    // HotSpot runs when asked, else at the default and full scales when Java and Maven exist.
+    let run_jvm = jvm.unwrap_or(!scale.quick) && jvm::available();
+    let jvm_skipped = match jvm {
+        Some(false) => Some("turned off with --no-jvm".to_string()),
+        _ if scale.quick && jvm.is_none() => Some("the quick scale skips it (add --jvm)".into()),
+        _ if !jvm::available() => Some("`java` or `mvn` is not on the PATH".into()),
+        _ => None,
+    };
     let started = Instant::now();
     let mut specs: Vec<RunSpec> = Vec::new();
     for spec in shipilev::specs(scale)
@@ -158,7 +199,8 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     }
     let cost_steps = costs::steps();
     let vm_steps = vm::specs(scale).len();
-    let progress = ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps) as u64);
+    let jvm_steps = if run_jvm { jvm::steps() + 1 } else { 0 };
+    let progress = ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps + jvm_steps) as u64);
     progress.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left) {msg}",
@@ -186,6 +228,19 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
         progress.inc(1);
     }
     let vm_runs = vm::measure(scale, &progress)?;
+    let hotspot = match jvm_skipped {
+        Some(why) => hotspot::HotSpot::Skipped(why),
+        None => {
+            progress.set_message("building bench/jvm with Maven");
+            let built = jvm::build()?;
+            progress.inc(1);
+            let points = jvm::measure(&built, scale, &progress)?;
+            hotspot::HotSpot::Measured {
+                version: built.version,
+                points,
+            }
+        }
+    };
     let costs = costs::measure(&progress)?;
     progress.finish_and_clear();
     let measured = Measured { runs };
@@ -209,6 +264,10 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     }
     fs::write(out.join("results.jsonl"), lines).map_err(|e| e.to_string())?;
     write_data(out, &measured, &vm_runs)?;
+    if let hotspot::HotSpot::Measured { points, .. } = &hotspot {
+        let json = serde_json::to_string_pretty(points).map_err(|e| e.to_string())?;
+        fs::write(out.join("data/hotspot.json"), json).map_err(|e| e.to_string())?;
+    }
 
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
     text += &shipilev::render(scale, &measured, &figures);
@@ -216,6 +275,7 @@ pub fn write(quick: bool, out: &Path) -> Result<(), String> {
     text += &middle::render(scale, &measured, &figures);
     text += &plab::render(scale, &measured);
     text += &vm::render(scale, &vm_runs, &figures);
+    text += &hotspot::render(scale, &measured, &vm_runs, &hotspot, &figures);
     text += &costs::render(&extras.costs);
     let path = out.join("README.md");
     fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -312,7 +372,10 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
 
 fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
     let mut s = String::new();
-    let flag = if scale.quick { " --quick" } else { "" };
+    let flag = match scale.name {
+        "default" => String::new(),
+        name => format!(" --{name}"),
+    };
     let _ = writeln!(s, "# Hab report\n");
     let _ = writeln!(
         s,

@@ -10,12 +10,13 @@ use super::{check, Figures, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 /// The TLAB sizes of the seed's sweep, then adaptive.
-const SWEEP: [TlabPolicy; 6] = [
+pub(super) const SWEEP: [TlabPolicy; 7] = [
     TlabPolicy::Fixed(1 << 10),
     TlabPolicy::Fixed(4 << 10),
     TlabPolicy::Fixed(16 << 10),
     TlabPolicy::Fixed(256 << 10),
     TlabPolicy::Fixed(1 << 20),
+    TlabPolicy::Fixed(4 << 20),
     TlabPolicy::Adaptive,
 ];
 /// TLAB sizes also run without zeroing at refill, and over a per-core level.
@@ -27,7 +28,7 @@ pub const DEFAULT_MIDDLE: MiddleLevelSpec = MiddleLevelSpec {
     buffer_bytes: 1 << 20,
 };
 
-fn tlab(scale: &Scale, mode: Mode, policy: TlabPolicy, threads: usize) -> RunSpec {
+pub(super) fn tlab(scale: &Scale, mode: Mode, policy: TlabPolicy, threads: usize) -> RunSpec {
     let middle = if mode == Mode::Hab {
         vec![DEFAULT_MIDDLE]
     } else {

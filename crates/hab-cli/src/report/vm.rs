@@ -45,7 +45,7 @@ fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
     }
 }
 
-fn warehouses(scale: &Scale, mode: Mode, threads: usize) -> VmRunSpec {
+pub(super) fn warehouses(scale: &Scale, mode: Mode, threads: usize) -> VmRunSpec {
     VmRunSpec {
         threads,
         ops: Some(scale.warehouse_orders),
@@ -54,7 +54,7 @@ fn warehouses(scale: &Scale, mode: Mode, threads: usize) -> VmRunSpec {
     }
 }
 
-fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
+pub(super) fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
     VmRunSpec {
         rooms,
         ops: Some(scale.chat_messages),
@@ -64,7 +64,7 @@ fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
     }
 }
 
-fn trees(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
+pub(super) fn trees(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
     VmRunSpec {
         depth: scale.tree_depth,
         ..base(workload, mode)
@@ -100,14 +100,14 @@ pub struct Runs {
 
 impl Runs {
     /// The median of a figure over the repetitions.
-    fn median(&self, figure: impl Fn(&VmRunResult) -> f64) -> f64 {
+    pub(super) fn median(&self, figure: impl Fn(&VmRunResult) -> f64) -> f64 {
         let mut values: Vec<f64> = self.results.iter().map(figure).collect();
         values.sort_by(f64::total_cmp);
         values[values.len() / 2]
     }
 
     /// The mean of a count over the repetitions.
-    fn mean(&self, figure: impl Fn(&VmRunResult) -> u64) -> f64 {
+    pub(super) fn mean(&self, figure: impl Fn(&VmRunResult) -> u64) -> f64 {
         self.results.iter().map(|r| figure(r) as f64).sum::<f64>() / self.results.len() as f64
     }
 }
@@ -132,7 +132,7 @@ pub fn measure(scale: &Scale, progress: &ProgressBar) -> Result<Vec<Runs>, Strin
     Ok(all)
 }
 
-fn find<'a>(runs: &'a [Runs], spec: &VmRunSpec) -> &'a Runs {
+pub(super) fn find<'a>(runs: &'a [Runs], spec: &VmRunSpec) -> &'a Runs {
     runs.iter()
         .find(|runs| runs.spec == *spec)
         .expect("every VM configuration of the report was run")

@@ -41,5 +41,6 @@ public final class BinaryTrees {
         }
         System.out.println("long lived tree of depth " + maxDepth + "\t check: " + longLived.check());
         System.err.println("elapsed_ms=" + (System.nanoTime() - started) / 1e6);
+        System.err.println("collections=" + Gc.collections());
     }
 }

@@ -1,0 +1,360 @@
+//! HotSpot beside Hab: builds `bench/jvm` (the same workloads in Java) and runs it on the
+//! installed JDK with the seeds' flags, in the same report run as Hab's measurements.
+//!
+//! Epsilon GC with fixed TLAB sizes (JDK 17 spells Shipilëv's `-XX:EpsilonTLABSize` as
+//! `-XX:TLABSize` with `-XX:-ResizeTLAB -XX:-EpsilonElasticTLAB`) and `-XX:-UseTLAB` for
+//! `alloc-array`; Parallel GC with and without TLABs for `alloc-object`; Parallel GC with a small
+//! young generation for `warehouses`, `chat` and `binary-trees`, collections counted by the
+//! JVM's own collector beans (after an untimed warm-up round, for `warehouses` and `chat`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use indicatif::ProgressBar;
+use serde_json::Value;
+
+use super::Scale;
+
+/// Where the Java project is.
+fn project_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/jvm")
+}
+
+/// A built benchmark jar and the `java` that runs it.
+pub struct Jvm {
+    jar: PathBuf,
+    /// `java -version`'s first line.
+    pub version: String,
+}
+
+/// Whether `java` and `mvn` are on the PATH.
+pub fn available() -> bool {
+    let runs = |program: &str, arg: &str| {
+        Command::new(program)
+            .arg(arg)
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    runs("java", "-version") && runs("mvn", "-v")
+}
+
+/// Builds `bench/jvm` with Maven.
+pub fn build() -> Result<Jvm, String> {
+    let dir = project_dir();
+    let output = Command::new("mvn")
+        .args(["-q", "-B", "package", "-DskipTests"])
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| format!("cannot run mvn: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "mvn package failed in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stdout)
+        ));
+    }
+    let version = Command::new("java")
+        .arg("-version")
+        .output()
+        .map(|output| {
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .next()
+                .unwrap_or("java")
+                .to_string()
+        })
+        .unwrap_or_default();
+    Ok(Jvm {
+        jar: dir.join("target/benchmarks.jar"),
+        version,
+    })
+}
+
+/// One HotSpot measurement: what was run, and its figures.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Point {
+    pub workload: &'static str,
+    /// The configuration in words, e.g. `Epsilon, 1 KiB TLABs`.
+    pub config: String,
+    pub threads: usize,
+    /// Object size (alloc-object), rooms (chat).
+    pub size: usize,
+    /// Time per object (alloc-array, alloc-object) in ns.
+    pub ns_per_object: Option<f64>,
+    /// The workload's own throughput (warehouses, chat) or elapsed ms (binary-trees).
+    pub value: Option<f64>,
+    pub collections: Option<u64>,
+    /// The command that reproduces it.
+    pub command: String,
+}
+
+/// The TLAB configurations of `alloc-array`: fixed sizes, then no TLAB.
+pub const ALLOC_ARRAY_TLABS: [Option<usize>; 7] = [
+    Some(1 << 10),
+    Some(4 << 10),
+    Some(16 << 10),
+    Some(256 << 10),
+    Some(1 << 20),
+    Some(4 << 20),
+    None,
+];
+
+impl Jvm {
+    fn java(
+        &self,
+        jvm_args: &[String],
+        main: &str,
+        args: &[String],
+    ) -> Result<(String, String), String> {
+        let output = Command::new("java")
+            .args(jvm_args)
+            .arg("-cp")
+            .arg(&self.jar)
+            .arg(main)
+            .args(args)
+            .output()
+            .map_err(|e| format!("cannot run java: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        if !output.status.success() {
+            return Err(format!("java {main} failed: {stderr}"));
+        }
+        Ok((stdout, stderr))
+    }
+
+    /// Runs a JMH benchmark; returns each result's (benchmark name, raw scores).
+    fn jmh(
+        &self,
+        benchmark: &str,
+        jmh_args: &[String],
+        jvm_args: &str,
+    ) -> Result<Vec<(String, Vec<f64>)>, String> {
+        let results = std::env::temp_dir().join(format!("hab-jmh-{}.json", std::process::id()));
+        let output = Command::new("java")
+            .arg("-jar")
+            .arg(&self.jar)
+            .arg(benchmark)
+            .args(jmh_args)
+            .args(["-jvmArgs", jvm_args, "-rf", "json", "-rff"])
+            .arg(&results)
+            .output()
+            .map_err(|e| format!("cannot run JMH: {e}"))?;
+        let text = std::fs::read_to_string(&results).unwrap_or_default();
+        let _ = std::fs::remove_file(&results);
+        let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let runs = parsed.as_array().cloned().unwrap_or_default();
+        if runs.is_empty() {
+            return Err(format!(
+                "JMH {benchmark} with {jvm_args} produced no result: {}",
+                String::from_utf8_lossy(&output.stdout)
+                    .lines()
+                    .filter(|line| line.contains("rror") || line.contains("Unrecognized"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        Ok(runs
+            .iter()
+            .map(|run| {
+                let name = run["benchmark"].as_str().unwrap_or("?").to_string();
+                let raw = run["primaryMetric"]["rawData"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|fork| fork.as_array().cloned().unwrap_or_default())
+                    .filter_map(|value| value.as_f64())
+                    .collect();
+                (name, raw)
+            })
+            .collect())
+    }
+}
+
+/// The median of some values.
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A `key=value` figure a Java program printed on standard error.
+fn figure(stderr: &str, key: &str) -> Option<f64> {
+    stderr.lines().find_map(|line| {
+        line.strip_prefix(key)?
+            .strip_prefix('=')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Every HotSpot measurement of the report.
+pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<Point>, String> {
+    let mut points = Vec::new();
+    let objects = scale.array_objects;
+    // Epsilon never frees: room for the warm-up and measured iterations' objects and arrays.
+    let (warmups, iterations) = if scale.quick { (1, 3) } else { (2, 5) };
+    let heap_mib = ((warmups + iterations) * objects * 24).div_ceil(1 << 20) + 512;
+    for tlab in ALLOC_ARRAY_TLABS {
+        progress.set_message(format!("HotSpot alloc-array, TLAB {tlab:?}"));
+        let tlab_flags = match tlab {
+            Some(bytes) => format!(
+                "-XX:TLABSize={bytes} -XX:MinTLABSize={bytes} -XX:-ResizeTLAB -XX:-EpsilonElasticTLAB -XX:EpsilonMaxTLABSize={}",
+                bytes.max(4 << 20)
+            ),
+            None => "-XX:-UseTLAB".to_string(),
+        };
+        let jvm_args = format!(
+            "-XX:+UnlockExperimentalVMOptions -XX:+UseEpsilonGC {tlab_flags} -Xms{heap_mib}m -Xmx{heap_mib}m -XX:+AlwaysPreTouch"
+        );
+        let jmh_args = vec![
+            "-f".into(),
+            "1".into(),
+            "-wi".into(),
+            warmups.to_string(),
+            "-i".into(),
+            iterations.to_string(),
+            "-p".into(),
+            format!("size={objects}"),
+        ];
+        let results = jvm.jmh("AllocArray", &jmh_args, &jvm_args)?;
+        let ms = median(&results[0].1);
+        points.push(Point {
+            workload: "alloc-array",
+            config: match tlab {
+                Some(bytes) => format!("Epsilon, {} TLABs", hab::ByteSize::new(bytes)),
+                None => "Epsilon, -XX:-UseTLAB".into(),
+            },
+            threads: 1,
+            size: 16,
+            ns_per_object: Some(ms * 1e6 / objects as f64),
+            value: Some(ms),
+            collections: Some(0),
+            command: format!(
+                "java -jar bench/jvm/target/benchmarks.jar AllocArray {} -jvmArgs \"{jvm_args}\"",
+                jmh_args.join(" ")
+            ),
+        });
+        progress.inc(1);
+    }
+    for threads in [1usize, 2] {
+        for use_tlab in [true, false] {
+            progress.set_message(format!("HotSpot alloc-object, {threads} threads"));
+            let jvm_args = format!(
+                "-XX:+UseParallelGC -Xmn64m{}",
+                if use_tlab { "" } else { " -XX:-UseTLAB" }
+            );
+            let jmh_args: Vec<String> = [
+                "-f", "1", "-wi", "2", "-i", "3", "-w", "1s", "-r", "1s", "-t",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([threads.to_string()])
+            .collect();
+            for (name, raw) in jvm.jmh("AllocObject", &jmh_args, &jvm_args)? {
+                let size = if name.ends_with("bytes144") {
+                    144
+                } else if name.ends_with("bytes48") {
+                    48
+                } else {
+                    16
+                };
+                points.push(Point {
+                    workload: "alloc-object",
+                    config: format!("Parallel, {}", if use_tlab { "TLABs" } else { "-XX:-UseTLAB" }),
+                    threads,
+                    size,
+                    ns_per_object: Some(median(&raw)),
+                    value: None,
+                    collections: None,
+                    command: format!(
+                        "java -jar bench/jvm/target/benchmarks.jar AllocObject {} -jvmArgs \"{jvm_args}\"",
+                        jmh_args.join(" ")
+                    ),
+                });
+            }
+            progress.inc(1);
+        }
+    }
+    let run_main = |workload: &'static str,
+                    config: String,
+                    flags: Vec<String>,
+                    main: &str,
+                    args: Vec<String>,
+                    key: &str,
+                    threads: usize,
+                    size: usize|
+     -> Result<Point, String> {
+        let (_, stderr) = jvm.java(&flags, main, &args)?;
+        Ok(Point {
+            workload,
+            config,
+            threads,
+            size,
+            ns_per_object: None,
+            value: figure(&stderr, key),
+            collections: figure(&stderr, "collections").map(|count| count as u64),
+            command: format!(
+                "java {} -cp bench/jvm/target/benchmarks.jar {main} {}",
+                flags.join(" "),
+                args.join(" ")
+            ),
+        })
+    };
+    let parallel = |young: &str| vec!["-XX:+UseParallelGC".to_string(), format!("-Xmn{young}")];
+    progress.set_message("HotSpot binary-trees");
+    points.push(run_main(
+        "binary-trees",
+        "Parallel, default TLABs".into(),
+        parallel("64m"),
+        "hab.bench.BinaryTrees",
+        vec![scale.tree_depth.to_string()],
+        "elapsed_ms",
+        1,
+        0,
+    )?);
+    progress.inc(1);
+    for threads in [1usize, 2, 4, 8, 16, 32, 64] {
+        progress.set_message(format!("HotSpot warehouses, {threads} threads"));
+        points.push(run_main(
+            "warehouses",
+            "Parallel, 4 MiB young generation, default TLABs".into(),
+            parallel("4m"),
+            "hab.bench.Warehouses",
+            vec![
+                threads.to_string(),
+                scale.warehouse_orders.to_string(),
+                "25".into(),
+            ],
+            "orders_per_sec",
+            threads,
+            0,
+        )?);
+        progress.inc(1);
+    }
+    for rooms in [10usize, 50] {
+        progress.set_message(format!("HotSpot chat, {rooms} rooms"));
+        let mut flags = parallel("4m");
+        flags.extend([
+            "-XX:TLABSize=64k".to_string(),
+            "-XX:-ResizeTLAB".to_string(),
+        ]);
+        points.push(run_main(
+            "chat",
+            "Parallel, 4 MiB young generation, 64 KiB TLABs".into(),
+            flags,
+            "hab.bench.Chat",
+            vec![rooms.to_string(), scale.chat_messages.to_string()],
+            "messages_per_sec",
+            rooms * 20,
+            rooms,
+        )?);
+        progress.inc(1);
+    }
+    Ok(points)
+}
+
+/// Progress steps `measure` takes.
+pub fn steps() -> usize {
+    ALLOC_ARRAY_TLABS.len() + 4 + 1 + 7 + 2
+}
