@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use hab::{ByteSize, Mode};
 
 use super::plot::BarPlot;
-use super::{check, Extras, Figures, Measured, Scale};
+use super::{check, seed_claim, Extras, Figures, Measured, Scale};
 use crate::workload::{RunSpec, Workload};
 
 const SIZES: [usize; 3] = [16, 48, 144];
@@ -37,10 +37,24 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
 pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, figures: &Figures) -> String {
     let mut s = String::new();
     let get = |mode, threads, size| measured.get(&run(scale, mode, threads, size));
+    let scaling = |mode| get(mode, 2, 16).allocs_per_sec / get(mode, 1, 16).allocs_per_sec;
+    let (tlab_scaling, shared_scaling) = (scaling(Mode::Tlab), scaling(Mode::Shared));
+    let claim = seed_claim(
+        "Jaffer",
+        "with TLABs, going from one thread to four nearly doubles the allocation rate of 16-byte \
+         objects (280 M to 533 M objects/s); without, the shared compare-and-swap makes it drop \
+         about 9× (101 M to 12 M).",
+        &format!(
+            "from one thread to two (this machine has two CPUs), `tlab` goes {tlab_scaling:.2}× \
+             and `shared` {shared_scaling:.2}× (16-byte objects).",
+        ),
+        tlab_scaling > 1.3 && shared_scaling < 0.5,
+    );
     let _ = writeln!(
         s,
         "## Jaffer's experiment: TLAB against a shared CAS, by object size\n"
     );
+    s += &claim;
     let _ = writeln!(
         s,
         "`alloc-object`: each thread allocates {} objects, writes each header and drops it; the \

@@ -13,6 +13,7 @@ mod middle;
 mod plab;
 mod plot;
 mod shipilev;
+mod summary;
 mod vm;
 
 use std::fmt::Write as _;
@@ -270,6 +271,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     }
 
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
+    text += &summary::render(scale, &measured, &extras, &vm_runs);
     text += &shipilev::render(scale, &measured, &figures);
     text += &jaffer::render(scale, &measured, &extras, &figures);
     text += &middle::render(scale, &measured, &figures);
@@ -394,6 +396,15 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
         extras.compute_speedup
     );
     s
+}
+
+/// How a section opens: the seed's claim with its own numbers, ours, and whether ours
+/// confirm it.
+pub fn seed_claim(seed: &str, original: &str, ours: &str, confirmed: bool) -> String {
+    format!(
+        "**The seed ({seed}):** {original}\n\n**Here:** {ours}\n\n**Confirmed here:** {}\n\n",
+        check(confirmed)
+    )
 }
 
 /// `yes`, or a bold `no`.

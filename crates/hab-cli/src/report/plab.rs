@@ -11,7 +11,7 @@ use crate::workload::{RunResult, RunSpec, Workload};
 const THREADS: [usize; 2] = [1, 2];
 const MODES: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::Plab];
 
-fn run(scale: &Scale, mode: Mode, threads: usize) -> RunSpec {
+pub(super) fn run(scale: &Scale, mode: Mode, threads: usize) -> RunSpec {
     RunSpec {
         mode,
         threads,

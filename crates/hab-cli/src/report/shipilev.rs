@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use hab::{Level, MiddleLevelSpec, Mode, TlabPolicy, ZeroMemory};
 
 use super::plot::{LinePlot, Series};
-use super::{check, Figures, Measured, Scale};
+use super::{check, seed_claim, Figures, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 /// The TLAB sizes of the seed's sweep, then adaptive.
@@ -77,6 +77,29 @@ pub fn render(scale: &Scale, measured: &Measured, figures: &Figures) -> String {
     let _ = writeln!(
         s,
         "## Shipilëv's experiment: allocation throughput against TLAB size\n"
+    );
+    let per_50m = |ns: f64| ns * 50e6 / 1e6;
+    let best = SWEEP
+        .iter()
+        .map(|&policy| get(Mode::Tlab, policy, 1).ns_per_alloc)
+        .fold(f64::MAX, f64::min);
+    let one_kib = get(Mode::Tlab, small, 1).ns_per_alloc;
+    let shared = get(Mode::Shared, TlabPolicy::Adaptive, 1).ns_per_alloc;
+    s += &seed_claim(
+        "JVM Anatomy Park #4",
+        "allocation in a TLAB is a pointer bump: on one thread 50 M 16-byte objects take about \
+         225 ms with TLABs of 16 KiB to 1 MiB (2.5 GB/s), 548 ms with 1 KiB TLABs, and 2785 ms \
+         (12×) with TLABs off.",
+        &format!(
+            "per 50 M objects on one thread, {:.0} ms with the best TLAB size ({:.1} GB/s), {:.0} \
+             ms with 1 KiB TLABs and {:.0} ms ({:.1}×) in `shared` mode (no TLAB).",
+            per_50m(best),
+            16.0 / best,
+            per_50m(one_kib),
+            per_50m(shared),
+            shared / best
+        ),
+        shared >= 5.0 * best && one_kib >= best,
     );
     let _ = writeln!(
         s,
