@@ -68,7 +68,8 @@ fn render_alloc_array(
     );
     let _ = writeln!(
         s,
-        "`alloc-array`, 1 thread, {} objects of 16 bytes, each kept in an array. HotSpot: Epsilon \
+        "`alloc-array`, 1 thread, {} objects of 16 bytes for Hab and up to 20 M for HotSpot, each \
+         kept in an array. HotSpot: Epsilon \
          GC (no collection), pre-touched heap, fixed TLAB sizes (`-XX:TLABSize` with \
          `-XX:-ResizeTLAB -XX:-EpsilonElasticTLAB`, JDK 17's spelling of Shipilëv's \
          `-XX:EpsilonTLABSize`), JMH single-shot median. Hab: `tlab` mode, pre-touched heap; \

@@ -191,10 +191,12 @@ fn figure(stderr: &str, key: &str) -> Option<f64> {
 /// Every HotSpot measurement of the report.
 pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<Point>, String> {
     let mut points = Vec::new();
-    let objects = scale.array_objects;
-    // Epsilon never frees: room for the warm-up and measured iterations' objects and arrays.
-    let (warmups, iterations) = if scale.quick { (1, 3) } else { (2, 5) };
-    let heap_mib = ((warmups + iterations) * objects * 24).div_ceil(1 << 20) + 512;
+    // Enough objects for a stable time per object, few enough for Epsilon's heap (it never
+    // frees: every iteration's objects and array stay) to fit a modest machine.
+    let objects = scale.array_objects.min(20_000_000);
+    let (warmups, iterations) = (1, 3);
+    // 16 bytes per object and up to 8 per array slot, for every iteration and two more.
+    let heap_mib = ((warmups + iterations + 2) * objects * 24).div_ceil(1 << 20) + 1024;
     for tlab in ALLOC_ARRAY_TLABS {
         progress.set_message(format!("HotSpot alloc-array, TLAB {tlab:?}"));
         let tlab_flags = match tlab {

@@ -233,13 +233,16 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         Some(why) => hotspot::HotSpot::Skipped(why),
         None => {
             progress.set_message("building bench/jvm with Maven");
-            let built = jvm::build()?;
-            progress.inc(1);
-            let points = jvm::measure(&built, scale, &progress)?;
-            hotspot::HotSpot::Measured {
-                version: built.version,
-                points,
-            }
+            // HotSpot's side failing must not cost the rest of the report.
+            let measured = jvm::build().and_then(|built| {
+                progress.inc(1);
+                let points = jvm::measure(&built, scale, &progress)?;
+                Ok(hotspot::HotSpot::Measured {
+                    version: built.version,
+                    points,
+                })
+            });
+            measured.unwrap_or_else(|why| hotspot::HotSpot::Skipped(format!("it failed: {why}")))
         }
     };
     let costs = costs::measure(&progress)?;
