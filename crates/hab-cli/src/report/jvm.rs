@@ -191,9 +191,9 @@ fn figure(stderr: &str, key: &str) -> Option<f64> {
 /// Every HotSpot measurement of the report.
 pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<Point>, String> {
     let mut points = Vec::new();
-    // Enough objects for a stable time per object, few enough for Epsilon's heap (it never
-    // frees: every iteration's objects and array stay) to fit a modest machine.
-    let objects = scale.array_objects.min(20_000_000);
+    // As many objects as Hab's runs, so that both work in the same part of the memory
+    // hierarchy. Epsilon never frees: every iteration's objects and array stay.
+    let objects = scale.array_objects;
     let (warmups, iterations) = (1, 3);
     // 16 bytes per object and up to 8 per array slot, for every iteration and two more.
     let heap_mib = ((warmups + iterations + 2) * objects * 24).div_ceil(1 << 20) + 1024;
