@@ -70,6 +70,44 @@ pub struct RunSpec {
     pub topology: Option<String>,
 }
 
+impl RunSpec {
+    /// The `hab run` command line that runs this configuration.
+    pub fn command(&self) -> String {
+        let mut command = format!(
+            "hab run --workload {} --mode {} --tlab-size {} --threads {} --objects {} \
+             --object-size {} --heap {} --repeat {} --warmup {}",
+            self.workload.name(),
+            self.mode,
+            self.tlab,
+            self.threads,
+            self.objects,
+            self.object_size,
+            hab::ByteSize::new(self.heap_bytes()),
+            self.repeat,
+            self.warmup
+        );
+        if self.zero == ZeroMemory::Never {
+            command += " --zero never";
+        }
+        if !self.middle.is_empty() {
+            command += &format!(
+                " --middle {}",
+                MiddleLevelSpec::list_to_string(&self.middle)
+            );
+        }
+        if let Some(source) = self.cpu_id {
+            command += &format!(" --cpu-id {source}");
+        }
+        if let Some(topology) = &self.topology {
+            command += &format!(" --topology {topology}");
+        }
+        if !self.compute {
+            command += " --no-compute";
+        }
+        command
+    }
+}
+
 impl Default for RunSpec {
     /// `alloc-array`, `tlab` mode with adaptive TLABs, 1 thread, 10 M objects of 16 bytes, 5
     /// repetitions after 1 warm-up, HotSpot's defaults for the rest.

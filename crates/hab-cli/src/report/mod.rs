@@ -303,13 +303,13 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
     let mut alloc = String::from(
         "workload,mode,tlab,middle,threads,object_bytes,objects_per_thread,heap_bytes,zero,\
          ms_min,ms_median,ms_max,ns_per_object,objects_per_sec,refills,slow_allocs,waste_bytes,\
-         collections,foreign_allocs,plab_labs,plab_partial_waste_bytes\n",
+         collections,foreign_allocs,plab_labs,plab_partial_waste_bytes,command\n",
     );
     for (spec, r) in &measured.runs {
         let max = r.elapsed_ms.iter().copied().fold(f64::MIN, f64::max);
         let _ = writeln!(
             alloc,
-            "{},{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.4},{:.0},{},{},{},{},{},{},{}",
+            "{},{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.4},{:.0},{},{},{},{},{},{},{},\"{}\"",
             r.workload,
             r.mode,
             spec.tlab,
@@ -330,7 +330,8 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
             r.collections,
             r.foreign_allocs,
             r.plab.labs,
-            r.plab.partial_waste_bytes
+            r.plab.partial_waste_bytes,
+            spec.command()
         );
     }
     let mut vm = String::from(
@@ -386,7 +387,9 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
         s,
         "Written by `hab report{flag}` (`cargo run --release -p hab-cli -- report{flag}`) in \
          {seconds:.0} s. Every figure below was measured in this run; `results.jsonl` beside this \
-         file has every run as one JSON line. A claim marked **no** did not hold in this run.\n"
+         file has every run as one JSON line, and `data/alloc-runs.csv` the `hab run` command \
+         that reproduces each. Times per object read `median (min–max)` over the repetitions. A \
+         claim marked **no** did not hold in this run.\n"
     );
     let _ = writeln!(s, "## Machine\n");
     for line in machine::describe() {
@@ -399,6 +402,18 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
         extras.compute_speedup
     );
     s
+}
+
+/// A run's time per object as `median (min–max)` over its repetitions, in ns.
+pub fn spread(result: &RunResult) -> String {
+    let per_object = |ms: f64| ms * 1e6 / (result.threads * result.objects) as f64;
+    let max = result.elapsed_ms.iter().copied().fold(f64::MIN, f64::max);
+    format!(
+        "{:.2} ({:.2}–{:.2})",
+        result.ns_per_alloc,
+        per_object(result.elapsed_ms_min),
+        per_object(max)
+    )
 }
 
 /// How a section opens: the seed's claim with its own numbers, ours, and whether ours

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use hab::{ByteSize, Mode};
 
-use super::{check, jaffer, Measured, Scale};
+use super::{check, jaffer, spread, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 const THREADS: [usize; 2] = [1, 2];
@@ -56,14 +56,14 @@ pub fn render(scale: &Scale, measured: &Measured) -> String {
     );
     let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |");
     for threads in THREADS {
-        let (shared, tlab, plab) = (
-            get(Mode::Shared, threads).ns_per_alloc,
-            get(Mode::Tlab, threads).ns_per_alloc,
-            get(Mode::Plab, threads).ns_per_alloc,
-        );
+        let runs = [Mode::Shared, Mode::Tlab, Mode::Plab].map(|mode| get(mode, threads));
+        let [shared, tlab, plab] = runs.map(|run| run.ns_per_alloc);
         let _ = writeln!(
             s,
-            "| {threads} | {shared:.2} | {tlab:.2} | {plab:.2} | {:.2} | {:.1}× | {} | {} |",
+            "| {threads} | {} | {} | {} | {:.2} | {:.1}× | {} | {} |",
+            spread(runs[0]),
+            spread(runs[1]),
+            spread(runs[2]),
             plab / tlab,
             shared / plab,
             check(plab <= 1.6 * tlab),
