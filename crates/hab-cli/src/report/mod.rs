@@ -134,12 +134,12 @@ pub struct Figures {
 impl Figures {
     /// A line plot, as Markdown.
     pub fn lines(&self, stem: &str, plot: &plot::LinePlot<'_>) -> String {
-        Self::link(plot.title, plot::write_lines(&self.dir, stem, plot))
+        Self::link(plot.title, plot::write(&self.dir, stem, plot))
     }
 
     /// A bar plot, as Markdown.
     pub fn bars(&self, stem: &str, plot: &plot::BarPlot<'_>) -> String {
-        Self::link(plot.title, plot::write_bars(&self.dir, stem, plot))
+        Self::link(plot.title, plot::write(&self.dir, stem, plot))
     }
 
     fn link(title: &str, written: Result<[String; 2], String>) -> String {

@@ -54,35 +54,31 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Writes `stem.svg` and `stem.png` in `dir`; returns the two file names.
-pub fn write_lines(dir: &Path, stem: &str, plot: &LinePlot<'_>) -> Result<[String; 2], String> {
-    register_font();
-    let svg = format!("{stem}.svg");
-    let png = format!("{stem}.png");
-    draw_lines(
-        SVGBackend::new(&dir.join(&svg), SIZE).into_drawing_area(),
-        plot,
-    )?;
-    draw_lines(
-        BitMapBackend::new(&dir.join(&png), SIZE).into_drawing_area(),
-        plot,
-    )?;
-    Ok([svg, png])
+/// A plot that can draw itself on any backend.
+pub trait Plot {
+    /// Draws the plot on `area`.
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+impl Plot for LinePlot<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_lines(area, self)
+    }
+}
+
+impl Plot for BarPlot<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_bars(area, self)
+    }
 }
 
 /// Writes `stem.svg` and `stem.png` in `dir`; returns the two file names.
-pub fn write_bars(dir: &Path, stem: &str, plot: &BarPlot<'_>) -> Result<[String; 2], String> {
+pub fn write(dir: &Path, stem: &str, plot: &impl Plot) -> Result<[String; 2], String> {
     register_font();
     let svg = format!("{stem}.svg");
     let png = format!("{stem}.png");
-    draw_bars(
-        SVGBackend::new(&dir.join(&svg), SIZE).into_drawing_area(),
-        plot,
-    )?;
-    draw_bars(
-        BitMapBackend::new(&dir.join(&png), SIZE).into_drawing_area(),
-        plot,
-    )?;
+    plot.draw(SVGBackend::new(&dir.join(&svg), SIZE).into_drawing_area())?;
+    plot.draw(BitMapBackend::new(&dir.join(&png), SIZE).into_drawing_area())?;
     Ok([svg, png])
 }
 
