@@ -134,9 +134,14 @@ struct RunArgs {
     /// (TLABRefillWasteFraction).
     #[arg(long, default_value_t = 64)]
     refill_waste_fraction: usize,
-    /// Zero reused memory at refill, or never (the workloads write only the header).
+    /// Zero reused memory at refill, or never (the workloads then initialise each object:
+    /// header, then zeroes).
     #[arg(long, default_value = "refill", value_parser = parse_zero)]
     zero: ZeroMemory,
+    /// Allocate with an allocation prefetch: one `prefetchw` of the line 1 KiB beyond each new
+    /// object (alloc-array, alloc-object).
+    #[arg(long)]
+    prefetch: bool,
     /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB.
     #[arg(long, default_value = "")]
     middle: String,
@@ -270,6 +275,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         repeat: args.repeat,
         warmup: args.warmup,
         zero: args.zero,
+        prefetch: args.prefetch,
         min_tlab: args.min_tlab,
         max_tlab: args.max_tlab,
         waste_target_percent: args.waste_target_percent,
@@ -363,6 +369,13 @@ fn run(args: RunArgs) -> Result<(), String> {
 }
 
 fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
+    if args.prefetch || args.zero != ZeroMemory::AtRefill {
+        return Err(
+            "--prefetch and --zero apply to the native alloc-array and alloc-object loops, not \
+             to the VM (drop --vm, or these flags)"
+                .into(),
+        );
+    }
     let spec = VmRunSpec {
         workload,
         mode: args.mode,

@@ -1,10 +1,15 @@
 //! The allocation workloads of the seeds, timed on threads that allocate through Hab.
 //!
 //! - `alloc-array` (Shipilëv): each thread allocates N objects, writes their header and stores
-//!   each address in its own preallocated array, in a pre-touched heap large enough that nothing
-//!   is collected during a repetition.
+//!   each as a 4-byte compressed reference (its heap offset in words, as a JVM with compressed
+//!   references stores it) in its own preallocated array, in a pre-touched heap large enough
+//!   that nothing is collected during a repetition.
 //! - `alloc-object` (Jaffer): allocate, write the header and drop; when the heap is full, the
 //!   thread that noticed stops the world, resets the heap (everything is dead) and goes on.
+//!
+//! With `--zero never` the workloads initialise each object whole (header, then zeroes), as a
+//! runtime that does not zero at refill must; with `--prefetch` they allocate through the
+//! fast paths' `_prefetching` forms (one allocation prefetch per object).
 //!
 //! Every repetition starts all threads at a barrier; its time runs from the first thread's
 //! start to the last thread's end. Between repetitions every mutator is parked and one
@@ -56,6 +61,8 @@ pub struct RunSpec {
     /// Repetitions run first and not counted.
     pub warmup: usize,
     pub zero: ZeroMemory,
+    /// Allocate with an allocation prefetch (`alloc_sized_prefetching`).
+    pub prefetch: bool,
     pub min_tlab: Option<usize>,
     pub max_tlab: Option<usize>,
     pub waste_target_percent: f64,
@@ -88,6 +95,9 @@ impl RunSpec {
         );
         if self.zero == ZeroMemory::Never {
             command += " --zero never";
+        }
+        if self.prefetch {
+            command += " --prefetch";
         }
         if !self.middle.is_empty() {
             command += &format!(
@@ -123,6 +133,7 @@ impl Default for RunSpec {
             repeat: 5,
             warmup: 1,
             zero: ZeroMemory::AtRefill,
+            prefetch: false,
             min_tlab: None,
             max_tlab: None,
             waste_target_percent: 1.0,
@@ -149,6 +160,8 @@ pub struct RunResult {
     pub heap_bytes: usize,
     /// Whether reused memory is zeroed at refill (`refill`) or left to the workload (`never`).
     pub zero: &'static str,
+    /// Whether each allocation prefetched ahead.
+    pub prefetch: bool,
     pub repeat: usize,
     pub elapsed_ms: Vec<f64>,
     pub elapsed_ms_min: f64,
@@ -317,6 +330,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let size = heap
         .checked_size(spec.object_size)
         .map_err(|e| e.to_string())?;
+    let references = References::of(&heap)?;
+    let options = LoopOptions {
+        prefetch: spec.prefetch,
+        initialise_body: spec.zero == ZeroMemory::Never,
+    };
     let reps = spec.warmup + spec.repeat;
     let barrier = Barrier::new(spec.threads + 1);
     let spans = Mutex::new(vec![Vec::new(); reps]);
@@ -330,7 +348,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
             scope.spawn(|| {
                 let mut parked = heap.attach().park();
                 let mut array = match spec.workload {
-                    Workload::AllocArray => vec![1usize; spec.objects],
+                    Workload::AllocArray => vec![1u32; spec.objects],
                     Workload::AllocObject => Vec::new(),
                 };
                 for rep in 0..reps {
@@ -338,8 +356,12 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                     let mut mutator = parked.unpark();
                     let start = Instant::now();
                     let outcome = match spec.workload {
-                        Workload::AllocArray => alloc_array(&mut mutator, size, &mut array),
-                        Workload::AllocObject => alloc_object(&mut mutator, size, spec.objects),
+                        Workload::AllocArray => {
+                            alloc_array(&mut mutator, size, options, references, &mut array)
+                        }
+                        Workload::AllocObject => {
+                            alloc_object(&mut mutator, size, options, spec.objects)
+                        }
                     };
                     let end = Instant::now();
                     parked = mutator.park();
@@ -450,6 +472,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
             ZeroMemory::AtRefill => "refill",
             ZeroMemory::Never => "never",
         },
+        prefetch: spec.prefetch,
         repeat: spec.repeat,
         elapsed_ms_min: sorted[0],
         elapsed_ms_median: median,
@@ -505,29 +528,97 @@ macro_rules! per_fast_path {
     };
 }
 
+/// What each workload loop does beside allocating: compile-time choices, so that each
+/// combination is a loop of its own with nothing to test per object.
+#[derive(Clone, Copy)]
+struct LoopOptions {
+    /// Allocate through the `_prefetching` fast paths.
+    prefetch: bool,
+    /// Zero each object's body after its header (memory is not zeroed at refill).
+    initialise_body: bool,
+}
+
+/// Calls `$loop::<PREFETCH, INITIALISE>(allocator, args…)` with the fast path of the
+/// mutator's mode and the constants the options select.
+macro_rules! per_loop {
+    ($mutator:expr, $options:expr, $loop:ident($($arg:expr),*)) => {
+        match ($options.prefetch, $options.initialise_body) {
+            (false, false) => per_fast_path!($mutator, |allocator| $loop::<false, false>(allocator, $($arg),*)),
+            (false, true) => per_fast_path!($mutator, |allocator| $loop::<false, true>(allocator, $($arg),*)),
+            (true, false) => per_fast_path!($mutator, |allocator| $loop::<true, false>(allocator, $($arg),*)),
+            (true, true) => per_fast_path!($mutator, |allocator| $loop::<true, true>(allocator, $($arg),*)),
+        }
+    };
+}
+
+/// How `alloc-array` stores an address in 4 bytes: its offset from the reservation's start in
+/// words, as HotSpot stores compressed references (heaps up to 32 GiB).
+#[derive(Clone, Copy)]
+struct References {
+    base: usize,
+}
+
+impl References {
+    fn of(heap: &Heap) -> Result<Self, String> {
+        let range = heap.reserved_range();
+        if (range.end - range.start) / hab::WORD_BYTES > u32::MAX as usize {
+            return Err(
+                "alloc-array keeps 4-byte compressed references: the heap can be at most 32GiB"
+                    .into(),
+            );
+        }
+        Ok(References { base: range.start })
+    }
+
+    #[inline(always)]
+    fn compress(self, object: NonNull<u8>) -> u32 {
+        ((object.as_ptr() as usize - self.base) / hab::WORD_BYTES) as u32
+    }
+}
+
 /// Shipilëv's loop: allocate, write the header, keep the address.
 fn alloc_array(
     mutator: &mut Mutator,
     size: hab::AllocSize,
-    array: &mut [usize],
+    options: LoopOptions,
+    references: References,
+    array: &mut [u32],
 ) -> Result<(), String> {
-    per_fast_path!(mutator, |allocator| fill_array(allocator, size, array)).map_err(|error| {
-        match error {
-            AllocError::OutOfMemory { .. } => format!("{error}: give alloc-array a larger --heap"),
-            _ => error.to_string(),
-        }
+    let result = per_loop!(mutator, options, fill_array(size, references, array));
+    result.map_err(|error| match error {
+        AllocError::OutOfMemory { .. } => format!("{error}: give alloc-array a larger --heap"),
+        _ => error.to_string(),
     })
 }
 
 /// Something with an `alloc_sized`: a [`Mutator`] or a [`hab::PlabPath`].
 trait Allocate {
     fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
+    fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
+
+    /// One allocation, with or without the prefetch.
+    #[inline(always)]
+    fn allocate<const PREFETCH: bool>(
+        &mut self,
+        size: hab::AllocSize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if PREFETCH {
+            self.alloc_sized_prefetching(size)
+        } else {
+            self.alloc_sized(size)
+        }
+    }
 }
 
 impl Allocate for Mutator {
     #[inline(always)]
     fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
         Mutator::alloc_sized(self, size)
+    }
+
+    #[inline(always)]
+    fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
+        Mutator::alloc_sized_prefetching(self, size)
     }
 }
 
@@ -536,30 +627,59 @@ impl Allocate for hab::PlabPath<'_> {
     fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
         hab::PlabPath::alloc_sized(self, size)
     }
+
+    #[inline(always)]
+    fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
+        hab::PlabPath::alloc_sized_prefetching(self, size)
+    }
+}
+
+/// Makes a fresh object parseable: its header, and with `INITIALISE` zeroes over the rest (when
+/// memory is not zeroed at refill, the runtime initialises what it allocates).
+#[inline(always)]
+fn initialise<const INITIALISE: bool>(object: NonNull<u8>, size: hab::AllocSize) {
+    // SAFETY: `object` is `size` fresh bytes owned by this thread, word-aligned.
+    unsafe { HeaderWordModel::write_header(object, size.bytes()) };
+    if INITIALISE {
+        let body = object.as_ptr().wrapping_add(hab::WORD_BYTES).cast::<u64>();
+        let body_words = size.bytes() / hab::WORD_BYTES - 1;
+        // SAFETY (both arms): the object's words after its header are inside the same `size`
+        // bytes. A one-word body is one store, as a compiler emits for a known size; larger
+        // ones go through `write_bytes` (a `memset` call).
+        if body_words == 1 {
+            unsafe { body.write(0) };
+        } else {
+            unsafe { body.write_bytes(0, body_words) };
+        }
+    }
 }
 
 #[inline(always)]
-fn fill_array(
+fn fill_array<const PREFETCH: bool, const INITIALISE: bool>(
     allocator: &mut impl Allocate,
     size: hab::AllocSize,
-    array: &mut [usize],
+    references: References,
+    array: &mut [u32],
 ) -> Result<(), AllocError> {
     for slot in array.iter_mut() {
-        let object = allocator.alloc_sized(size)?;
-        // SAFETY: `object` is `size` fresh bytes owned by this thread.
-        unsafe { HeaderWordModel::write_header(object, size.bytes()) };
-        *slot = object.as_ptr() as usize;
+        let object = allocator.allocate::<PREFETCH>(size)?;
+        initialise::<INITIALISE>(object, size);
+        *slot = references.compress(object);
     }
     Ok(())
 }
 
 /// Jaffer's loop: allocate, write the header, drop; collect when the heap is full.
-fn alloc_object(mutator: &mut Mutator, size: hab::AllocSize, objects: usize) -> Result<(), String> {
+fn alloc_object(
+    mutator: &mut Mutator,
+    size: hab::AllocSize,
+    options: LoopOptions,
+    objects: usize,
+) -> Result<(), String> {
     let mut done = 0;
     while done < objects {
         let left = objects - done;
-        let (allocated, result) =
-            per_fast_path!(mutator, |allocator| drop_objects(allocator, size, left));
+        let (allocated, result) = per_loop!(mutator, options, drop_objects(size, left));
         done += allocated;
         match result {
             Ok(()) => {}
@@ -570,20 +690,17 @@ fn alloc_object(mutator: &mut Mutator, size: hab::AllocSize, objects: usize) -> 
     Ok(())
 }
 
-/// Allocates up to `objects` objects, writing each header; returns how many and the error that
+/// Allocates up to `objects` objects, initialising each; returns how many and the error that
 /// stopped it early.
 #[inline(always)]
-fn drop_objects(
+fn drop_objects<const PREFETCH: bool, const INITIALISE: bool>(
     allocator: &mut impl Allocate,
     size: hab::AllocSize,
     objects: usize,
 ) -> (usize, Result<(), AllocError>) {
     for done in 0..objects {
-        match allocator.alloc_sized(size) {
-            Ok(object) => {
-                // SAFETY: `object` is `size` fresh bytes owned by this thread.
-                unsafe { HeaderWordModel::write_header(object, size.bytes()) };
-            }
+        match allocator.allocate::<PREFETCH>(size) {
+            Ok(object) => initialise::<INITIALISE>(object, size),
             Err(error) => return (done, Err(error)),
         }
     }

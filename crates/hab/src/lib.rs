@@ -60,6 +60,7 @@
 //! | CLAB, PLAB | the seeds' per-core and per-processor buffers: the `core` and `package` levels | `middle.rs` |
 //! | foreign allocation | a chunk carved from a domain other than the thread's at commit | `hierarchy.rs` |
 //! | CPU id | which CPU the thread runs on: rseq area, `sched_getcpu`, RDPID, simulated | `cpu_id.rs` |
+//! | allocation prefetch | a `prefetchw` of the line a little beyond the newest object, for loops that outrun memory | `prefetch.rs` |
 //! | filler | a dead object written over unused LAB space, so the heap stays walkable | `object_model.rs` |
 //! | retire | end a LAB: filler over its tail, tail counted as waste | `tlab.rs` |
 //! | refill waste | tail of a TLAB retired to take a new one | `stats.rs` |
@@ -90,6 +91,7 @@ mod object_model;
 mod per_cpu;
 mod plab;
 mod plab_path;
+mod prefetch;
 mod reservation;
 mod rseq;
 mod sideline;
@@ -112,6 +114,7 @@ pub use heap::{Heap, MiddleLevelInfo};
 pub use mutator::{AllocSize, Mutator, ParkedMutator};
 pub use object_model::{HeaderWordModel, ObjectModel};
 pub use plab_path::{PlabMutator, PlabPath};
+pub use prefetch::ALLOCATION_PREFETCH_BYTES;
 pub use rseq::{mechanism as rseq_mechanism, RseqMechanism};
 pub use size::{ByteSize, SizeParseError};
 pub use stats::{HeapStats, LevelStats, PlabStats, TlabStats};

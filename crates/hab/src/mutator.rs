@@ -197,6 +197,29 @@ impl Mutator {
         self.handle().alloc_slow(size.bytes())
     }
 
+    /// [`alloc_sized`](Mutator::alloc_sized) followed by an allocation prefetch: one
+    /// `prefetchw` of the line [`ALLOCATION_PREFETCH_BYTES`](crate::ALLOCATION_PREFETCH_BYTES)
+    /// beyond the new object, which a later allocation will write. For loops that allocate
+    /// faster than memory supplies fresh lines (objects kept in a heap larger than the caches);
+    /// where the heap stays cached it only adds an instruction.
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// let size = mutator.checked_size(16)?;
+    /// let object = mutator.alloc_sized_prefetching(size)?;
+    /// // SAFETY: `object` is 16 fresh bytes owned by this thread.
+    /// unsafe { HeaderWordModel::write_header(object, 16) };
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn alloc_sized_prefetching(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+        let object = self.alloc_sized(size)?;
+        crate::prefetch::prefetch_ahead(object.as_ptr() as usize + size.bytes());
+        Ok(object)
+    }
+
     /// The heap and cell, for the slow path.
     #[inline]
     pub(crate) fn handle(&self) -> Handle<'_> {

@@ -118,6 +118,15 @@ impl<'m> PlabPath<'m> {
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
         self.cursor.alloc(self.handle, size)
     }
+
+    /// [`alloc_sized`](PlabPath::alloc_sized) followed by an allocation prefetch, outside the
+    /// restartable section (see [`Mutator::alloc_sized_prefetching`]).
+    #[inline]
+    pub fn alloc_sized_prefetching(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+        let object = self.alloc_sized(size)?;
+        crate::prefetch::prefetch_ahead(object.as_ptr() as usize + size.bytes());
+        Ok(object)
+    }
 }
 
 impl std::fmt::Debug for PlabPath<'_> {

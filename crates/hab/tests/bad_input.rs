@@ -828,3 +828,45 @@ fn an_invalid_max_tlab_is_rejected_under_a_fixed_policy() {
         assert_eq!(config_field(builder), "max_tlab", "max_tlab {max_tlab}");
     }
 }
+
+/// `alloc_sized_prefetching` hands out the same addresses as `alloc_sized` and errs the same
+/// way, through the last bytes of the heap, whose prefetches point past the end of the mapping
+/// (a prefetch must never fault).
+#[test]
+fn prefetching_allocations_match_plain_ones_to_the_end_of_the_heap() {
+    for (mode, policy) in setups() {
+        let addresses = |prefetching: bool| {
+            let heap = small_heap(mode, policy, 16);
+            let mut mutator = heap.attach();
+            let size = mutator.checked_size(16).unwrap();
+            let mut offsets = Vec::new();
+            let error = loop {
+                let result = if prefetching {
+                    mutator.alloc_sized_prefetching(size)
+                } else {
+                    mutator.alloc_sized(size)
+                };
+                match result {
+                    Ok(object) => {
+                        write_header(object, 16);
+                        offsets.push(object.as_ptr() as usize - heap.reserved_range().start);
+                    }
+                    Err(error) => break error,
+                }
+            };
+            let parked = mutator.park();
+            let collection = heap.collection();
+            let summary = collection.verify().unwrap();
+            assert_eq!(summary.total_bytes(), CAPACITY, "{mode} {policy}");
+            collection.finish();
+            drop(parked);
+            (offsets, error)
+        };
+        let (plain, plain_error) = addresses(false);
+        let (prefetched, prefetched_error) = addresses(true);
+        assert_eq!(plain.len(), CAPACITY / 16, "{mode} {policy}");
+        assert_eq!(plain, prefetched, "{mode} {policy}");
+        assert_eq!(plain_error, AllocError::OutOfMemory { bytes: 16 });
+        assert_eq!(prefetched_error, plain_error);
+    }
+}
