@@ -94,6 +94,46 @@ impl VmRunSpec {
         })
     }
 
+    /// The `hab run` command line that runs this configuration once.
+    pub fn command(&self) -> String {
+        let mut command = format!(
+            "hab run --workload {} --mode {} --tlab-size {} --heap {}",
+            self.workload.name(),
+            self.mode,
+            self.tlab,
+            ByteSize::new(self.space_bytes())
+        );
+        if !self.middle.is_empty() {
+            command += &format!(
+                " --middle {}",
+                MiddleLevelSpec::list_to_string(&self.middle)
+            );
+        }
+        match self.workload {
+            VmWorkload::BinaryTrees | VmWorkload::GcBench => {
+                command += &format!(" --depth {}", self.depth);
+            }
+            VmWorkload::Warehouses => {
+                command += &format!(
+                    " --threads {} --live-orders {}",
+                    self.threads, self.live_orders
+                );
+            }
+            VmWorkload::Chat => command += &format!(" --rooms {}", self.rooms),
+            VmWorkload::JavacLike => {}
+            VmWorkload::AllocArray | VmWorkload::AllocObject => {
+                command += &format!(
+                    " --vm --threads {} --object-size {}",
+                    self.threads, self.object_size
+                );
+            }
+        }
+        if let Some(ops) = self.ops {
+            command += &format!(" --objects {ops}");
+        }
+        command
+    }
+
     fn warehouses(&self) -> Warehouses {
         Warehouses {
             threads: self.threads,
@@ -144,6 +184,8 @@ pub struct VmRunResult {
     pub verify: bool,
     /// What the program printed.
     pub output: Vec<String>,
+    /// The `hab run` command that reproduces this run.
+    pub command: String,
     pub elapsed_ms: f64,
     pub collections: u64,
     /// Collections that ended a cycle spent in per-CPU LABs.
@@ -194,6 +236,7 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
     let stats = vm.heap_stats();
     let totals = stats.totals;
     Ok(VmRunResult {
+        command: spec.command(),
         workload: spec.workload.name(),
         mode: spec.mode.to_string(),
         tlab_policy: spec.tlab.to_string(),

@@ -158,8 +158,8 @@ pub fn render(costs: &Costs) -> String {
             s,
             "Difference between runs of {} and {} objects, divided by the difference: set-up \
              cancels out, refills and collections are amortised in. The loop is the workload's \
-             own: fast path, header store and loop counter (and, for alloc-array, the store of \
-             the address).\n",
+             own: fast path, header store and loop counter (and, for alloc-array, the \
+             compression and store of the reference).\n",
             OBJECTS.1, OBJECTS.0
         );
         let _ = writeln!(s, "| run | instructions/object | command |");

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use hab::{ByteSize, Mode};
 
+use super::hotspot::HotSpot;
 use super::plot::BarPlot;
 use super::{check, seed_claim, spread, Extras, Figures, Measured, Scale};
 use crate::workload::{RunSpec, Workload};
@@ -46,8 +47,24 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
     specs
 }
 
-pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, figures: &Figures) -> String {
+pub fn render(
+    scale: &Scale,
+    measured: &Measured,
+    extras: &Extras,
+    hotspot: &HotSpot,
+    figures: &Figures,
+) -> String {
     let mut s = String::new();
+    // HotSpot's point: Parallel GC, with TLABs or without.
+    let jvm_point = |threads: usize, size: usize, tlab: bool| {
+        hotspot.find("alloc-object", |p| {
+            p.size == size && p.threads == threads && p.config.contains("TLABs") == tlab
+        })
+    };
+    let jvm = |threads, size, tlab| jvm_point(threads, size, tlab).and_then(|p| p.ns_per_object);
+    let jvm_spread = |threads, size, tlab| {
+        jvm_point(threads, size, tlab).map_or("—".into(), |p| p.ns_spread())
+    };
     let get = |mode, threads, size| measured.get(&run(scale, mode, threads, size));
     let scaling = |mode| get(mode, 2, 16).allocs_per_sec / get(mode, 1, 16).allocs_per_sec;
     let (tlab_scaling, shared_scaling) = (scaling(Mode::Tlab), scaling(Mode::Shared));
@@ -72,16 +89,22 @@ pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, figures: &Fig
         "`alloc-object`: each thread allocates {} objects ({OVERSUBSCRIBED} threads, on this \
          machine's CPUs: an eighth as many each), writes each header and drops it; the \
          heap is {} (it stays in the caches), and when it is full the thread that noticed stops \
-         the world and resets it. TLABs use the adaptive policy. Median of {} repetitions.\n",
+         the world and resets it. TLABs use the adaptive policy. Median of {} repetitions. \
+         HotSpot (1 and 2 threads): the same loop in JMH (`AllocObject`), Parallel GC with a 64 \
+         MiB young generation, with TLABs and with `-XX:-UseTLAB`, average time over 3 \
+         one-second iterations after 2 of warm-up.\n",
         scale.object_objects,
         ByteSize::new(HEAP_BYTES),
         scale.repeat
     );
     let _ = writeln!(
         s,
-        "| object | threads | tlab ns/object | shared ns/object | shared / tlab | collections |"
+        "| object | threads | tlab ns/object | shared ns/object | shared / tlab | collections | HotSpot TLABs ns/object | HotSpot no TLAB ns/object |"
     );
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(
+        s,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
     for size in SIZES {
         for threads in ALL_THREADS {
             let (tlab, shared) = (
@@ -90,19 +113,21 @@ pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, figures: &Fig
             );
             let _ = writeln!(
                 s,
-                "| {size} B | {threads} | {} | {} | {:.1}× | {} |",
+                "| {size} B | {threads} | {} | {} | {:.1}× | {} | {} | {} |",
                 spread(tlab),
                 spread(shared),
                 shared.ns_per_alloc / tlab.ns_per_alloc,
-                tlab.collections
+                tlab.collections,
+                jvm_spread(threads, size, true),
+                jvm_spread(threads, size, false)
             );
         }
     }
     let categories: Vec<String> = SIZES
         .iter()
-        .flat_map(|size| ALL_THREADS.map(|threads| format!("{size} B, {threads} thr")))
+        .flat_map(|size| THREADS.map(|threads| format!("{size} B, {threads} thr")))
         .collect();
-    let series = [Mode::Tlab, Mode::Shared]
+    let mut series = [Mode::Tlab, Mode::Shared]
         .map(|mode| {
             let values = SIZES
                 .iter()
@@ -113,6 +138,17 @@ pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, figures: &Fig
             (mode.name().to_string(), values)
         })
         .to_vec();
+    if hotspot.measured() {
+        for (name, tlab) in [("HotSpot TLABs", true), ("HotSpot no TLAB", false)] {
+            let values = SIZES
+                .iter()
+                .flat_map(|&size| {
+                    THREADS.map(|threads| jvm(threads, size, tlab).map_or(0.0, |ns| 1e3 / ns))
+                })
+                .collect();
+            series.push((name.to_string(), values));
+        }
+    }
     s += &figures.bars(
         "jaffer",
         &BarPlot {

@@ -79,8 +79,10 @@ pub struct Point {
     pub threads: usize,
     /// Object size (alloc-object), rooms (chat).
     pub size: usize,
-    /// Time per object (alloc-array, alloc-object) in ns.
+    /// Time per object (alloc-array, alloc-object) in ns: the median over JMH's iterations.
     pub ns_per_object: Option<f64>,
+    /// The fastest and slowest iteration, in ns per object.
+    pub ns_range: Option<(f64, f64)>,
     /// The workload's own throughput (warehouses, chat) or elapsed ms (binary-trees).
     pub value: Option<f64>,
     pub collections: Option<u64>,
@@ -88,16 +90,68 @@ pub struct Point {
     pub command: String,
 }
 
-/// The TLAB configurations of `alloc-array`: fixed sizes, then no TLAB.
-pub const ALLOC_ARRAY_TLABS: [Option<usize>; 7] = [
-    Some(1 << 10),
-    Some(4 << 10),
-    Some(16 << 10),
-    Some(256 << 10),
-    Some(1 << 20),
-    Some(4 << 20),
-    None,
+/// HotSpot's TLAB configurations of `alloc-array`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JvmTlab {
+    /// Every TLAB this size.
+    Fixed(usize),
+    /// Epsilon's default: TLABs sized by the JVM (elastic).
+    Adaptive,
+    /// `-XX:-UseTLAB`.
+    Off,
+}
+
+impl JvmTlab {
+    /// The point's `config`.
+    pub fn config(self) -> String {
+        match self {
+            JvmTlab::Fixed(bytes) => format!("Epsilon, {} TLABs", hab::ByteSize::new(bytes)),
+            JvmTlab::Adaptive => "Epsilon, adaptive TLABs".into(),
+            JvmTlab::Off => "Epsilon, -XX:-UseTLAB".into(),
+        }
+    }
+
+    fn flags(self) -> String {
+        match self {
+            JvmTlab::Fixed(bytes) => format!(
+                "-XX:TLABSize={bytes} -XX:MinTLABSize={bytes} -XX:-ResizeTLAB -XX:-EpsilonElasticTLAB -XX:EpsilonMaxTLABSize={}",
+                bytes.max(4 << 20)
+            ),
+            JvmTlab::Adaptive => String::new(),
+            JvmTlab::Off => "-XX:-UseTLAB".into(),
+        }
+    }
+}
+
+/// The TLAB configurations of `alloc-array`: the fixed sizes of Hab's sweep, adaptive, none.
+pub const ALLOC_ARRAY_TLABS: [JvmTlab; 8] = [
+    JvmTlab::Fixed(1 << 10),
+    JvmTlab::Fixed(4 << 10),
+    JvmTlab::Fixed(16 << 10),
+    JvmTlab::Fixed(256 << 10),
+    JvmTlab::Fixed(1 << 20),
+    JvmTlab::Fixed(4 << 20),
+    JvmTlab::Adaptive,
+    JvmTlab::Off,
 ];
+
+impl Point {
+    /// Time per object as `median (min–max)`, or —.
+    pub fn ns_spread(&self) -> String {
+        match (self.ns_per_object, self.ns_range) {
+            (Some(median), Some((min, max))) => format!("{median:.2} ({min:.2}–{max:.2})"),
+            (Some(median), None) => format!("{median:.2}"),
+            _ => "—".into(),
+        }
+    }
+}
+
+/// The smallest and largest of some values.
+fn range(values: &[f64]) -> Option<(f64, f64)> {
+    let min = values.iter().copied().reduce(f64::min)?;
+    let max = values.iter().copied().reduce(f64::max)?;
+    Some((min, max))
+}
 
 impl Jvm {
     fn java(
@@ -194,18 +248,13 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
     // As many objects as Hab's runs, so that both work in the same part of the memory
     // hierarchy. Epsilon never frees: every iteration's objects and array stay.
     let objects = scale.array_objects;
-    let (warmups, iterations) = (1, 3);
-    // 16 bytes per object and up to 8 per array slot, for every iteration and two more.
+    let (warmups, iterations) = (1, 5);
+    // 16 bytes per object for every iteration and two more, the array (4 or 8 bytes a slot)
+    // and slack.
     let heap_mib = ((warmups + iterations + 2) * objects * 24).div_ceil(1 << 20) + 1024;
     for tlab in ALLOC_ARRAY_TLABS {
-        progress.set_message(format!("HotSpot alloc-array, TLAB {tlab:?}"));
-        let tlab_flags = match tlab {
-            Some(bytes) => format!(
-                "-XX:TLABSize={bytes} -XX:MinTLABSize={bytes} -XX:-ResizeTLAB -XX:-EpsilonElasticTLAB -XX:EpsilonMaxTLABSize={}",
-                bytes.max(4 << 20)
-            ),
-            None => "-XX:-UseTLAB".to_string(),
-        };
+        progress.set_message(format!("HotSpot alloc-array, {}", tlab.config()));
+        let tlab_flags = tlab.flags();
         let jvm_args = format!(
             "-XX:+UnlockExperimentalVMOptions -XX:+UseEpsilonGC {tlab_flags} -Xms{heap_mib}m -Xmx{heap_mib}m -XX:+AlwaysPreTouch"
         );
@@ -223,13 +272,12 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         let ms = median(&results[0].1);
         points.push(Point {
             workload: "alloc-array",
-            config: match tlab {
-                Some(bytes) => format!("Epsilon, {} TLABs", hab::ByteSize::new(bytes)),
-                None => "Epsilon, -XX:-UseTLAB".into(),
-            },
+            config: tlab.config(),
             threads: 1,
             size: 16,
             ns_per_object: Some(ms * 1e6 / objects as f64),
+            ns_range: range(&results[0].1)
+                .map(|(min, max)| (min * 1e6 / objects as f64, max * 1e6 / objects as f64)),
             value: Some(ms),
             collections: Some(0),
             command: format!(
@@ -266,7 +314,11 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
                     config: format!("Parallel, {}", if use_tlab { "TLABs" } else { "-XX:-UseTLAB" }),
                     threads,
                     size,
-                    ns_per_object: Some(median(&raw)),
+                    // JMH's average time is per operation of one thread; over the threads it is
+                    // the time per object of all of them together, as Hab's figures are.
+                    ns_per_object: Some(median(&raw) / threads as f64),
+                    ns_range: range(&raw)
+                        .map(|(min, max)| (min / threads as f64, max / threads as f64)),
                     value: None,
                     collections: None,
                     command: format!(
@@ -294,6 +346,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             threads,
             size,
             ns_per_object: None,
+            ns_range: None,
             value: figure(&stderr, key),
             collections: figure(&stderr, "collections").map(|count| count as u64),
             command: format!(

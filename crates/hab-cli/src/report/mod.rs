@@ -273,15 +273,34 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         fs::write(out.join("data/hotspot.json"), json).map_err(|e| e.to_string())?;
     }
 
+    let mut sections = shipilev::render(scale, &measured, &hotspot, &figures);
+    sections += &jaffer::render(scale, &measured, &extras, &hotspot, &figures);
+    sections += &middle::render(scale, &measured, &figures);
+    sections += &plab::render(scale, &measured);
+    let instructions = |needle: &str| {
+        extras
+            .costs
+            .allocation
+            .iter()
+            .find(|(label, _, _)| label.starts_with(needle))
+            .map(|(_, _, count)| *count)
+    };
+    sections += &vm::render(
+        scale,
+        &vm_runs,
+        &hotspot,
+        (
+            instructions("alloc-object, 16 B, tlab (256 KiB)"),
+            instructions("alloc-object, 16 B, plab"),
+        ),
+        &figures,
+    );
+    sections += &costs::render(&extras.costs);
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
-    text += &summary::render(scale, &measured, &extras, &vm_runs);
-    text += &shipilev::render(scale, &measured, &figures);
-    text += &jaffer::render(scale, &measured, &extras, &figures);
-    text += &middle::render(scale, &measured, &figures);
-    text += &plab::render(scale, &measured);
-    text += &vm::render(scale, &vm_runs, &figures);
-    text += &hotspot::render(scale, &measured, &vm_runs, &hotspot, &figures);
-    text += &costs::render(&extras.costs);
+    text += &hotspot.note();
+    text += &summary::render(scale, &measured, &extras, &vm_runs, &hotspot);
+    text += &verdicts(&sections);
+    text += &sections;
     let path = out.join("README.md");
     fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let page = out.join("index.html");
@@ -338,13 +357,13 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
         "workload,mode,tlab,middle,threads,heap_bytes,ms,ops_per_sec,op,collections,\
          plab_collections,gc_ms,live_bytes_after_gc,tlabs,partial_tlabs,tlab_waste_bytes,\
          plab_labs,plab_transactions,plab_failed,plab_invalid,plab_sidelined,plab_partial,\
-         plab_partial_waste_bytes\n",
+         plab_partial_waste_bytes,command\n",
     );
     for r in vm::results(vm_runs) {
         let p = &r.plab;
         let _ = writeln!(
             vm,
-            "{},{},{},\"{}\",{},{},{:.3},{:.1},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},\"{}\",{},{},{:.3},{:.1},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
             r.workload,
             r.mode,
             r.tlab_policy,
@@ -367,7 +386,8 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
             p.invalid_transactions,
             p.sidelined_labs,
             p.partial_labs,
-            p.partial_waste_bytes
+            p.partial_waste_bytes,
+            r.command
         );
     }
     for (name, text) in [("alloc-runs.csv", alloc), ("vm-runs.csv", vm)] {
@@ -383,6 +403,16 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
         name => format!(" --{name}"),
     };
     let _ = writeln!(s, "# Hab report\n");
+    let _ = writeln!(
+        s,
+        "Hab is the allocation subsystem a garbage-collected runtime embeds: threads bump a \
+         pointer in their TLAB; TLABs refill from per-CPU, per-core or per-package buffers chosen \
+         by the CPU the thread runs on (`hab` mode), which refill from a global heap; or threads \
+         bump objects straight into the LAB of their CPU inside a restartable sequence (`plab` \
+         mode), and `flip` chooses between TLABs and per-CPU LABs at each collection. This \
+         report measures each mode on this machine against the seed papers' experiments, and \
+         against HotSpot running the same workloads.\n"
+    );
     let _ = writeln!(
         s,
         "Written by `hab report{flag}` (`cargo run --release -p hab-cli -- report{flag}`) in \
@@ -425,11 +455,53 @@ pub fn seed_claim(seed: &str, original: &str, ours: &str, confirmed: bool) -> St
     )
 }
 
+/// The list of seed claims and whether each held, gathered from the sections' opening
+/// paragraphs (each written by [`seed_claim`]).
+fn verdicts(sections: &str) -> String {
+    let mut s = String::from("## The seeds' claims in this run\n\n");
+    let mut seed = None;
+    for line in sections.lines() {
+        if let Some(rest) = line.strip_prefix("**The seed (") {
+            seed = rest
+                .split_once("):**")
+                .map(|(name, claim)| (name, claim.trim()));
+        }
+        if let (Some(verdict), Some((name, claim))) =
+            (line.strip_prefix("**Confirmed here:** "), seed)
+        {
+            let _ = writeln!(s, "- {name} ({verdict}): {claim}");
+            seed = None;
+        }
+    }
+    s.push('\n');
+    s
+}
+
 /// `yes`, or a bold `no`.
 pub fn check(holds: bool) -> &'static str {
     if holds {
         "yes"
     } else {
         "**no**"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{seed_claim, verdicts};
+
+    #[test]
+    fn the_claims_list_has_each_seed_with_its_verdict() {
+        let sections = format!(
+            "## A\n\n{}text\n\n## B\n\n{}",
+            seed_claim("First", "small is fast.", "it is.", true),
+            seed_claim("Second", "big is slow.", "it is not.", false)
+        );
+        assert_eq!(
+            verdicts(&sections),
+            "## The seeds' claims in this run\n\n\
+             - First (yes): small is fast.\n\
+             - Second (**no**): big is slow.\n\n"
+        );
     }
 }

@@ -4,17 +4,26 @@ use std::fmt::Write as _;
 
 use hab::{Level, MiddleLevelSpec, Mode};
 
+use super::hotspot::HotSpot;
 use super::vm::{self, Runs};
 use super::{jaffer, middle, plab, Extras, Measured, Scale};
 
-pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, vm_runs: &[Runs]) -> String {
+pub fn render(
+    scale: &Scale,
+    measured: &Measured,
+    extras: &Extras,
+    vm_runs: &[Runs],
+    hotspot: &HotSpot,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## Summary\n");
     let _ = writeln!(
         s,
         "Each mode at a glance, from the experiments below: `alloc-object` with 16-byte objects \
          (ns per object, 1 and 2 threads), instructions per allocation in that loop (callgrind, \
-         loop and header included), and collections of the 1000-thread chat on the VM.\n"
+         loop and header included), and collections of the 1000-thread chat on the VM; HotSpot \
+         runs the same loop (Parallel GC, TLABs) and the same chat (64 KiB TLABs, 4 MiB young \
+         generation) in Java.\n"
     );
     let _ = writeln!(
         s,
@@ -116,6 +125,30 @@ pub fn render(scale: &Scale, measured: &Measured, extras: &Extras, vm_runs: &[Ru
             "chooses between the two at each collection".into(),
         ),
     ];
+    let mut rows = rows.to_vec();
+    let jvm_ns = |threads: usize| {
+        hotspot
+            .find("alloc-object", |p| {
+                p.size == 16 && p.threads == threads && p.config.contains("TLABs")
+            })
+            .and_then(|p| p.ns_per_object)
+            .map_or("—".to_string(), |ns| format!("{ns:.2}"))
+    };
+    let jvm_chat = hotspot
+        .find("chat", |p| p.size == 50)
+        .and_then(|p| p.collections)
+        .map_or("—".to_string(), |gcs| gcs.to_string());
+    rows.push((
+        "HotSpot, TLABs",
+        jvm_ns(1),
+        jvm_ns(2),
+        "—".into(),
+        jvm_chat,
+        match hotspot {
+            HotSpot::Measured { .. } => "the same TLAB fast path, in compiled Java".into(),
+            HotSpot::Skipped(_) => "not measured in this run".into(),
+        },
+    ));
     for (mode, one, two, count, gcs, wins) in rows {
         let _ = writeln!(s, "| {mode} | {one} | {two} | {count} | {gcs} | {wins} |");
     }
