@@ -135,7 +135,7 @@ pub fn render(
                     THREADS.map(|threads| get(mode, threads, size).allocs_per_sec / 1e6)
                 })
                 .collect();
-            (mode.name().to_string(), values)
+            (format!("Hab {}", mode.name()), values)
         })
         .to_vec();
     if hotspot.measured() {

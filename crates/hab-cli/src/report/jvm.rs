@@ -387,29 +387,38 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         )?);
         progress.inc(1);
     }
-    for rooms in [10usize, 50] {
-        progress.set_message(format!("HotSpot chat, {rooms} rooms"));
-        let mut flags = parallel("4m");
-        flags.extend([
-            "-XX:TLABSize=64k".to_string(),
-            "-XX:-ResizeTLAB".to_string(),
-        ]);
-        points.push(run_main(
-            "chat",
-            "Parallel, 4 MiB young generation, 64 KiB TLABs".into(),
-            flags,
-            "hab.bench.Chat",
-            vec![rooms.to_string(), scale.chat_messages.to_string()],
-            "messages_per_sec",
-            rooms * 20,
-            rooms,
-        )?);
-        progress.inc(1);
+    for (config, fixed_tlabs) in [(CHAT_FIXED, true), (CHAT_ADAPTIVE, false)] {
+        for rooms in [10usize, 50] {
+            progress.set_message(format!("HotSpot chat, {rooms} rooms, {config}"));
+            let mut flags = parallel("4m");
+            if fixed_tlabs {
+                flags.extend([
+                    "-XX:TLABSize=64k".to_string(),
+                    "-XX:-ResizeTLAB".to_string(),
+                ]);
+            }
+            points.push(run_main(
+                "chat",
+                config.into(),
+                flags,
+                "hab.bench.Chat",
+                vec![rooms.to_string(), scale.chat_messages.to_string()],
+                "messages_per_sec",
+                rooms * 20,
+                rooms,
+            )?);
+            progress.inc(1);
+        }
     }
     Ok(points)
 }
 
+/// The configurations of HotSpot's chat runs: the seed's fixed 64 KiB TLABs, and HotSpot's
+/// own adaptive sizing.
+pub const CHAT_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLABs";
+pub const CHAT_ADAPTIVE: &str = "Parallel, 4 MiB young generation, adaptive TLABs";
+
 /// Progress steps `measure` takes.
 pub fn steps() -> usize {
-    ALLOC_ARRAY_TLABS.len() + 4 + 1 + 7 + 2
+    ALLOC_ARRAY_TLABS.len() + 4 + 1 + 7 + 4
 }

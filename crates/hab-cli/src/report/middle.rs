@@ -232,7 +232,7 @@ pub fn render(scale: &Scale, measured: &Measured, figures: &Figures) -> String {
         table_header(&mut s, &configs, "`tlab` ns/object");
         for &tlab in &sizes {
             let base = measured.get(&grid(scale, threads, tlab, None));
-            let _ = write!(s, "| {tlab} | {:.2} |", base.ns_per_alloc);
+            let _ = write!(s, "| {tlab} | {} |", super::spread(base));
             for &middle in &configs {
                 let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
                 let _ = write!(
@@ -368,10 +368,10 @@ fn render_refill_cost(s: &mut String, scale: &Scale, measured: &Measured) {
             };
             let _ = writeln!(
                 s,
-                "| {threads} | {} | {:.2} | {:.2} | {} | {:.1} |",
+                "| {threads} | {} | {} | {} | {} | {:.1} |",
                 source,
-                small.ns_per_alloc,
-                large.ns_per_alloc,
+                super::spread(small),
+                super::spread(large),
                 small.refills,
                 per_refill_ns(small, large, threads)
             );

@@ -269,7 +269,10 @@ pub fn render(scale: &Scale, measured: &Measured, hotspot: &HotSpot, figures: &F
     let mut series: Vec<Series> = THREADS
         .iter()
         .map(|&threads| Series {
-            name: format!("{threads} thread{}", if threads == 1 { "" } else { "s" }),
+            name: format!(
+                "Hab, {threads} thread{}",
+                if threads == 1 { "" } else { "s" }
+            ),
             points: SWEEP
                 .iter()
                 .filter_map(|&policy| match policy {
@@ -291,7 +294,7 @@ pub fn render(scale: &Scale, measured: &Measured, hotspot: &HotSpot, figures: &F
             .collect()
     };
     series.push(Series {
-        name: "1 thread, initialised + prefetch".into(),
+        name: "Hab, 1 thread, as HotSpot (initialised, prefetch)".into(),
         points: fixed_points(&|policy| {
             Some(
                 measured

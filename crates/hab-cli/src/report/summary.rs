@@ -135,7 +135,9 @@ pub fn render(
             .map_or("—".to_string(), |ns| format!("{ns:.2}"))
     };
     let jvm_chat = hotspot
-        .find("chat", |p| p.size == 50)
+        .find("chat", |p| {
+            p.size == 50 && p.config == super::jvm::CHAT_FIXED
+        })
         .and_then(|p| p.collections)
         .map_or("—".to_string(), |gcs| gcs.to_string());
     rows.push((

@@ -65,6 +65,14 @@ pub(super) fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
     }
 }
 
+/// The chat with adaptive TLAB (and per-CPU LAB) sizing instead of the seed's fixed 64 KiB.
+fn chat_adaptive(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
+    VmRunSpec {
+        tlab: TlabPolicy::Adaptive,
+        ..chat(scale, mode, rooms)
+    }
+}
+
 pub(super) fn trees(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
     VmRunSpec {
         depth: scale.tree_depth,
@@ -83,6 +91,7 @@ pub fn specs(scale: &Scale) -> Vec<VmRunSpec> {
     for rooms in ROOMS {
         for mode in LAB_MODES {
             specs.push(chat(scale, mode, rooms));
+            specs.push(chat_adaptive(scale, mode, rooms));
         }
     }
     for workload in [VmWorkload::BinaryTrees, VmWorkload::GcBench] {
@@ -262,7 +271,7 @@ fn render_warehouses(
     let _ = writeln!(s);
     let mut series = LAB_MODES
         .map(|mode| Series {
-            name: mode.name().to_string(),
+            name: format!("Hab {}", mode.name()),
             points: WAREHOUSE_THREADS
                 .iter()
                 .map(|&threads| {
@@ -297,7 +306,11 @@ fn render_warehouses(
 }
 
 fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, figures: &Figures) {
-    let jvm = |rooms: usize| hotspot.find("chat", |p| p.size == rooms);
+    let jvm = |rooms: usize| {
+        hotspot.find("chat", |p| {
+            p.size == rooms && p.config == super::jvm::CHAT_FIXED
+        })
+    };
     let _ = writeln!(
         s,
         "### Garthwaite et al., Figure 10 and Table 2: chat rooms with 64 KiB LABs\n"
@@ -392,7 +405,7 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
                 .iter()
                 .map(|&rooms| find(runs, &chat(scale, mode, rooms)).mean(|r| r.collections))
                 .collect();
-            (mode.name().to_string(), values)
+            (format!("Hab {}", mode.name()), values)
         })
         .to_vec();
     if hotspot.measured() {
@@ -421,7 +434,7 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
                 .iter()
                 .map(|&rooms| find(runs, &chat(scale, mode, rooms)).median(|r| r.ops_per_sec) / 1e3)
                 .collect();
-            (mode.name().to_string(), values)
+            (format!("Hab {}", mode.name()), values)
         })
         .to_vec();
     if hotspot.measured() {
@@ -455,6 +468,50 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
             check(waste <= 0.1)
         );
     }
+    render_chat_adaptive(s, scale, runs, hotspot);
+}
+
+/// The chat again with adaptive sizing, Hab's and HotSpot's: sizes that follow the thread
+/// count shrink the waste TLABs leave without per-CPU LABs.
+fn render_chat_adaptive(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot) {
+    let _ = writeln!(
+        s,
+        "The same chat with adaptive sizing instead of fixed 64 KiB LABs (Hab: TLABs, and \
+         per-CPU LABs, sized by the allocation space, the threads that allocated and the target \
+         of 50 refills per collection; HotSpot: its defaults, `-XX:+ResizeTLAB`). Collections, \
+         and thousands of messages per second `median (min–max)`:\n"
+    );
+    let _ = writeln!(
+        s,
+        "| rooms | {} | HotSpot |",
+        LAB_MODES.map(|mode| format!("`{mode}`")).join(" | ")
+    );
+    let _ = writeln!(s, "| ---: |{}", " ---: |".repeat(LAB_MODES.len() + 1));
+    for rooms in ROOMS {
+        let _ = write!(s, "| {rooms} |");
+        for mode in LAB_MODES {
+            let runs = find(runs, &chat_adaptive(scale, mode, rooms));
+            let _ = write!(
+                s,
+                " {:.0}; {} |",
+                runs.mean(|r| r.collections),
+                runs.spread(|r| r.ops_per_sec, 1e3)
+            );
+        }
+        let jvm = hotspot.find("chat", |p| {
+            p.size == rooms && p.config == super::jvm::CHAT_ADAPTIVE
+        });
+        let _ = writeln!(
+            s,
+            " {} |",
+            jvm.map_or("—".into(), |p| format!(
+                "{}; {}",
+                p.collections.map_or("—".into(), |gcs| gcs.to_string()),
+                hotspot::cell(p.value.map(|v| v / 1e3), 0)
+            ))
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// Bytes left unused in retired LABs (TLABs and per-CPU LABs).
