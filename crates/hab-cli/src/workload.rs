@@ -753,3 +753,53 @@ pub fn compute_speedup(threads: usize) -> f64 {
     let many = (0..3).map(|_| time(threads)).fold(f64::MAX, f64::min);
     threads as f64 * one / many
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compressed reference is the object's word offset from the reservation's start, and
+    /// the last word of the heap still fits.
+    #[test]
+    fn compressed_references_are_word_offsets() {
+        let config = HeapConfig::builder().capacity(1 << 20).build().unwrap();
+        let heap = Heap::new(config, HeaderWordModel).unwrap();
+        let references = References::of(&heap).unwrap();
+        let range = heap.reserved_range();
+        let mut mutator = heap.attach();
+        let size = mutator.checked_size(16).unwrap();
+        for _ in 0..100 {
+            let object = mutator.alloc_sized(size).unwrap();
+            initialise::<true>(object, size);
+            let reference = references.compress(object) as usize;
+            assert_eq!(
+                range.start + reference * hab::WORD_BYTES,
+                object.as_ptr() as usize
+            );
+        }
+        let last = NonNull::new((range.end - hab::WORD_BYTES) as *mut u8).unwrap();
+        assert_eq!(
+            references.compress(last) as usize,
+            (range.end - range.start) / hab::WORD_BYTES - 1
+        );
+    }
+
+    /// With `--zero never`, a loop initialises the whole object: header, then zeroes over
+    /// whatever the memory held.
+    #[test]
+    fn initialise_zeroes_the_body_after_the_header() {
+        for bytes in [16usize, 48] {
+            let mut memory = vec![u64::MAX; bytes / 8];
+            let object = NonNull::new(memory.as_mut_ptr().cast::<u8>()).unwrap();
+            let config = HeapConfig::builder().capacity(1 << 20).build().unwrap();
+            let heap = Heap::new(config, HeaderWordModel).unwrap();
+            let size = heap.checked_size(bytes).unwrap();
+            initialise::<true>(object, size);
+            assert_eq!(memory[0], bytes as u64);
+            assert!(
+                memory[1..].iter().all(|&word| word == 0),
+                "{bytes}: {memory:?}"
+            );
+        }
+    }
+}

@@ -475,7 +475,7 @@ fn verdicts(sections: &str) -> String {
         // The claims against HotSpot: `Claim: <claim> (<figures>): <verdict>.`
         if let Some(rest) = line.strip_prefix("Claim: ") {
             let claim = rest.split(" (").next().unwrap_or(rest);
-            if let (true, Some((_, verdict))) = (claim.contains("HotSpot"), rest.rsplit_once("): "))
+            if let (true, Some((_, verdict))) = (claim.contains("HotSpot"), rest.split_once("): "))
             {
                 let verdict = verdict.split('.').next().unwrap_or(verdict);
                 let _ = writeln!(s, "- Beside HotSpot ({verdict}): {claim}.");
@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn the_claims_list_has_each_seed_with_its_verdict() {
         let sections = format!(
-            "## A\n\n{}text\n\nClaim: Hab is at most HotSpot (1 against 2): yes. More.\n\n\
+            "## A\n\n{}text\n\nClaim: Hab is at most HotSpot (1 against 2): yes. More (see): this.\n\n\
              Claim: other (3): yes.\n\n## B\n\n{}",
             seed_claim("First", "small is fast.", "it is.", true),
             seed_claim("Second", "big is slow.", "it is not.", false)
