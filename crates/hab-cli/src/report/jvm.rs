@@ -4,8 +4,9 @@
 //! Epsilon GC with fixed TLAB sizes (JDK 17 spells Shipilëv's `-XX:EpsilonTLABSize` as
 //! `-XX:TLABSize` with `-XX:-ResizeTLAB -XX:-EpsilonElasticTLAB`) and `-XX:-UseTLAB` for
 //! `alloc-array`; Parallel GC with and without TLABs for `alloc-object`; Parallel GC with a small
-//! young generation for `warehouses`, `chat` and `binary-trees`, collections counted by the
-//! JVM's own collector beans (after an untimed warm-up round, for `warehouses` and `chat`).
+//! young generation for `warehouses`, `chat` and `binary-trees`, collections counted from the
+//! GC log (`-Xlog:gc`) of the timed round (after an untimed warm-up round, for `warehouses` and
+//! `chat`) and checked against the JVM's collector beans.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,7 +86,10 @@ pub struct Point {
     pub ns_range: Option<(f64, f64)>,
     /// The workload's own throughput (warehouses, chat) or elapsed ms (binary-trees).
     pub value: Option<f64>,
+    /// Collections in the timed round, counted from the GC log (`-Xlog:gc`).
     pub collections: Option<u64>,
+    /// The same count from the JVM's collector beans, as a cross-check.
+    pub collections_from_beans: Option<u64>,
     /// The command that reproduces it.
     pub command: String,
 }
@@ -242,6 +246,17 @@ fn figure(stderr: &str, key: &str) -> Option<f64> {
     })
 }
 
+/// Collections in the GC log (`-Xlog:gc:stderr`) between the program's `timed_round=start`
+/// and `timed_round=end` lines: one `Pause Young` or `Pause Full` line each.
+fn logged_pauses(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .skip_while(|line| !line.starts_with("timed_round=start"))
+        .take_while(|line| !line.starts_with("timed_round=end"))
+        .filter(|line| line.contains("Pause Young") || line.contains("Pause Full"))
+        .count() as u64
+}
+
 /// Every HotSpot measurement of the report.
 pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<Point>, String> {
     let mut points = Vec::new();
@@ -280,6 +295,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
                 .map(|(min, max)| (min * 1e6 / objects as f64, max * 1e6 / objects as f64)),
             value: Some(ms),
             collections: Some(0),
+            collections_from_beans: None,
             command: format!(
                 "java -jar bench/jvm/target/benchmarks.jar AllocArray {} -jvmArgs \"{jvm_args}\"",
                 jmh_args.join(" ")
@@ -321,6 +337,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
                         .map(|(min, max)| (min / threads as f64, max / threads as f64)),
                     value: None,
                     collections: None,
+                    collections_from_beans: None,
                     command: format!(
                         "java -jar bench/jvm/target/benchmarks.jar AllocObject {} -jvmArgs \"{jvm_args}\"",
                         jmh_args.join(" ")
@@ -348,7 +365,8 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             ns_per_object: None,
             ns_range: None,
             value: figure(&stderr, key),
-            collections: figure(&stderr, "collections").map(|count| count as u64),
+            collections: Some(logged_pauses(&stderr)),
+            collections_from_beans: figure(&stderr, "collections").map(|count| count as u64),
             command: format!(
                 "java {} -cp bench/jvm/target/benchmarks.jar {main} {}",
                 flags.join(" "),
@@ -356,7 +374,13 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             ),
         })
     };
-    let parallel = |young: &str| vec!["-XX:+UseParallelGC".to_string(), format!("-Xmn{young}")];
+    let parallel = |young: &str| {
+        vec![
+            "-XX:+UseParallelGC".to_string(),
+            format!("-Xmn{young}"),
+            "-Xlog:gc:stderr".to_string(),
+        ]
+    };
     progress.set_message("HotSpot binary-trees");
     points.push(run_main(
         "binary-trees",
@@ -369,23 +393,32 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         0,
     )?);
     progress.inc(1);
-    for threads in [1usize, 2, 4, 8, 16, 32, 64] {
-        progress.set_message(format!("HotSpot warehouses, {threads} threads"));
-        points.push(run_main(
-            "warehouses",
-            "Parallel, 4 MiB young generation, default TLABs".into(),
-            parallel("4m"),
-            "hab.bench.Warehouses",
-            vec![
-                threads.to_string(),
-                scale.warehouse_orders.to_string(),
-                "25".into(),
-            ],
-            "orders_per_sec",
-            threads,
-            0,
-        )?);
-        progress.inc(1);
+    for (config, fixed_tlabs) in [(WAREHOUSES_ADAPTIVE, false), (WAREHOUSES_FIXED, true)] {
+        for threads in [1usize, 2, 4, 8, 16, 32, 64] {
+            progress.set_message(format!("HotSpot warehouses, {threads} threads, {config}"));
+            let mut flags = parallel("4m");
+            if fixed_tlabs {
+                flags.extend([
+                    "-XX:TLABSize=64k".to_string(),
+                    "-XX:-ResizeTLAB".to_string(),
+                ]);
+            }
+            points.push(run_main(
+                "warehouses",
+                config.into(),
+                flags,
+                "hab.bench.Warehouses",
+                vec![
+                    threads.to_string(),
+                    scale.warehouse_orders.to_string(),
+                    "25".into(),
+                ],
+                "orders_per_sec",
+                threads,
+                0,
+            )?);
+            progress.inc(1);
+        }
     }
     for (config, fixed_tlabs) in [(CHAT_FIXED, true), (CHAT_ADAPTIVE, false)] {
         for rooms in [10usize, 50] {
@@ -418,7 +451,31 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
 pub const CHAT_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLABs";
 pub const CHAT_ADAPTIVE: &str = "Parallel, 4 MiB young generation, adaptive TLABs";
 
+/// The configurations of HotSpot's warehouses runs: its own adaptive sizing, and fixed 64 KiB
+/// TLABs.
+pub const WAREHOUSES_ADAPTIVE: &str = "Parallel, 4 MiB young generation, adaptive TLABs";
+pub const WAREHOUSES_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLABs";
+
 /// Progress steps `measure` takes.
 pub fn steps() -> usize {
-    ALLOC_ARRAY_TLABS.len() + 4 + 1 + 7 + 4
+    ALLOC_ARRAY_TLABS.len() + 4 + 1 + 2 * 7 + 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::logged_pauses;
+
+    #[test]
+    fn only_the_timed_rounds_pauses_are_counted() {
+        let stderr = "[0.1s][info][gc] GC(0) Pause Young (Allocation Failure) 3M->1M(9M) 1ms\n\
+                      timed_round=start\n\
+                      [0.2s][info][gc] GC(1) Pause Young (Allocation Failure) 3M->1M(9M) 1ms\n\
+                      [0.3s][info][gc] GC(2) Pause Full (Ergonomics) 3M->1M(9M) 9ms\n\
+                      [0.3s][info][gc] Using Parallel\n\
+                      timed_round=end\n\
+                      [0.4s][info][gc] GC(3) Pause Young (Allocation Failure) 3M->1M(9M) 1ms\n\
+                      collections=2\n";
+        assert_eq!(logged_pauses(stderr), 2);
+        assert_eq!(logged_pauses("no marker\n"), 0);
+    }
 }

@@ -26,6 +26,7 @@ public final class BinaryTrees {
 
     public static void main(String[] args) {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 10;
+        System.err.println("timed_round=start");
         long started = System.nanoTime();
         int maxDepth = Math.max(MIN_DEPTH + 2, n);
         int stretchDepth = maxDepth + 1;
@@ -40,7 +41,9 @@ public final class BinaryTrees {
             System.out.println(iterations + "\t trees of depth " + depth + "\t check: " + check);
         }
         System.out.println("long lived tree of depth " + maxDepth + "\t check: " + longLived.check());
-        System.err.println("elapsed_ms=" + (System.nanoTime() - started) / 1e6);
+        double elapsedMs = (System.nanoTime() - started) / 1e6;
+        System.err.println("timed_round=end");
+        System.err.println("elapsed_ms=" + elapsedMs);
         System.err.println("collections=" + Gc.collections());
     }
 }

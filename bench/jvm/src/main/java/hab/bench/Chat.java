@@ -53,8 +53,10 @@ public final class Chat {
         int messages = args.length > 1 ? Integer.parseInt(args[1]) : 40;
         // An untimed round first, so that the timed one runs compiled code, as Hab's does.
         round(rooms, messages);
+        System.err.println("timed_round=start");
         long collections = Gc.collections();
         double rate = round(rooms, messages);
+        System.err.println("timed_round=end");
         System.err.println("messages_per_sec=" + rate);
         System.err.println("collections=" + (Gc.collections() - collections));
     }

@@ -119,8 +119,10 @@ public final class Warehouses {
         int live = args.length > 2 ? Integer.parseInt(args[2]) : 25;
         // An untimed round first, so that the timed one runs compiled code, as Hab's does.
         round(threads, orders, live);
+        System.err.println("timed_round=start");
         long collections = Gc.collections();
         double seconds = round(threads, orders, live);
+        System.err.println("timed_round=end");
         System.err.println("orders_per_sec=" + threads * orders / seconds);
         System.err.println("collections=" + (Gc.collections() - collections));
     }
