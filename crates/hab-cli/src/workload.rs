@@ -643,12 +643,13 @@ fn initialise<const INITIALISE: bool>(object: NonNull<u8>, size: hab::AllocSize)
     if INITIALISE {
         let body = object.as_ptr().wrapping_add(hab::WORD_BYTES).cast::<u64>();
         let body_words = size.bytes() / hab::WORD_BYTES - 1;
-        // SAFETY (both arms): the object's words after its header are inside the same `size`
-        // bytes. A one-word body is one store, as a compiler emits for a known size; larger
-        // ones go through `write_bytes` (a `memset` call).
+        // A one-word body is one store, as a compiler emits for a known size; larger ones go
+        // through `write_bytes` (a `memset` call).
         if body_words == 1 {
+            // SAFETY: the word after the header is inside the object's `size` bytes.
             unsafe { body.write(0) };
         } else {
+            // SAFETY: the `body_words` words after the header are the rest of the object.
             unsafe { body.write_bytes(0, body_words) };
         }
     }

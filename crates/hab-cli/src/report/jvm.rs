@@ -381,6 +381,17 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             "-Xlog:gc:stderr".to_string(),
         ]
     };
+    // The seed's 4 MiB young generation, with HotSpot's adaptive TLABs or fixed 64 KiB ones.
+    let small_young = |fixed_tlabs: bool| {
+        let mut flags = parallel("4m");
+        if fixed_tlabs {
+            flags.extend([
+                "-XX:TLABSize=64k".to_string(),
+                "-XX:-ResizeTLAB".to_string(),
+            ]);
+        }
+        flags
+    };
     progress.set_message("HotSpot binary-trees");
     points.push(run_main(
         "binary-trees",
@@ -396,17 +407,10 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
     for (config, fixed_tlabs) in [(WAREHOUSES_ADAPTIVE, false), (WAREHOUSES_FIXED, true)] {
         for threads in [1usize, 2, 4, 8, 16, 32, 64] {
             progress.set_message(format!("HotSpot warehouses, {threads} threads, {config}"));
-            let mut flags = parallel("4m");
-            if fixed_tlabs {
-                flags.extend([
-                    "-XX:TLABSize=64k".to_string(),
-                    "-XX:-ResizeTLAB".to_string(),
-                ]);
-            }
             points.push(run_main(
                 "warehouses",
                 config.into(),
-                flags,
+                small_young(fixed_tlabs),
                 "hab.bench.Warehouses",
                 vec![
                     threads.to_string(),
@@ -423,17 +427,10 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
     for (config, fixed_tlabs) in [(CHAT_FIXED, true), (CHAT_ADAPTIVE, false)] {
         for rooms in [10usize, 50] {
             progress.set_message(format!("HotSpot chat, {rooms} rooms, {config}"));
-            let mut flags = parallel("4m");
-            if fixed_tlabs {
-                flags.extend([
-                    "-XX:TLABSize=64k".to_string(),
-                    "-XX:-ResizeTLAB".to_string(),
-                ]);
-            }
             points.push(run_main(
                 "chat",
                 config.into(),
-                flags,
+                small_young(fixed_tlabs),
                 "hab.bench.Chat",
                 vec![rooms.to_string(), scale.chat_messages.to_string()],
                 "messages_per_sec",

@@ -9,6 +9,7 @@ use hab_vm::approximate;
 use indicatif::ProgressBar;
 
 use super::hotspot::{self, HotSpot};
+use super::jvm::Point;
 use super::plot::{BarPlot, LinePlot, Series};
 use super::{check, seed_claim, Figures, Scale};
 use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
@@ -414,59 +415,48 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
         let _ = writeln!(s);
     }
     let _ = writeln!(s);
-    let mut series = LAB_MODES
-        .map(|mode| {
-            let values = ROOMS
-                .iter()
-                .map(|&rooms| find(runs, &chat(scale, mode, rooms)).mean(|r| r.collections))
-                .collect();
-            (format!("Hab {}", mode.name()), values)
-        })
-        .to_vec();
-    if hotspot.measured() {
-        let values = ROOMS
-            .iter()
-            .map(|&rooms| {
-                jvm(rooms)
-                    .and_then(|p| p.collections)
-                    .map_or(0.0, |c| c as f64)
-            })
-            .collect();
-        series.push(("HotSpot".into(), values));
-    }
-    *s += &figures.bars(
+    let bars =
+        |stem, title, y_label, hab: fn(&Runs) -> f64, jvm_value: fn(&Point) -> Option<f64>| {
+            let mut series = LAB_MODES
+                .map(|mode| {
+                    let values = ROOMS
+                        .iter()
+                        .map(|&rooms| hab(find(runs, &chat(scale, mode, rooms))))
+                        .collect();
+                    (format!("Hab {}", mode.name()), values)
+                })
+                .to_vec();
+            if hotspot.measured() {
+                // A missing HotSpot point draws no bar.
+                let values = ROOMS
+                    .iter()
+                    .map(|&rooms| jvm(rooms).and_then(jvm_value).unwrap_or(0.0))
+                    .collect();
+                series.push(("HotSpot".into(), values));
+            }
+            figures.bars(
+                stem,
+                &BarPlot {
+                    title,
+                    y_label,
+                    categories: ROOMS.iter().map(|rooms| format!("{rooms} rooms")).collect(),
+                    series,
+                },
+            )
+        };
+    *s += &bars(
         "garthwaite-table-2-collections",
-        &BarPlot {
-            title: "chat: collections with 64 KiB LABs in a 4 MiB space",
-            y_label: "collections per run",
-            categories: ROOMS.iter().map(|rooms| format!("{rooms} rooms")).collect(),
-            series,
-        },
+        "chat: collections with 64 KiB LABs in a 4 MiB space",
+        "collections per run",
+        |runs| runs.mean(|r| r.collections),
+        |p| p.collections.map(|c| c as f64),
     );
-    let mut series = LAB_MODES
-        .map(|mode| {
-            let values = ROOMS
-                .iter()
-                .map(|&rooms| find(runs, &chat(scale, mode, rooms)).median(|r| r.ops_per_sec) / 1e3)
-                .collect();
-            (format!("Hab {}", mode.name()), values)
-        })
-        .to_vec();
-    if hotspot.measured() {
-        let values = ROOMS
-            .iter()
-            .map(|&rooms| jvm(rooms).and_then(|p| p.value).map_or(0.0, |v| v / 1e3))
-            .collect();
-        series.push(("HotSpot".into(), values));
-    }
-    *s += &figures.bars(
+    *s += &bars(
         "garthwaite-figure-10",
-        &BarPlot {
-            title: "chat: messages delivered per second",
-            y_label: "thousand messages per second",
-            categories: ROOMS.iter().map(|rooms| format!("{rooms} rooms")).collect(),
-            series,
-        },
+        "chat: messages delivered per second",
+        "thousand messages per second",
+        |runs| runs.median(|r| r.ops_per_sec) / 1e3,
+        |p| p.value.map(|v| v / 1e3),
     );
     let rooms = 50;
     let get = |mode| find(runs, &chat(scale, mode, rooms));
