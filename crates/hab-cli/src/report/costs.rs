@@ -85,6 +85,16 @@ pub struct Costs {
     pub cpu_id: Vec<CpuIdCost>,
 }
 
+impl Costs {
+    /// Instructions per object of the first allocation run whose label contains `needle`.
+    pub fn instructions(&self, needle: &str) -> Option<f64> {
+        self.allocation
+            .iter()
+            .find(|(label, _, _)| label.contains(needle))
+            .map(|(_, _, count)| *count)
+    }
+}
+
 /// Progress steps `measure` takes.
 pub fn steps() -> usize {
     ALLOCATION_RUNS.len() + CpuIdSource::NAMES.len()
@@ -175,7 +185,7 @@ pub fn render(costs: &Costs) -> String {
                 check(*count <= 10.0)
             );
         }
-        if let Some((_, _, plab)) = costs.allocation.iter().find(|(l, _, _)| l.contains("plab")) {
+        if let Some(plab) = costs.instructions("plab") {
             // The loop around the allocation: header store, counter, compare, branch.
             let path = plab - 4.0;
             let _ = writeln!(

@@ -277,21 +277,15 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     sections += &jaffer::render(scale, &measured, &extras, &hotspot, &figures);
     sections += &middle::render(scale, &measured, &figures);
     sections += &plab::render(scale, &measured);
-    let instructions = |needle: &str| {
-        extras
-            .costs
-            .allocation
-            .iter()
-            .find(|(label, _, _)| label.starts_with(needle))
-            .map(|(_, _, count)| *count)
-    };
     sections += &vm::render(
         scale,
         &vm_runs,
         &hotspot,
         (
-            instructions("alloc-object, 16 B, tlab (256 KiB)"),
-            instructions("alloc-object, 16 B, plab"),
+            extras
+                .costs
+                .instructions("alloc-object, 16 B, tlab (256 KiB)"),
+            extras.costs.instructions("alloc-object, 16 B, plab"),
         ),
         &figures,
     );

@@ -82,6 +82,20 @@ pub fn write(dir: &Path, stem: &str, plot: &impl Plot) -> Result<[String; 2], St
     Ok([svg, png])
 }
 
+/// The series' names and colours, boxed in the upper right corner.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 fn draw_lines<DB: DrawingBackend>(
     area: DrawingArea<DB, Shift>,
     plot: &LinePlot<'_>,
@@ -162,14 +176,7 @@ fn draw_lines<DB: DrawingBackend>(
             )
             .map_err(error)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 14))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(error)?;
+    draw_legend(&mut chart)?;
     area.present().map_err(error)
 }
 
@@ -233,13 +240,6 @@ fn draw_bars<DB: DrawingBackend>(
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 14))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(error)?;
+    draw_legend(&mut chart)?;
     area.present().map_err(error)
 }

@@ -35,10 +35,8 @@ pub fn render(
     let instructions = |needle: &str| {
         extras
             .costs
-            .allocation
-            .iter()
-            .find(|(label, _, _)| label.contains(needle))
-            .map_or("—".to_string(), |(_, _, count)| format!("{count:.1}"))
+            .instructions(needle)
+            .map_or("—".to_string(), |count| format!("{count:.1}"))
     };
     let chat = |mode| {
         let runs = vm::find(vm_runs, &vm::chat(scale, mode, 50));
