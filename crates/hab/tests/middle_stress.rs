@@ -190,10 +190,18 @@ fn run(name: &str, heap: Arc<Heap>, cpus: &[usize]) -> [LevelStats; 5] {
         .collect();
     let cpus: Arc<[usize]> = cpus.into();
     let start = Arc::new(Barrier::new(THREADS));
+    // Threads that finish wait here parked, so that every collection of the run stops all of
+    // them (running or parked), however unevenly the scheduler runs them.
+    let end = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|index| {
-            let (world, cpus, levels, start) =
-                (world.clone(), cpus.clone(), levels.clone(), start.clone());
+            let (world, cpus, levels, start, end) = (
+                world.clone(),
+                cpus.clone(),
+                levels.clone(),
+                start.clone(),
+                end.clone(),
+            );
             thread::Builder::new()
                 .name(format!("mutator-{index}"))
                 .spawn(move || {
@@ -259,6 +267,9 @@ fn run(name: &str, heap: Arc<Heap>, cpus: &[usize]) -> [LevelStats; 5] {
                             before = mutator.stats();
                         }
                     }
+                    let parked = mutator.park();
+                    end.wait();
+                    drop(parked);
                     Report {
                         objects,
                         home_served,
