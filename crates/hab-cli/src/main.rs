@@ -424,6 +424,7 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
     let topology = heap.topology();
     let source = match topology.source() {
         TopologySource::Sysfs => "read from /sys".to_string(),
+        TopologySource::Guessed => "guessed (no cpu information in /sys)".to_string(),
         TopologySource::Simulated => format!("simulated {}", args.topology.unwrap_or_default()),
     };
     println!("topology ({source}):");

@@ -279,6 +279,12 @@ pub enum TopologySpec {
     /// A simulated machine such as `4x10x2` (see
     /// [`Topology::simulated`](crate::Topology::simulated)).
     Simulated(String),
+    /// Read a sysfs tree rooted at this path instead of `/sys` (see
+    /// [`Topology::discover_from`](crate::Topology::discover_from)): a topology captured from
+    /// another machine, or a container's own view. CPUs are still the kernel's: a CPU number
+    /// the tree does not cover takes the compare-and-swap path of per-CPU buffers, counted
+    /// as `out_of_range_cpus`.
+    SysfsAt(std::path::PathBuf),
 }
 
 /// A checked heap configuration. Build one with [`HeapConfig::builder`].
@@ -504,6 +510,13 @@ impl HeapConfigBuilder {
     /// the real one; checked when the heap is created.
     pub fn simulated_topology(mut self, spec: &str) -> Self {
         self.topology = TopologySpec::Simulated(spec.to_string());
+        self
+    }
+
+    /// Reads the machine's shape from a sysfs tree rooted at `root` instead of `/sys` (see
+    /// [`TopologySpec::SysfsAt`]).
+    pub fn sysfs_topology(mut self, root: impl Into<std::path::PathBuf>) -> Self {
+        self.topology = TopologySpec::SysfsAt(root.into());
         self
     }
 

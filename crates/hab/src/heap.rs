@@ -125,6 +125,7 @@ impl Heap {
         }
         let topology = match config.topology() {
             TopologySpec::Discover => Topology::discover(),
+            TopologySpec::SysfsAt(root) => Topology::discover_from(root),
             TopologySpec::Simulated(spec) => Topology::simulated(spec)
                 .map_err(|problem| ConfigError::new("topology", problem))?,
         };

@@ -113,6 +113,10 @@ impl Surroundings for Refill<'_> {
         self.level_counters(index).rseq_fallbacks.add(1);
     }
 
+    fn out_of_range_cpu(&mut self, index: usize) {
+        self.level_counters(index).out_of_range_cpus.add(1);
+    }
+
     fn sidelined(&mut self, index: usize) {
         self.level_counters(index).sidelined.add(1);
     }

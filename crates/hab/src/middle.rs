@@ -253,6 +253,11 @@ pub(crate) trait Surroundings {
     fn rseq_fallback(&mut self, index: usize) {
         let _ = index;
     }
+    /// A restartable section of the level at `index` ran on a CPU beyond its per-CPU array;
+    /// the request takes the compare-and-swap path.
+    fn out_of_range_cpu(&mut self, index: usize) {
+        let _ = index;
+    }
     /// A refill of the level at `index` kept a chunk it could not install for later.
     fn sidelined(&mut self, index: usize) {
         let _ = index;

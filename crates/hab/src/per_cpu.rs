@@ -68,6 +68,10 @@ pub(crate) fn carve(
                 });
             }
             Outcome::Refused { cpu, seen } => (cpu, seen),
+            Outcome::OutOfRange => {
+                env.out_of_range_cpu(index);
+                return Carved::Fallback;
+            }
             Outcome::Moved | Outcome::GaveUp => return Carved::Fallback,
         };
         if seen.left_words() >= min_words {

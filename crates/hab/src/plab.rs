@@ -99,9 +99,7 @@ impl Plabs {
 
     /// Aborts of the inline path, all CPUs.
     pub(crate) fn inline_aborts(&self) -> u64 {
-        self.slots.as_ref().map_or(0, |slots| {
-            (0..slots.cpus()).map(|cpu| slots.inline_aborts(cpu)).sum()
-        })
+        self.slots.as_ref().map_or(0, LabSlots::inline_aborts)
     }
 
     /// The largest object a LAB holds.
@@ -182,6 +180,7 @@ pub(crate) fn alloc(
                 }
                 return refill(heap, plabs, slots, area, cpu, bytes, stats);
             }
+            LabBump::OutOfRange => stats.out_of_range_cpus.add(1),
             LabBump::GaveUp => {}
         }
     }
@@ -234,7 +233,10 @@ fn refill(
                 stats.failed_transactions.add(1);
             }
         }
-        LabInstall::Occupied { .. } | LabInstall::GaveUp => {
+        LabInstall::OutOfRange | LabInstall::Occupied { .. } | LabInstall::GaveUp => {
+            if installed == LabInstall::OutOfRange {
+                stats.out_of_range_cpus.add(1);
+            }
             stats.failed_transactions.add(1);
             stats.invalid_transactions.add(1);
             sideline_or_retire(heap, plabs, stats, rest, end);

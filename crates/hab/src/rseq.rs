@@ -23,6 +23,7 @@
     allow(dead_code)
 )]
 use std::fmt;
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 /// Bits of a packed per-CPU word holding the top, in words from the heap's base (room for a
@@ -150,9 +151,11 @@ pub(crate) enum Outcome {
     /// Not committed: the slot of `cpu` had too little left (bump) or no longer held the
     /// expected word (install). `seen` is the slot's word.
     Refused { cpu: usize, seen: Packed },
-    /// Not committed: the thread runs on another CPU than the install expected (or on a CPU
-    /// beyond the slots, which a correct topology rules out).
+    /// Not committed: the thread runs on another CPU than the install expected.
     Moved,
+    /// Not committed: the thread runs on a CPU at or beyond the slots (a topology that does
+    /// not cover every CPU the kernel numbers). The caller takes its compare-and-swap path.
+    OutOfRange,
     /// Aborted [`MAX_ABORTS`] times in a row.
     GaveUp,
 }
@@ -220,6 +223,30 @@ impl Slots {
         unsafe { imp::bump(area, self.base, self.cpus, words, words << TOP_BITS) }
     }
 
+    /// [`bump`](Slots::bump) with an abort injected at instruction boundary `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_injected(
+        &self,
+        area: *mut u8,
+        words: u64,
+        inject_at: u64,
+    ) -> (Outcome, u64) {
+        // SAFETY: forwarded.
+        unsafe {
+            imp::bump_injected(
+                area,
+                self.base,
+                self.cpus,
+                words,
+                words << TOP_BITS,
+                inject_at,
+            )
+        }
+    }
+
     /// [`bump`](Slots::bump) with a widened window, for tests of the abort path.
     ///
     /// # Safety
@@ -248,6 +275,25 @@ impl Slots {
         // SAFETY: forwarded; `cpu` is in bounds.
         unsafe { imp::install(area, self.base, cpu, expected, new) }
     }
+
+    /// [`install`](Slots::install) with an abort injected at instruction boundary
+    /// `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[cfg(test)]
+    pub(crate) unsafe fn install_injected(
+        &self,
+        area: *mut u8,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+        inject_at: u64,
+    ) -> (Outcome, u64) {
+        assert!(cpu < self.cpus);
+        // SAFETY: forwarded; `cpu` is in bounds.
+        unsafe { imp::install_injected(area, self.base, cpu, expected, new, inject_at) }
+    }
 }
 
 impl Drop for Slots {
@@ -265,6 +311,8 @@ pub(crate) enum LabBump {
     /// It does not fit: the section emptied the LAB of `cpu`, whose state was `{top, end}`;
     /// when `top <= end`, its free tail `[top, end + reserve)` is now the thread's.
     Claimed { cpu: usize, top: usize, end: usize },
+    /// The thread runs on a CPU at or beyond the slots: nothing was touched.
+    OutOfRange,
     /// Aborted [`MAX_ABORTS`] times in a row.
     GaveUp,
 }
@@ -276,6 +324,8 @@ pub(crate) enum LabInstall {
     Done { cpu: usize },
     /// `cpu`'s LAB still has free memory (another thread installed one first): not installed.
     Occupied { cpu: usize },
+    /// The thread runs on a CPU at or beyond the slots: not installed.
+    OutOfRange,
     /// Aborted [`MAX_ABORTS`] times in a row.
     GaveUp,
 }
@@ -287,55 +337,85 @@ pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
 /// Per-CPU LABs of the `plab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
 /// apart. `end` is soft: an object of `n` bytes fits when `top + n <= end`, and a LAB with
 /// `top <= end` owns `[top, end + reserve)` (the reserve keeps every tail fillable). A slot
-/// with `top > end` owns nothing. The array covers every possible CPU id, so sections index it
-/// without a bounds check.
-pub(crate) struct LabSlots(Slots);
+/// with `top > end` owns nothing.
+///
+/// The array covers the CPU ids of the topology; the sections check the CPU they run on
+/// against that count and report [`LabBump::OutOfRange`] beyond it. One more slot, past the
+/// last CPU's, stays empty forever: [`slot_of`](LabSlots::slot_of) hands it out for a CPU
+/// beyond the array, so the inline path, which trusts its slot, finds nothing fits there and
+/// takes the slow path.
+pub(crate) struct LabSlots {
+    slots: Slots,
+    cpus: usize,
+}
 
 impl LabSlots {
-    /// Empty LABs for CPU ids below `cpus`.
+    /// Empty LABs for CPU ids below `cpus` (at least 1), and the empty slot past them.
     pub(crate) fn new(cpus: usize) -> LabSlots {
-        let slots = LabSlots(Slots::new(cpus));
-        for cpu in 0..slots.cpus() {
-            slots.store(cpu, EMPTY_LAB);
+        let cpus = cpus.max(1);
+        let slots = LabSlots {
+            slots: Slots::new(cpus + 1),
+            cpus,
+        };
+        for cpu in 0..=cpus {
+            slots.write(cpu, EMPTY_LAB);
         }
         slots
     }
 
+    /// How many CPUs have a LAB.
     pub(crate) fn cpus(&self) -> usize {
-        self.0.cpus
+        self.cpus
     }
 
     /// The first slot's address.
     pub(crate) fn base(&self) -> *mut usize {
-        self.0.base.cast()
+        self.slots.base.cast()
     }
 
     /// Reads a LAB outside a section (exact only while no thread can run a section).
     pub(crate) fn load(&self, cpu: usize) -> (usize, usize) {
-        assert!(cpu < self.cpus());
-        let slot = self.0.slot(cpu).cast::<usize>();
+        assert!(cpu < self.cpus);
+        let slot = self.slots.slot(cpu).cast::<usize>();
         // SAFETY: `cpu` is in bounds; the two words are aligned and inside the slot.
         unsafe { (slot.read_volatile(), slot.add(1).read_volatile()) }
     }
 
-    /// The slot of `cpu`, for the inline fast path ([`lab_bump`]).
+    /// The slot of `cpu`, for the inline fast path ([`lab_bump`]): the empty slot past the
+    /// array for a CPU beyond it.
     pub(crate) fn slot_of(&self, cpu: u32) -> *mut usize {
-        let cpu = (cpu as usize).min(self.cpus() - 1);
-        self.0.slot(cpu).cast()
+        let index = (cpu as usize).min(self.cpus);
+        self.slots.slot(index).cast()
     }
 
-    /// Aborts of the inline path counted on `cpu` so far.
-    pub(crate) fn inline_aborts(&self, cpu: usize) -> u64 {
-        assert!(cpu < self.cpus());
-        // SAFETY: `cpu` is in bounds; an aligned word of the slot, written by single stores.
-        unsafe { self.0.slot(cpu).add(2).read_volatile() }
+    /// Aborts of the inline path counted in the slot at `index` (`0..=cpus()`, the last
+    /// being the empty slot of CPUs beyond the array).
+    fn inline_aborts_at(&self, index: usize) -> u64 {
+        assert!(index <= self.cpus);
+        let counter = self.slots.slot(index).cast::<u64>().wrapping_add(2);
+        // SAFETY: `index` is in bounds, so the counter is an aligned word inside a live slot;
+        // the abort handler updates it only with locked adds, so an atomic load is race-free.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(counter) }.load(Ordering::Relaxed)
+    }
+
+    /// Aborts of the inline path, all CPUs.
+    pub(crate) fn inline_aborts(&self) -> u64 {
+        (0..=self.cpus)
+            .map(|index| self.inline_aborts_at(index))
+            .sum()
     }
 
     /// Writes a LAB outside a section: only while no thread can run a section.
-    pub(crate) fn store(&self, cpu: usize, (top, end): (usize, usize)) {
-        assert!(cpu < self.cpus());
-        let slot = self.0.slot(cpu).cast::<usize>();
-        // SAFETY: as in `load`; the caller guarantees no concurrent section.
+    pub(crate) fn store(&self, cpu: usize, lab: (usize, usize)) {
+        assert!(cpu < self.cpus);
+        self.write(cpu, lab);
+    }
+
+    fn write(&self, index: usize, (top, end): (usize, usize)) {
+        assert!(index <= self.cpus);
+        let slot = self.slots.slot(index).cast::<usize>();
+        // SAFETY: `index` is in bounds; as in `load`; the caller guarantees no concurrent
+        // section.
         unsafe {
             slot.write_volatile(top);
             slot.add(1).write_volatile(end);
@@ -354,11 +434,12 @@ impl LabSlots {
         bytes: usize,
         reserve: usize,
     ) -> (LabBump, u64) {
-        // SAFETY: forwarded.
-        unsafe { imp::lab_bump_or_claim(area, self.base(), bytes, reserve) }
+        // SAFETY: forwarded; the section checks the CPU against `cpus`.
+        unsafe { imp::lab_bump_or_claim(area, self.base(), self.cpus, bytes, reserve) }
     }
 
-    /// [`bump_or_claim`](LabSlots::bump_or_claim) with one abort forced on every call.
+    /// [`bump_or_claim`](LabSlots::bump_or_claim) with an abort injected at instruction
+    /// boundary `inject_at` (1 for the first; 0 injects none).
     ///
     /// # Safety
     /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
@@ -368,9 +449,12 @@ impl LabSlots {
         area: *mut u8,
         bytes: usize,
         reserve: usize,
+        inject_at: u64,
     ) -> (LabBump, u64) {
         // SAFETY: forwarded.
-        unsafe { imp::lab_bump_or_claim_injected(area, self.base(), bytes, reserve) }
+        unsafe {
+            imp::lab_bump_or_claim_injected(area, self.base(), self.cpus, bytes, reserve, inject_at)
+        }
     }
 
     /// Installs the LAB `{top, end}` as the current CPU's if that CPU's LAB owns no free
@@ -385,8 +469,28 @@ impl LabSlots {
         top: usize,
         end: usize,
     ) -> (LabInstall, u64) {
+        // SAFETY: forwarded; the section checks the CPU against `cpus`.
+        unsafe { imp::lab_install(area, self.base(), self.cpus, reserve, top, end) }
+    }
+
+    /// [`install`](LabSlots::install) with an abort injected at instruction boundary
+    /// `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    #[cfg(test)]
+    pub(crate) unsafe fn install_injected(
+        &self,
+        area: *mut u8,
+        reserve: usize,
+        top: usize,
+        end: usize,
+        inject_at: u64,
+    ) -> (LabInstall, u64) {
         // SAFETY: forwarded.
-        unsafe { imp::lab_install(area, self.base(), reserve, top, end) }
+        unsafe {
+            imp::lab_install_injected(area, self.base(), self.cpus, reserve, top, end, inject_at)
+        }
     }
 }
 
@@ -409,6 +513,22 @@ pub(crate) unsafe fn lab_bump(
 ) -> usize {
     // SAFETY: forwarded.
     unsafe { imp::lab_bump(area_offset, slot, cpu, bytes) }
+}
+
+/// [`lab_bump`] with an abort injected at instruction boundary `inject_at`.
+///
+/// # Safety
+/// As for [`lab_bump`].
+#[cfg(test)]
+pub(crate) unsafe fn lab_bump_injected(
+    area_offset: isize,
+    slot: *mut usize,
+    cpu: u32,
+    bytes: usize,
+    inject_at: u64,
+) -> usize {
+    // SAFETY: forwarded.
+    unsafe { imp::lab_bump_injected(area_offset, slot, cpu, bytes, inject_at) }
 }
 
 /// The CPU the thread ran on when the kernel last returned to it: a hint for [`lab_bump`]'s
@@ -521,12 +641,27 @@ mod imp {
     /// A restartable section: `$body` runs between the start and the commit, ending with the
     /// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address
     /// in the area's `rseq_cs` before every try (the kernel clears it on abort), and, out of
-    /// line, the refusal exits `7` (status 0) and `9` (status 3) and the abort handler
-    /// (preceded by the signature) that retries from the re-arm step, giving up with status 2
-    /// after `MAX_ABORTS` aborts in a row. Status 1: committed. `{area}`, `{status}`,
-    /// `{aborts}` and `{scratch}` are operands every caller passes.
+    /// line, the refusal exits `7` (status 0), `9` (status 3: the thread moved) and `14`
+    /// (status 4: a CPU beyond the slots), and the abort handler (preceded by the signature)
+    /// that retries from the re-arm step, giving up with status 2 after `MAX_ABORTS` aborts in
+    /// a row. Status 1: committed. `{area}`, `{status}`, `{aborts}` and `{scratch}` are
+    /// operands every caller passes; the second bracket holds extra register operands.
+    ///
+    /// `section!(inject [...], [inout("rcx") k => _,], ...)` is the same section with an
+    /// injection point before every instruction of the body, for tests: the `k`-th point
+    /// (from 1, counted across tries) jumps to the abort handler exactly as the kernel does
+    /// after a preemption there. The points change no flag and no register but `rcx`; `k = 0`
+    /// never injects.
     macro_rules! section {
-        ([$($body:literal),* $(,)?], $($operands:tt)*) => {
+        (plain [$($body:literal),* $(,)?], [$($extra:tt)*], $($operands:tt)*) => {
+            section!(@emit [$($body,)*], [$($extra)*], $($operands)*)
+        };
+        (inject [$($body:literal),* $(,)?], [$($extra:tt)*], $($operands:tt)*) => {
+            section!(@emit [$(
+                "lea rcx, [rcx - 1]", "jrcxz 21f", "jmp 22f", "21:", "jmp 6f", "22:", $body,
+            )*], [$($extra)*], $($operands)*)
+        };
+        (@emit [$($line:literal,)*], [$($extra:tt)*], $($operands:tt)*) => {
             asm!(
                 ".pushsection __rseq_cs, \"aw\"",
                 ".balign 32",
@@ -539,7 +674,7 @@ mod imp {
                 "lea {scratch}, [rip + 3b]",
                 "mov qword ptr [{area} + 8], {scratch}",
                 "4:",
-                $($body,)*
+                $($line,)*
                 "5:",
                 ".pushsection .text.hab_rseq_abort, \"ax\"",
                 "7:",
@@ -547,6 +682,9 @@ mod imp {
                 "jmp 8f",
                 "9:",
                 "mov {status:e}, 3",
+                "jmp 8f",
+                "14:",
+                "mov {status:e}, 4",
                 "jmp 8f",
                 ".byte 0x0f, 0xb9, 0x3d",
                 ".long {signature}",
@@ -562,22 +700,25 @@ mod imp {
                 signature = const SIGNATURE,
                 max_aborts = const MAX_ABORTS,
                 slot_shift = const SLOT_SHIFT,
+                $($extra)*
                 options(nostack),
             )
         };
     }
 
     /// The bump section; `$widen` are instructions placed between the load and the commit
-    /// (empty except in tests, which widen the window to make aborts likely).
+    /// (empty except in tests, which widen the window to make aborts likely). A CPU at or
+    /// beyond `$cpus` exits with status 4 before touching memory.
     macro_rules! bump_section {
-        ($area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr $(, $widen:literal)*) => {{
+        ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr
+         $(, $widen:literal)*) => {{
             let mut aborts: u64 = 0;
             let (status, slot, word): (u64, u64, u64);
             section!(
-                [
+                $mode [
                     "mov {slot:e}, dword ptr [{area}]",
                     "cmp {slot}, {cpus}",
-                    "jae 9f",
+                    "jae 14f",
                     "shl {slot}, {slot_shift}",
                     "add {slot}, {base}",
                     "mov {word}, qword ptr [{slot}]",
@@ -587,6 +728,7 @@ mod imp {
                     "jb 7f",
                     "mov qword ptr [{slot}], {scratch}",
                 ],
+                [$($extra)*],
                 area = in(reg) $area,
                 base = in(reg) $base,
                 cpus = in(reg) $cpus,
@@ -617,8 +759,28 @@ mod imp {
         // Registers: the inputs are never written (the kernel restarts at the abort handler
         // with the registers as they are); the outputs are early-clobber temporaries.
         // SAFETY: the caller guarantees `area` is registered and `base` holds `cpus` slots;
-        // the section writes only the slot of the CPU it runs on, with its last instruction.
-        unsafe { bump_section!(area, base, cpus, words, high) }
+        // the section writes only the slot of the CPU it runs on, after checking that CPU is
+        // below `cpus`, with its last instruction.
+        unsafe { bump_section!(plain [], area, base, cpus, words, high) }
+    }
+
+    /// `bump` with an abort injected at instruction boundary `inject_at` (see `section!`).
+    ///
+    /// # Safety
+    /// As for [`bump`].
+    #[cfg(test)]
+    pub(super) unsafe fn bump_injected(
+        area: *mut u8,
+        base: *mut u64,
+        cpus: usize,
+        words: u64,
+        high: u64,
+        inject_at: u64,
+    ) -> (Outcome, u64) {
+        // SAFETY: as in `bump`; the injection points touch only `rcx`.
+        unsafe {
+            bump_section!(inject [inout("rcx") inject_at => _,], area, base, cpus, words, high)
+        }
     }
 
     /// `bump` with a window of a few microseconds between the load and the commit, so that
@@ -638,6 +800,7 @@ mod imp {
         // its first use in the section body.
         unsafe {
             bump_section!(
+                plain [],
                 area,
                 base,
                 cpus,
@@ -650,6 +813,40 @@ mod imp {
                 "jnz 12b"
             )
         }
+    }
+
+    /// The per-CPU install section: commits `new` to the slot of `cpu` if the thread runs on
+    /// `cpu` and the slot holds `expected`.
+    macro_rules! install_section {
+        ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpu:expr, $expected:expr,
+         $new:expr) => {{
+            let mut aborts: u64 = 0;
+            let (status, slot, word): (u64, u64, u64);
+            section!(
+                $mode [
+                    "mov {slot:e}, dword ptr [{area}]",
+                    "cmp {slot}, {cpu}",
+                    "jne 9f",
+                    "shl {slot}, {slot_shift}",
+                    "add {slot}, {base}",
+                    "mov {scratch}, qword ptr [{slot}]",
+                    "cmp {scratch}, {expected}",
+                    "jne 7f",
+                    "mov qword ptr [{slot}], {new}",
+                ],
+                [$($extra)*],
+                area = in(reg) $area,
+                base = in(reg) $base,
+                cpu = in(reg) $cpu,
+                expected = in(reg) $expected.0,
+                new = in(reg) $new.0,
+                aborts = inout(reg) aborts,
+                status = out(reg) status,
+                slot = out(reg) slot,
+                scratch = out(reg) word,
+            );
+            (outcome(status, slot, $base, word), aborts)
+        }};
     }
 
     /// See `Slots::install`.
@@ -665,59 +862,56 @@ mod imp {
         expected: Packed,
         new: Packed,
     ) -> (Outcome, u64) {
-        let mut aborts: u64 = 0;
-        let (status, slot, word): (u64, u64, u64);
         // SAFETY: as in `bump`; the section commits with its single store of `new`, to the
-        // slot of `cpu`, only when the thread runs on `cpu`.
-        unsafe {
-            section!(
-                [
-                    "mov {slot:e}, dword ptr [{area}]",
-                    "cmp {slot}, {cpu}",
-                    "jne 9f",
-                    "shl {slot}, {slot_shift}",
-                    "add {slot}, {base}",
-                    "mov {scratch}, qword ptr [{slot}]",
-                    "cmp {scratch}, {expected}",
-                    "jne 7f",
-                    "mov qword ptr [{slot}], {new}",
-                ],
-                area = in(reg) area,
-                base = in(reg) base,
-                cpu = in(reg) cpu,
-                expected = in(reg) expected.0,
-                new = in(reg) new.0,
-                aborts = inout(reg) aborts,
-                status = out(reg) status,
-                slot = out(reg) slot,
-                scratch = out(reg) word,
-            );
-        }
-        (outcome(status, slot, base, word), aborts)
+        // slot of `cpu` (in bounds, by the caller), only when the thread runs on `cpu`.
+        unsafe { install_section!(plain [], area, base, cpu, expected, new) }
     }
 
-    /// The bump-or-claim section; `$inject` are instructions placed between the loads and
-    /// the commit (empty except in tests, which force aborts there).
+    /// `install` with an abort injected at instruction boundary `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`install`].
+    #[cfg(test)]
+    pub(super) unsafe fn install_injected(
+        area: *mut u8,
+        base: *mut u64,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+        inject_at: u64,
+    ) -> (Outcome, u64) {
+        // SAFETY: as in `install`; the injection points touch only `rcx`.
+        unsafe {
+            install_section!(inject [inout("rcx") inject_at => _,], area, base, cpu, expected, new)
+        }
+    }
+
+    /// The bump-or-claim section. A CPU at or beyond `$cpus` exits with status 4 before
+    /// touching memory.
     macro_rules! claim_section {
-        ($area:expr, $base:expr, $bytes:expr, $reserve:expr $(, $inject:literal)*) => {{
+        ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $bytes:expr,
+         $reserve:expr) => {{
             let mut aborts: u64 = 0;
             let (status, slot, top, end): (u64, u64, usize, usize);
             section!(
-                [
+                $mode [
                     "mov {slot:e}, dword ptr [{area}]",
+                    "cmp {slot}, {cpus}",
+                    "jae 14f",
                     "shl {slot}, {slot_shift}",
                     "add {slot}, {base}",
                     "mov {top}, qword ptr [{slot}]",
                     "mov {end}, qword ptr [{slot} + 8]",
-                    $($inject,)*
                     "lea {scratch}, [{top} + {bytes}]",
                     "lea {claim}, [{end} + {reserve}]",
                     "cmp {scratch}, {end}",
                     "cmova {scratch}, {claim}",
                     "mov qword ptr [{slot}], {scratch}",
                 ],
+                [$($extra)*],
                 area = in(reg) $area,
                 base = in(reg) $base,
+                cpus = in(reg) $cpus,
                 bytes = in(reg) $bytes,
                 reserve = in(reg) $reserve,
                 aborts = inout(reg) aborts,
@@ -732,6 +926,7 @@ mod imp {
             let outcome = match status {
                 1 if top + $bytes <= end => LabBump::Object { cpu, address: top },
                 1 => LabBump::Claimed { cpu, top, end },
+                4 => LabBump::OutOfRange,
                 _ => LabBump::GaveUp,
             };
             (outcome, aborts)
@@ -742,20 +937,20 @@ mod imp {
     /// object does not fit, `end + reserve` (a conditional move picks which).
     ///
     /// # Safety
-    /// `area` is the calling thread's registered area; `base` covers every possible CPU id.
+    /// `area` is the calling thread's registered area; `base` points to `cpus` LAB slots.
     pub(super) unsafe fn lab_bump_or_claim(
         area: *mut u8,
         base: *mut usize,
+        cpus: usize,
         bytes: usize,
         reserve: usize,
     ) -> (LabBump, u64) {
-        // SAFETY: the section writes only the slot of the CPU it runs on (the array covers
-        // every CPU id), with its last instruction.
-        unsafe { claim_section!(area, base, bytes, reserve) }
+        // SAFETY: the section writes only the slot of the CPU it runs on, after checking that
+        // CPU is below `cpus`, with its last instruction.
+        unsafe { claim_section!(plain [], area, base, cpus, bytes, reserve) }
     }
 
-    /// `lab_bump_or_claim` with an injected abort: the first try jumps from between the
-    /// loads and the commit to the abort handler, as the kernel would after a preemption.
+    /// `lab_bump_or_claim` with an abort injected at instruction boundary `inject_at`.
     ///
     /// # Safety
     /// As for `lab_bump_or_claim`.
@@ -763,43 +958,31 @@ mod imp {
     pub(super) unsafe fn lab_bump_or_claim_injected(
         area: *mut u8,
         base: *mut usize,
+        cpus: usize,
         bytes: usize,
         reserve: usize,
+        inject_at: u64,
     ) -> (LabBump, u64) {
-        // SAFETY: as in `lab_bump_or_claim`; the injected jump reads only the abort count.
+        // SAFETY: as in `lab_bump_or_claim`; the injection points touch only `rcx`.
         unsafe {
-            claim_section!(
-                area,
-                base,
-                bytes,
-                reserve,
-                "test {aborts}, {aborts}",
-                "jz 6f"
-            )
+            claim_section!(inject [inout("rcx") inject_at => _,], area, base, cpus, bytes, reserve)
         }
     }
 
-    /// See `LabSlots::install`. The section first closes the slot (`end = 0`: nothing fits),
-    /// then writes `top`, then commits `end`: a section interrupted half-way leaves a slot
-    /// that owns nothing, and the thread still owns its LAB.
-    ///
-    /// # Safety
-    /// As for `lab_bump_or_claim`.
-    pub(super) unsafe fn lab_install(
-        area: *mut u8,
-        base: *mut usize,
-        reserve: usize,
-        top: usize,
-        end: usize,
-    ) -> (LabInstall, u64) {
-        let mut aborts: u64 = 0;
-        let (status, slot): (u64, u64);
-        // SAFETY: as in `lab_bump_or_claim`; the stores before the commit only make the slot
-        // own nothing.
-        unsafe {
+    /// The LAB install section: first closes the slot (`end = 0`: nothing fits), then writes
+    /// `top`, then commits `end`: a section interrupted half-way leaves a slot that owns
+    /// nothing, and the thread still owns its LAB. A CPU at or beyond `$cpus` exits with
+    /// status 4 before touching memory.
+    macro_rules! lab_install_section {
+        ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $reserve:expr,
+         $top:expr, $end:expr) => {{
+            let mut aborts: u64 = 0;
+            let (status, slot): (u64, u64);
             section!(
-                [
+                $mode [
                     "mov {slot:e}, dword ptr [{area}]",
+                    "cmp {slot}, {cpus}",
+                    "jae 14f",
                     "shl {slot}, {slot_shift}",
                     "add {slot}, {base}",
                     "mov {scratch}, qword ptr [{slot} + 8]",
@@ -810,44 +993,75 @@ mod imp {
                     "mov qword ptr [{slot}], {top}",
                     "mov qword ptr [{slot} + 8], {end}",
                 ],
-                area = in(reg) area,
-                base = in(reg) base,
-                reserve = in(reg) reserve,
-                top = in(reg) top,
-                end = in(reg) end,
+                [$($extra)*],
+                area = in(reg) $area,
+                base = in(reg) $base,
+                cpus = in(reg) $cpus,
+                reserve = in(reg) $reserve,
+                top = in(reg) $top,
+                end = in(reg) $end,
                 aborts = inout(reg) aborts,
                 status = out(reg) status,
                 slot = out(reg) slot,
                 scratch = out(reg) _,
             );
-        }
-        let cpu = ((slot as usize).wrapping_sub(base as usize)) >> SLOT_SHIFT;
-        let outcome = match status {
-            1 => LabInstall::Done { cpu },
-            0 => LabInstall::Occupied { cpu },
-            _ => LabInstall::GaveUp,
-        };
-        (outcome, aborts)
+            let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
+            let outcome = match status {
+                1 => LabInstall::Done { cpu },
+                0 => LabInstall::Occupied { cpu },
+                4 => LabInstall::OutOfRange,
+                _ => LabInstall::GaveUp,
+            };
+            (outcome, aborts)
+        }};
     }
 
-    /// See `lab_bump`. Moving, refusal and abort all return 0; there is no retry loop and no
-    /// status register. The abort handler counts the abort in the third word of `slot`
-    /// (outside any section: concurrent counts may lose one).
+    /// See `LabSlots::install`.
     ///
     /// # Safety
-    /// As for `super::lab_bump`.
-    #[inline(always)]
-    pub(super) unsafe fn lab_bump(
-        area_offset: isize,
-        slot: *mut usize,
-        cpu: u32,
-        bytes: usize,
-    ) -> usize {
-        let object: usize;
-        // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only
-        // `slot`, the slot of the CPU it checked it runs on, with its last instruction; inputs
-        // are never written.
+    /// As for `lab_bump_or_claim`.
+    pub(super) unsafe fn lab_install(
+        area: *mut u8,
+        base: *mut usize,
+        cpus: usize,
+        reserve: usize,
+        top: usize,
+        end: usize,
+    ) -> (LabInstall, u64) {
+        // SAFETY: as in `lab_bump_or_claim`; the stores before the commit only make the slot
+        // own nothing.
+        unsafe { lab_install_section!(plain [], area, base, cpus, reserve, top, end) }
+    }
+
+    /// `lab_install` with an abort injected at instruction boundary `inject_at`.
+    ///
+    /// # Safety
+    /// As for `lab_install`.
+    #[cfg(test)]
+    pub(super) unsafe fn lab_install_injected(
+        area: *mut u8,
+        base: *mut usize,
+        cpus: usize,
+        reserve: usize,
+        top: usize,
+        end: usize,
+        inject_at: u64,
+    ) -> (LabInstall, u64) {
+        // SAFETY: as in `lab_install`; the injection points touch only `rcx`.
         unsafe {
+            lab_install_section!(
+                inject [inout("rcx") inject_at => _,], area, base, cpus, reserve, top, end
+            )
+        }
+    }
+
+    /// The inline LAB bump. Moving, refusal and abort all return 0; there is no retry loop
+    /// and no status register. The abort handler counts the abort in the third word of
+    /// `slot` with one locked add (only aborts pay for it), which readers load atomically.
+    macro_rules! inline_bump_section {
+        ([$($injection:literal),*], [$($extra:tt)*], $area_offset:expr, $slot:expr, $cpu:expr,
+         $bytes:expr) => {{
+            let object: usize;
             asm!(
                 ".pushsection __rseq_cs, \"aw\"",
                 ".balign 32",
@@ -858,12 +1072,19 @@ mod imp {
                 "lea {scratch}, [rip + 3b]",
                 "mov qword ptr fs:[{area} + 8], {scratch}",
                 "4:",
+                $($injection,)*
                 "cmp dword ptr fs:[{area}], {cpu:e}",
+                $($injection,)*
                 "jne 7f",
+                $($injection,)*
                 "mov {object}, qword ptr [{slot}]",
+                $($injection,)*
                 "lea {scratch}, [{object} + {bytes}]",
+                $($injection,)*
                 "cmp {scratch}, qword ptr [{slot} + 8]",
+                $($injection,)*
                 "ja 7f",
+                $($injection,)*
                 "mov qword ptr [{slot}], {scratch}",
                 "5:",
                 ".pushsection .text.hab_rseq_abort, \"ax\"",
@@ -873,21 +1094,65 @@ mod imp {
                 ".byte 0x0f, 0xb9, 0x3d",
                 ".long {signature}",
                 "6:",
-                "add qword ptr [{slot} + 16], 1",
+                "lock add qword ptr [{slot} + 16], 1",
                 "xor {object:e}, {object:e}",
                 "jmp 5b",
                 ".popsection",
-                area = in(reg) area_offset,
-                slot = in(reg) slot,
-                cpu = in(reg) cpu,
-                bytes = in(reg) bytes,
+                area = in(reg) $area_offset,
+                slot = in(reg) $slot,
+                cpu = in(reg) $cpu,
+                bytes = in(reg) $bytes,
                 object = out(reg) object,
                 scratch = out(reg) _,
                 signature = const SIGNATURE,
+                $($extra)*
                 options(nostack),
             );
+            object
+        }};
+    }
+
+    /// See `super::lab_bump`.
+    ///
+    /// # Safety
+    /// As for `super::lab_bump`.
+    #[inline(always)]
+    pub(super) unsafe fn lab_bump(
+        area_offset: isize,
+        slot: *mut usize,
+        cpu: u32,
+        bytes: usize,
+    ) -> usize {
+        // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only
+        // `slot`, the slot of the CPU it checked it runs on, with its last instruction; inputs
+        // are never written.
+        unsafe { inline_bump_section!([], [], area_offset, slot, cpu, bytes) }
+    }
+
+    /// `lab_bump` with an abort injected at instruction boundary `inject_at` (as in
+    /// `section!`).
+    ///
+    /// # Safety
+    /// As for `lab_bump`.
+    #[cfg(test)]
+    pub(super) unsafe fn lab_bump_injected(
+        area_offset: isize,
+        slot: *mut usize,
+        cpu: u32,
+        bytes: usize,
+        inject_at: u64,
+    ) -> usize {
+        // SAFETY: as in `lab_bump`; the injection points touch only `rcx`.
+        unsafe {
+            inline_bump_section!(
+                ["lea rcx, [rcx - 1]", "jrcxz 21f", "jmp 22f", "21:", "jmp 6f", "22:"],
+                [inout("rcx") inject_at => _,],
+                area_offset,
+                slot,
+                cpu,
+                bytes
+            )
         }
-        object
     }
 
     /// See `super::cpu_hint`.
@@ -923,6 +1188,7 @@ mod imp {
                 seen: Packed(word),
             },
             3 => Outcome::Moved,
+            4 => Outcome::OutOfRange,
             _ => Outcome::GaveUp,
         }
     }
@@ -967,6 +1233,7 @@ mod imp {
         _: *mut usize,
         _: usize,
         _: usize,
+        _: usize,
     ) -> (LabBump, u64) {
         (LabBump::GaveUp, 0)
     }
@@ -974,6 +1241,7 @@ mod imp {
     pub(super) unsafe fn lab_install(
         _: *mut u8,
         _: *mut usize,
+        _: usize,
         _: usize,
         _: usize,
         _: usize,
@@ -990,13 +1258,74 @@ mod imp {
     }
 
     #[cfg(test)]
+    pub(super) unsafe fn bump_injected(
+        _: *mut u8,
+        _: *mut u64,
+        _: usize,
+        _: u64,
+        _: u64,
+        _: u64,
+    ) -> (Outcome, u64) {
+        (Outcome::GaveUp, 0)
+    }
+
+    #[cfg(test)]
+    pub(super) unsafe fn bump_widened(
+        _: *mut u8,
+        _: *mut u64,
+        _: usize,
+        _: u64,
+        _: u64,
+    ) -> (Outcome, u64) {
+        (Outcome::GaveUp, 0)
+    }
+
+    #[cfg(test)]
+    pub(super) unsafe fn install_injected(
+        _: *mut u8,
+        _: *mut u64,
+        _: usize,
+        _: Packed,
+        _: Packed,
+        _: u64,
+    ) -> (Outcome, u64) {
+        (Outcome::GaveUp, 0)
+    }
+
+    #[cfg(test)]
     pub(super) unsafe fn lab_bump_or_claim_injected(
         _: *mut u8,
         _: *mut usize,
         _: usize,
         _: usize,
+        _: usize,
+        _: u64,
     ) -> (LabBump, u64) {
         (LabBump::GaveUp, 0)
+    }
+
+    #[cfg(test)]
+    pub(super) unsafe fn lab_install_injected(
+        _: *mut u8,
+        _: *mut usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: u64,
+    ) -> (LabInstall, u64) {
+        (LabInstall::GaveUp, 0)
+    }
+
+    #[cfg(test)]
+    pub(super) unsafe fn lab_bump_injected(
+        _: isize,
+        _: *mut usize,
+        _: u32,
+        _: usize,
+        _: u64,
+    ) -> usize {
+        0
     }
 }
 
@@ -1166,7 +1495,7 @@ mod tests {
                                     sidelined.push(start);
                                 }
                             }
-                            Outcome::Moved | Outcome::GaveUp => {}
+                            Outcome::Moved | Outcome::OutOfRange | Outcome::GaveUp => {}
                         }
                     }
                     finished.fetch_add(1, Ordering::Release);
@@ -1220,8 +1549,8 @@ mod tests {
         );
     }
 
-    /// The `plab` sections with an abort forced between the loads and the commit of every
-    /// bump-or-claim, while 64 threads move between CPUs and carve objects, claim tails and
+    /// The `plab` sections with an abort forced at an instruction boundary of every
+    /// bump-or-claim (each boundary in turn), while 64 threads move between CPUs and carve objects, claim tails and
     /// install LABs: every call aborts once and retries, and no byte is handed out twice.
     #[test]
     fn lab_sections_with_injected_aborts_never_hand_out_a_byte_twice() {
@@ -1249,8 +1578,9 @@ mod tests {
                         }
                         let bytes = 8 * (1 + call % 7);
                         // SAFETY: `area` is this thread's registered area.
+                        let inject_at = 1 + (call % CLAIM_POINTS) as u64;
                         let (outcome, aborted) =
-                            unsafe { slots.bump_or_claim_injected(area, bytes, 0) };
+                            unsafe { slots.bump_or_claim_injected(area, bytes, 0, inject_at) };
                         aborts += aborted;
                         match outcome {
                             LabBump::Object { address, .. } => pieces.push((address, bytes)),
@@ -1268,7 +1598,9 @@ mod tests {
                                     pieces.push((lab + bytes, LAB_BYTES - bytes));
                                 }
                             }
-                            LabBump::GaveUp => panic!("gave up after one injected abort"),
+                            LabBump::GaveUp | LabBump::OutOfRange => {
+                                panic!("{outcome:?} after one injected abort")
+                            }
                         }
                     }
                     (pieces, aborts)
@@ -1325,6 +1657,202 @@ mod tests {
                 slots.store(1, (2000, 3000));
                 assert_eq!(bump(1, 16), 0, "the thread is not on CPU 1");
                 assert_eq!(slots.load(1), (2000, 3000));
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Instructions in each section's body, from the arming store to the commit: an abort
+    /// can land before each of them. A refusal leaves at its branch, before the commit: the
+    /// `_REFUSED` counts end there.
+    const BUMP_POINTS: usize = 10;
+    const BUMP_REFUSED_POINTS: usize = 9;
+    const INSTALL_POINTS: usize = 9;
+    const INSTALL_REFUSED_POINTS: usize = 8;
+    const CLAIM_POINTS: usize = 12;
+    const LAB_INSTALL_POINTS: usize = 12;
+    const LAB_INSTALL_REFUSED_POINTS: usize = 9;
+    const INLINE_POINTS: usize = 7;
+
+    /// Runs `section(k)` from a fresh state for every injection point `k` (0: none) and one
+    /// beyond the last, retrying a point whose abort count a real preemption may have raised.
+    /// Checks that a section with an injected abort ends exactly as one without: `outcome`
+    /// gives what the section returned and the state it left.
+    fn at_every_boundary<T: PartialEq + std::fmt::Debug>(
+        name: &str,
+        points: usize,
+        mut section: impl FnMut(u64) -> (T, u64),
+    ) {
+        let (expected, _) = section(0);
+        for k in 1..=points as u64 + 1 {
+            let (outcome, aborts) = (0..3)
+                .map(|_| section(k))
+                .min_by_key(|(_, aborts)| *aborts)
+                .expect("three tries");
+            assert_eq!(outcome, expected, "{name}: abort injected at boundary {k}");
+            let injected = u64::from(k <= points as u64);
+            assert_eq!(
+                aborts, injected,
+                "{name}: aborts with an injection at boundary {k}"
+            );
+        }
+    }
+
+    /// An abort at every instruction boundary of every restartable section (the per-CPU
+    /// level's bump and install, the `plab` bump-or-claim and install, and the inline `plab`
+    /// bump), in the spirit of librseq's injection points: each section restarts (or, inline,
+    /// returns 0 for the slow path) and ends with the same result and the same memory as
+    /// without the abort. Every byte is accounted for.
+    #[test]
+    fn an_abort_at_every_instruction_boundary_changes_nothing() {
+        std::thread::spawn(|| {
+            let Some(area) = area() else { return };
+            assert!(pin(0));
+            let cpus = online_cpus();
+
+            // Per-CPU level: a bump that fits, one that is refused, an install.
+            for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
+                at_every_boundary("bump", points, |k| {
+                    let slots = Slots::new(cpus);
+                    slots.store(0, Packed::new(100, 5));
+                    // SAFETY: `area` is this thread's registered area.
+                    let (outcome, aborts) = unsafe { slots.bump_injected(area, words, k) };
+                    ((outcome, slots.load(0)), aborts)
+                });
+            }
+            for (expected, points) in [
+                (Packed::new(100, 5), INSTALL_POINTS),
+                (Packed::new(100, 4), INSTALL_REFUSED_POINTS),
+            ] {
+                at_every_boundary("install", points, |k| {
+                    let slots = Slots::new(cpus);
+                    slots.store(0, Packed::new(100, 5));
+                    let new = Packed::new(300, 9);
+                    // SAFETY: as above; CPU 0 is in bounds.
+                    let (outcome, aborts) =
+                        unsafe { slots.install_injected(area, 0, expected, new, k) };
+                    ((outcome, slots.load(0)), aborts)
+                });
+            }
+
+            // `plab` LABs: an object that fits, one that claims the tail, an install into an
+            // empty slot and one refused by an occupied slot.
+            for bytes in [16, 64] {
+                at_every_boundary("bump_or_claim", CLAIM_POINTS, |k| {
+                    let slots = LabSlots::new(cpus);
+                    slots.store(0, (1000, 1040));
+                    // SAFETY: as above.
+                    let (outcome, aborts) =
+                        unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) };
+                    ((outcome, slots.load(0)), aborts)
+                });
+            }
+            for (occupant, points) in [
+                // Claimed: `top` is `end + reserve`, the LAB owns nothing.
+                ((1048, 1040), LAB_INSTALL_POINTS),
+                ((1000, 1040), LAB_INSTALL_REFUSED_POINTS),
+            ] {
+                at_every_boundary("lab install", points, |k| {
+                    let slots = LabSlots::new(cpus);
+                    slots.store(0, occupant);
+                    // SAFETY: as above.
+                    let (outcome, aborts) =
+                        unsafe { slots.install_injected(area, 8, 2000, 2992, k) };
+                    ((outcome, slots.load(0)), aborts)
+                });
+            }
+
+            // The inline bump gives up at once on an abort: the caller's slow path retries.
+            let Some(offset) = fixed_area_offset() else {
+                eprintln!("no fixed rseq area offset here: {}", mechanism());
+                return;
+            };
+            if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
+                return;
+            }
+            for k in 1..=INLINE_POINTS as u64 + 1 {
+                let (object, lab, counted) = (0..3)
+                    .map(|_| {
+                        let slots = LabSlots::new(cpus);
+                        slots.store(0, (1000, 1040));
+                        // SAFETY: `offset` is glibc's area offset; the slots are live.
+                        let object =
+                            unsafe { lab_bump_injected(offset, slots.slot_of(0), 0, 16, k) };
+                        (object, slots.load(0), slots.inline_aborts())
+                    })
+                    .min_by_key(|&(_, _, counted)| counted)
+                    .expect("three tries");
+                if k <= INLINE_POINTS as u64 {
+                    assert_eq!((object, lab, counted), (0, (1000, 1040), 1), "boundary {k}");
+                } else {
+                    assert_eq!(
+                        (object, lab, counted),
+                        (1000, (1016, 1040), 0),
+                        "boundary {k}"
+                    );
+                }
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The highest CPU other than 0 this thread may run on, if any.
+    fn a_cpu_beyond_zero() -> Option<usize> {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set, filled by the kernel.
+        let set = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            set
+        };
+        // SAFETY: reads bits inside the set.
+        (1..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+    }
+
+    /// A thread on a CPU beyond the slots (a topology smaller than the machine): every
+    /// section says so and writes nothing; the inline path finds the empty slot past the
+    /// array and returns 0.
+    #[test]
+    fn a_cpu_beyond_the_slots_touches_no_slot() {
+        std::thread::spawn(|| {
+            let Some(area) = area() else { return };
+            let Some(cpu) = a_cpu_beyond_zero() else {
+                eprintln!("skipped: this thread may only run on cpu 0");
+                return;
+            };
+            assert!(pin(cpu));
+            let slots = Slots::new(1);
+            slots.store(0, Packed::new(100, 5));
+            // SAFETY: `area` is this thread's registered area.
+            let (outcome, _) = unsafe { slots.bump(area, 2) };
+            assert_eq!(outcome, Outcome::OutOfRange);
+            assert_eq!(slots.load(0), Packed::new(100, 5));
+
+            let labs = LabSlots::new(1);
+            labs.store(0, (1000, 1040));
+            // SAFETY: as above.
+            let (claimed, _) = unsafe { labs.bump_or_claim(area, 16, 8) };
+            assert_eq!(claimed, LabBump::OutOfRange);
+            labs.store(0, EMPTY_LAB);
+            // SAFETY: as above.
+            let (installed, _) = unsafe { labs.install(area, 8, 2000, 2992) };
+            assert_eq!(installed, LabInstall::OutOfRange);
+            assert_eq!(labs.load(0), EMPTY_LAB, "nothing installed");
+            labs.store(0, (1000, 1040));
+            assert_eq!(
+                labs.slot_of(cpu as u32),
+                labs.slot_of(1),
+                "the empty slot past the array"
+            );
+            if let (Some(offset), RseqMechanism::Glibc { .. }) = (fixed_area_offset(), mechanism())
+            {
+                // SAFETY: `offset` is glibc's area offset; `slot_of` gives a live slot.
+                let object = unsafe { lab_bump(offset, labs.slot_of(cpu as u32), cpu as u32, 16) };
+                assert_eq!(object, 0);
+                assert_eq!(labs.load(0), (1000, 1040), "CPU 0's LAB untouched");
             }
         })
         .join()

@@ -125,8 +125,12 @@ figures! {
         /// Restartable sections that aborted (heap totals include the inline path's).
         rseq_aborts,
         /// Objects allocated in per-CPU compare-and-swap buffers because the thread could not
-        /// use rseq (no registration, or a section that kept aborting).
+        /// use rseq (no registration, a section that kept aborting, or a CPU beyond the
+        /// per-CPU array).
         fallback_allocs,
+        /// Of those, objects allocated from a CPU number at or beyond the per-CPU array (a
+        /// topology that does not cover every CPU the kernel numbers).
+        out_of_range_cpus,
     }
 }
 
@@ -137,58 +141,38 @@ impl PlabStats {
     }
 }
 
-/// What one middle level did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LevelStats {
-    /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
-    pub allocs: u64,
-    /// Those served by a domain other than the one the thread ran on when the carve committed.
-    pub foreign_allocs: u64,
-    /// Buffers of this level claimed for a refill.
-    pub refills: u64,
-    /// Free bytes of this level's buffers retired at refills and collections.
-    pub waste_bytes: u64,
-    /// Restartable sections of this level that aborted and restarted.
-    pub rseq_aborts: u64,
-    /// Requests that took the compare-and-swap path of a restartable level (no rseq
-    /// registration for the thread, or a section that kept aborting).
-    pub rseq_fallbacks: u64,
-    /// Chunks a refill could not install and kept for later refills.
-    pub sidelined: u64,
-    /// Refills served by a sidelined chunk.
-    pub sideline_reused: u64,
+figures! {
+    /// What one middle level did.
+    LevelStats, LevelCounters {
+        /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
+        allocs,
+        /// Those served by a domain other than the one the thread ran on when the carve
+        /// committed.
+        foreign_allocs,
+        /// Buffers of this level claimed for a refill.
+        refills,
+        /// Free bytes of this level's buffers retired at refills and collections.
+        waste_bytes,
+        /// Restartable sections of this level that aborted and restarted.
+        rseq_aborts,
+        /// Requests that took the compare-and-swap path of a restartable level (no rseq
+        /// registration for the thread, a section that kept aborting, or a CPU beyond the
+        /// per-CPU array).
+        rseq_fallbacks,
+        /// Of those, requests from a CPU number at or beyond the per-CPU array (a topology
+        /// that does not cover every CPU the kernel numbers).
+        out_of_range_cpus,
+        /// Chunks a refill could not install and kept for later refills.
+        sidelined,
+        /// Refills served by a sidelined chunk.
+        sideline_reused,
+    }
 }
 
 impl LevelStats {
     /// Foreign allocations as a percentage of the level's allocations.
     pub fn foreign_percent(&self) -> f64 {
         percent(self.foreign_allocs, self.allocs)
-    }
-
-    fn since(&self, earlier: &LevelStats) -> LevelStats {
-        LevelStats {
-            allocs: self.allocs.saturating_sub(earlier.allocs),
-            foreign_allocs: self.foreign_allocs.saturating_sub(earlier.foreign_allocs),
-            refills: self.refills.saturating_sub(earlier.refills),
-            waste_bytes: self.waste_bytes.saturating_sub(earlier.waste_bytes),
-            rseq_aborts: self.rseq_aborts.saturating_sub(earlier.rseq_aborts),
-            rseq_fallbacks: self.rseq_fallbacks.saturating_sub(earlier.rseq_fallbacks),
-            sidelined: self.sidelined.saturating_sub(earlier.sidelined),
-            sideline_reused: self.sideline_reused.saturating_sub(earlier.sideline_reused),
-        }
-    }
-}
-
-impl AddAssign for LevelStats {
-    fn add_assign(&mut self, other: LevelStats) {
-        self.allocs += other.allocs;
-        self.foreign_allocs += other.foreign_allocs;
-        self.refills += other.refills;
-        self.waste_bytes += other.waste_bytes;
-        self.rseq_aborts += other.rseq_aborts;
-        self.rseq_fallbacks += other.rseq_fallbacks;
-        self.sidelined += other.sidelined;
-        self.sideline_reused += other.sideline_reused;
     }
 }
 
@@ -298,6 +282,9 @@ impl fmt::Display for TlabStats {
                     stats.refills,
                     size.of(stats.waste_bytes)
                 )?;
+                if stats.out_of_range_cpus > 0 {
+                    write!(f, " {} from cpus beyond the array", stats.out_of_range_cpus)?;
+                }
             }
         }
         let plab = &self.plab;
@@ -315,6 +302,13 @@ impl fmt::Display for TlabStats {
                 plab.rseq_aborts,
                 plab.fallback_allocs
             )?;
+            if plab.out_of_range_cpus > 0 {
+                write!(
+                    f,
+                    " ({} from cpus beyond the array)",
+                    plab.out_of_range_cpus
+                )?;
+            }
         }
         Ok(())
     }
@@ -349,19 +343,6 @@ pub(crate) struct Counters {
     pub(crate) plab: PlabCounters,
 }
 
-/// One mutator's counters of one middle level.
-#[derive(Debug, Default)]
-pub(crate) struct LevelCounters {
-    pub(crate) allocs: Counter,
-    pub(crate) foreign_allocs: Counter,
-    pub(crate) refills: Counter,
-    pub(crate) waste_bytes: Counter,
-    pub(crate) rseq_aborts: Counter,
-    pub(crate) rseq_fallbacks: Counter,
-    pub(crate) sidelined: Counter,
-    pub(crate) sideline_reused: Counter,
-}
-
 impl Counters {
     pub(crate) fn snapshot(&self) -> TlabStats {
         TlabStats {
@@ -375,19 +356,7 @@ impl Counters {
             gc_waste_bytes: self.gc_waste_bytes.get(),
             partial_tlabs: self.partial_tlabs.get(),
             plab: self.plab.snapshot(),
-            levels: std::array::from_fn(|i| {
-                let level = &self.levels[i];
-                LevelStats {
-                    allocs: level.allocs.get(),
-                    foreign_allocs: level.foreign_allocs.get(),
-                    refills: level.refills.get(),
-                    waste_bytes: level.waste_bytes.get(),
-                    rseq_aborts: level.rseq_aborts.get(),
-                    rseq_fallbacks: level.rseq_fallbacks.get(),
-                    sidelined: level.sidelined.get(),
-                    sideline_reused: level.sideline_reused.get(),
-                }
-            }),
+            levels: std::array::from_fn(|i| self.levels[i].snapshot()),
         }
     }
 }

@@ -95,6 +95,10 @@ pub enum TopologySource {
     Sysfs,
     /// Built from a `PxCxT` spec by [`Topology::simulated`].
     Simulated,
+    /// Guessed, because sysfs said nothing about CPUs (e.g. a container that masks
+    /// `/sys/devices/system/cpu`): every CPU number the kernel can give has a slot, but which
+    /// CPUs share a core, cache or package is unknown. Restartable per-CPU buffers stay off.
+    Guessed,
 }
 
 /// What a CPU slot (a possible CPU id) holds.
@@ -135,8 +139,9 @@ impl Topology {
     ///
     /// Never panics: missing or odd files (containers, offline CPUs, CPU ids with gaps, no
     /// cache information, no NUMA) fall back to what can be known, recording a warning for
-    /// each guess. With no CPU information at all, the machine is taken to be
-    /// [`std::thread::available_parallelism`] CPUs, each a core of its own, in one package.
+    /// each guess. With no CPU information at all, the topology is
+    /// [`TopologySource::Guessed`]: a slot for every CPU number the kernel can give (the size
+    /// of its CPU mask), each CPU a core of its own, in one package.
     pub fn discover() -> Topology {
         Topology::discover_from(Path::new("/sys"))
     }
@@ -291,20 +296,24 @@ impl Topology {
         (0..self.slots.len()).filter(|&cpu| keep(cpu)).collect()
     }
 
-    /// The topology when sysfs says nothing about CPUs: `available_parallelism()` CPUs, each a
-    /// core of its own, sharing one LLC, package and node.
+    /// The topology when sysfs says nothing about CPUs (a container that masks it): a slot for
+    /// every CPU number the kernel can give ([`kernel_cpu_ids`]), each CPU a core of its own,
+    /// sharing one LLC, package and node; the CPUs this thread may run on count as online, the
+    /// others as offline. Its source is [`TopologySource::Guessed`], so nothing that needs the
+    /// real machine (restartable per-CPU buffers) is enabled on it.
     fn fallback(mut warnings: Vec<String>) -> Topology {
-        let cpus = thread::available_parallelism()
-            .map_or(1, std::num::NonZeroUsize::get)
-            .min(MAX_CPU_ID + 1);
+        let KernelCpus { ids, allowed } = kernel_cpu_ids();
         warnings.push(format!(
-            "no cpu information in sysfs; assumed {cpus} cpus (the available parallelism), \
-             each a core of its own, in one package, last-level cache and node"
+            "no cpu information in sysfs; assumed cpu ids 0-{} (the kernel's cpu mask size), \
+             each a core of its own, in one package, last-level cache and node, online where \
+             this thread may run ({})",
+            ids - 1,
+            format_cpu_list(&allowed)
         ));
-        let raw = (0..cpus)
+        let raw = (0..ids)
             .map(|cpu| {
                 Some(RawCpu {
-                    online: true,
+                    online: allowed.binary_search(&cpu).is_ok(),
                     facts: CpuFacts {
                         core: CoreKey::Alone(cpu),
                         llc: LlcKey::OfPackage(0),
@@ -315,7 +324,7 @@ impl Topology {
                 })
             })
             .collect();
-        Topology::assemble(TopologySource::Sysfs, raw, warnings)
+        Topology::assemble(TopologySource::Guessed, raw, warnings)
     }
 
     /// Numbers the domains of every level densely, in order of first appearance by ascending
@@ -843,6 +852,51 @@ fn numbered_entries(dir: &Path, prefix: &str) -> Vec<(usize, PathBuf)> {
 /// # Errors
 ///
 /// A message naming the bad item: not a number, a backward range, an id above 65535.
+/// What the kernel says about CPU numbers without sysfs.
+struct KernelCpus {
+    /// One more than the largest CPU number the kernel can give: the bits of its CPU mask, as
+    /// `sched_getaffinity` reports them (`nr_cpu_ids` or `NR_CPUS` rounded up to a word).
+    ids: usize,
+    /// The CPUs the calling thread may run on, ascending.
+    allowed: Vec<usize>,
+}
+
+/// Asks the kernel for the calling thread's CPU mask: its size bounds every CPU number, and
+/// its bits are the CPUs the thread may use. Falls back to
+/// [`std::thread::available_parallelism`] CPUs where the call fails (not Linux).
+fn kernel_cpu_ids() -> KernelCpus {
+    #[cfg(target_os = "linux")]
+    {
+        // The raw system call returns how many bytes of mask the kernel wrote: its mask size.
+        let mut mask = vec![0u64; (MAX_CPU_ID + 1) / 64];
+        // SAFETY: `mask` is writable for its whole length in bytes, a multiple of 8.
+        let written = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getaffinity,
+                0,
+                mask.len() * 8,
+                mask.as_mut_ptr(),
+            )
+        };
+        if written > 0 {
+            let ids = (written as usize * 8).min(MAX_CPU_ID + 1);
+            let allowed: Vec<usize> = (0..ids)
+                .filter(|&cpu| mask[cpu / 64] & (1 << (cpu % 64)) != 0)
+                .collect();
+            if !allowed.is_empty() {
+                return KernelCpus { ids, allowed };
+            }
+        }
+    }
+    let cpus = thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_CPU_ID + 1);
+    KernelCpus {
+        ids: cpus,
+        allowed: (0..cpus).collect(),
+    }
+}
+
 fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     let text = text.trim();
     let mut cpus = Vec::new();
@@ -1273,20 +1327,31 @@ mod tests {
         assert_consistent(&topology);
     }
 
+    /// Without sysfs the topology is a guess that says so, with a slot for every CPU number
+    /// the kernel can give, not only for the CPUs this thread may use (which shrink under
+    /// `taskset` and cgroups while the kernel still numbers CPUs up to its mask size).
     #[test]
-    fn an_empty_root_falls_back_to_available_parallelism() {
+    fn an_empty_root_is_guessed_from_the_kernels_cpu_mask() {
         let sysfs = FakeSysfs::new("empty");
         let topology = sysfs.discover();
-        let cpus = thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        assert_eq!(topology.cpu_slots(), cpus);
-        assert_eq!(topology.online_cpus(), (0..cpus).collect::<Vec<_>>());
-        assert_eq!(topology.domains(Level::Core), cpus);
+        let kernel = kernel_cpu_ids();
+        assert_eq!(topology.source(), TopologySource::Guessed);
+        assert_eq!(topology.cpu_slots(), kernel.ids);
+        assert_eq!(topology.online_cpus(), kernel.allowed);
+        assert_eq!(topology.domains(Level::Core), kernel.ids);
         assert_eq!(topology.domains(Level::Package), 1);
         assert!(topology.warnings()[0].contains("no cpu information"));
         assert_consistent(&topology);
+        // Every CPU this process could be moved to, and the largest it may use now, has a slot.
+        let possible = Topology::discover();
+        if possible.source() == TopologySource::Sysfs {
+            assert!(topology.cpu_slots() >= possible.cpu_slots());
+        }
+        assert!(kernel.allowed.iter().all(|&cpu| cpu < topology.cpu_slots()));
 
         let missing = Topology::discover_from(Path::new("/nonexistent/hab/sysfs"));
-        assert_eq!(missing.cpu_slots(), cpus);
+        assert_eq!(missing.cpu_slots(), kernel.ids);
+        assert_eq!(missing.source(), TopologySource::Guessed);
         assert!(!missing.warnings().is_empty());
     }
 
