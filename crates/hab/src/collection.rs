@@ -5,10 +5,9 @@
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 
 use crate::error::{CollectionError, VerifyError};
-use crate::heap::Heap;
+use crate::heap::{CollectorGuard, Heap};
 use crate::reservation::address_to_pointer;
 use crate::sizing::CollectionFeedback;
 use crate::tlab::Waste;
@@ -42,7 +41,7 @@ pub struct Collection<'h> {
     used_bytes: usize,
     range: (usize, usize),
     next_range: Option<(usize, usize)>,
-    _one_at_a_time: MutexGuard<'h, ()>,
+    _one_at_a_time: CollectorGuard<'h>,
 }
 
 /// One object or filler met by a heap walk.
@@ -78,7 +77,7 @@ impl WalkSummary {
 
 impl<'h> Collection<'h> {
     /// Retires every registered mutator's TLAB. All of them are claimed by the caller.
-    pub(crate) fn begin(heap: &'h Heap, guard: MutexGuard<'h, ()>) -> Self {
+    pub(crate) fn begin(heap: &'h Heap, guard: CollectorGuard<'h>) -> Self {
         for cell in &heap.registry().mutators {
             // SAFETY: every registered mutator is HELD by this collection, so no other thread
             // touches its TLAB until the collection ends.
@@ -207,6 +206,16 @@ impl<'h> Collection<'h> {
 
     /// Ends the collection (as dropping it does).
     pub fn finish(self) {}
+}
+
+impl std::fmt::Debug for Collection<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection")
+            .field("allocation_range", &self.allocation_range())
+            .field("used_bytes", &self.used_bytes)
+            .field("next_range", &self.next_range)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Collection<'_> {

@@ -2,25 +2,27 @@
 //! collections stop and whose TLABs they retire.
 
 use std::ops::Range;
+use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::collection::Collection;
 use crate::config::{ConfigError, HeapConfig, MiddleLevelSpec, Mode, TopologySpec};
 use crate::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
-use crate::error::{AllocError, CollectionError, HeapError};
+use crate::error::{AllocError, CollectionError, HeapError, RunningMutator};
 use crate::global::GlobalHeap;
 use crate::middle::MiddleLevel;
 use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
 use crate::object_model::ObjectModel;
 use crate::plab::Plabs;
+use crate::process::{self, ForkGate, ThreadIdentity};
 use crate::reservation::{address_to_pointer, Reservation};
 use crate::rseq::{self, RseqMechanism};
 use crate::sizing::{DecayingAverage, TlabSizer};
 use crate::stats::{Counters, HeapStats, TlabStats};
-use crate::tlab::Tlab;
+use crate::tlab::{Tlab, Waste};
 use crate::topology::{Level, Topology, TopologySource};
 
 /// One configured middle level, as [`Heap::middle_levels`] describes it.
@@ -83,9 +85,85 @@ pub struct Heap {
     registry: Mutex<Registry>,
     /// Signalled when a collection ends or when a stopped attach may proceed.
     resumed: Condvar,
-    /// Held for the whole of a collection: one at a time.
-    collecting: Mutex<()>,
+    /// The thread running a collection, if any: one at a time.
+    collector_lock: CollectorLock,
     collections: AtomicU64,
+}
+
+/// The registry, locked, with a [`ForkGate`] held so that no `fork` copies it locked.
+pub(crate) struct RegistryGuard<'h> {
+    registry: MutexGuard<'h, Registry>,
+    _fork: ForkGate,
+}
+
+impl Deref for RegistryGuard<'_> {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+impl DerefMut for RegistryGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+}
+
+/// Who runs a collection now. Unlike a mutex held for the collection's duration, it tells
+/// a forked child that the collector was a thread of its parent (and so will never finish),
+/// and lets a caller wait with a deadline.
+struct CollectorLock {
+    holder: Mutex<Option<ThreadIdentity>>,
+    released: Condvar,
+}
+
+/// The right to run a collection, released when dropped (also when unwinding).
+pub(crate) struct CollectorGuard<'h>(&'h CollectorLock);
+
+impl CollectorLock {
+    /// Becomes the collector, waiting until `deadline` (forever if `None`) for the current one
+    /// to finish. A holder that does not exist in this process (the parent's, after `fork`)
+    /// is taken over.
+    fn acquire(&self, deadline: Option<Instant>) -> Option<CollectorGuard<'_>> {
+        let _fork = ForkGate::enter();
+        let mut holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let stale = holder.as_ref().is_some_and(|thread| !thread.exists_here());
+            if holder.is_none() || stale {
+                *holder = Some(ThreadIdentity::current());
+                return Some(CollectorGuard(self));
+            }
+            let wait = match deadline {
+                None => Duration::from_millis(100),
+                Some(deadline) => deadline.checked_duration_since(Instant::now())?,
+            };
+            holder = self
+                .released
+                .wait_timeout(holder, wait.min(Duration::from_millis(100)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for CollectorGuard<'_> {
+    fn drop(&mut self) {
+        let _fork = ForkGate::enter();
+        *self.0.holder.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.0.released.notify_all();
+    }
+}
+
+/// Releases the stopped world unless defused: a collection that unwinds before it is set up
+/// (a panicking object model) lets the mutators run again instead of holding them forever.
+struct ReleaseOnUnwind<'h>(Option<&'h Heap>);
+
+impl Drop for ReleaseOnUnwind<'_> {
+    fn drop(&mut self) {
+        if let Some(heap) = self.0 {
+            heap.release_mutators();
+        }
+    }
 }
 
 pub(crate) struct Registry {
@@ -97,6 +175,8 @@ pub(crate) struct Registry {
     pub(crate) detached: TlabStats,
     /// Decaying average of threads that took a TLAB between collections.
     pub(crate) allocating_threads: DecayingAverage,
+    /// Mutators of threads that did not survive a `fork` into this process.
+    pub(crate) forgotten_after_fork: u64,
 }
 
 impl Heap {
@@ -106,6 +186,7 @@ impl Heap {
     /// topology spec is malformed, the CPU-id source asked for does not work here, or the
     /// address range cannot be reserved.
     pub fn new(config: HeapConfig, model: impl ObjectModel) -> Result<Arc<Heap>, HeapError> {
+        process::watch_forks();
         let alignment = config.alignment_bytes();
         let min_filler = model.min_filler_bytes().max(1);
         let tlab_reserve_bytes = if min_filler <= alignment {
@@ -189,9 +270,13 @@ impl Heap {
                 next_id: 0,
                 detached: TlabStats::default(),
                 allocating_threads,
+                forgotten_after_fork: 0,
             }),
             resumed: Condvar::new(),
-            collecting: Mutex::new(()),
+            collector_lock: CollectorLock {
+                holder: Mutex::new(None),
+                released: Condvar::new(),
+            },
             collections: AtomicU64::new(0),
             config,
         }))
@@ -202,11 +287,9 @@ impl Heap {
     pub fn attach(self: &Arc<Self>) -> Mutator {
         let mut registry = self.registry();
         while registry.stopping {
-            registry = self
-                .resumed
-                .wait(registry)
-                .unwrap_or_else(|e| e.into_inner());
+            registry = self.wait_for_resume(registry);
         }
+        self.forget_mutators_lost_in_fork(&mut registry);
         let (start, end) = self.global.range();
         let sizer = TlabSizer::new(
             &self.config,
@@ -231,6 +314,7 @@ impl Heap {
             state: RUNNING.into(),
             counters,
             id: registry.next_id,
+            thread: Mutex::new(ThreadIdentity::current()),
         });
         registry.next_id += 1;
         registry.mutators.push(cell.clone());
@@ -302,17 +386,69 @@ impl Heap {
     /// Stops the world: waits until every mutator is parked, then retires every TLAB and
     /// returns the collection. Mutators that unpark meanwhile wait until it ends.
     ///
-    /// The calling thread must not hold a running [`Mutator`] of this heap (park it first),
-    /// or this waits forever.
+    /// **This wait has no bound.** A mutator whose thread never parks keeps it waiting
+    /// forever: a running [`Mutator`] held by the calling thread (park it first), one that was
+    /// leaked (`mem::forget`), or one whose thread died without unwinding. Mutators of threads
+    /// lost in a `fork` are forgotten, not waited for. Where that risk is not acceptable, use
+    /// [`collection_within`](Heap::collection_within), which gives up and names the mutators
+    /// still running.
     pub fn collection(&self) -> Collection<'_> {
-        let guard = self.collecting.lock().unwrap_or_else(|e| e.into_inner());
-        self.stop_the_world(guard)
+        let guard = self.collector_lock.acquire(None).expect("no deadline");
+        self.stop_the_world(guard, None)
+            .expect("a collection without a deadline stops the world")
     }
 
-    fn stop_the_world<'h>(&'h self, guard: MutexGuard<'h, ()>) -> Collection<'h> {
-        self.registry().stopping = true;
+    /// Stops the world as [`collection`](Heap::collection) does, giving up after `timeout`:
+    /// then the mutators run again and the error
+    /// ([`CollectionError::Timeout`]) lists the ones still running, with their threads, since
+    /// when, and whether the thread still exists (a leaked mutator, or one whose thread died
+    /// without unwinding, never parks).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hab::{CollectionError, HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().capacity("1MiB").build()?, HeaderWordModel)?;
+    /// let forgotten = heap.attach();
+    /// std::mem::forget(forgotten); // a running mutator nobody will ever park
+    /// match heap.collection_within(Duration::from_millis(10)) {
+    ///     Err(CollectionError::Timeout { running, .. }) => assert_eq!(running.len(), 1),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn collection_within(&self, timeout: Duration) -> Result<Collection<'_>, CollectionError> {
+        let deadline = Instant::now() + timeout;
+        let guard = self
+            .collector_lock
+            .acquire(Some(deadline))
+            .ok_or(CollectionError::InProgress)?;
+        self.stop_the_world(guard, Some(deadline))
+    }
+
+    /// Claims every mutator as it parks, until none runs or `deadline` passes; then retires
+    /// the LABs. On timeout releases the claimed mutators and names the running ones.
+    fn stop_the_world<'h>(
+        &'h self,
+        guard: CollectorGuard<'h>,
+        deadline: Option<Instant>,
+    ) -> Result<Collection<'h>, CollectionError> {
+        let started = Instant::now();
+        {
+            let mut registry = self.registry();
+            registry.stopping = true;
+            self.forget_mutators_lost_in_fork(&mut registry);
+        }
+        let mut release = ReleaseOnUnwind(Some(self));
         let mut rounds = 0u32;
         while self.claim_parked_mutators() > 0 {
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                let running = self.running_mutators();
+                drop(release);
+                return Err(CollectionError::Timeout {
+                    waited: started.elapsed(),
+                    running,
+                });
+            }
             rounds += 1;
             if rounds < 64 {
                 std::thread::yield_now();
@@ -320,7 +456,63 @@ impl Heap {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
-        Collection::begin(self, guard)
+        let collection = Collection::begin(self, guard);
+        release.0 = None;
+        Ok(collection)
+    }
+
+    /// The mutators running now (not parked), with the thread each runs on: who a
+    /// collection waits for.
+    pub fn running_mutators(&self) -> Vec<RunningMutator> {
+        let now = Instant::now();
+        self.registry()
+            .mutators
+            .iter()
+            .filter(|cell| cell.state.load(Ordering::Acquire) == RUNNING)
+            .map(|cell| {
+                let thread = cell.thread();
+                RunningMutator {
+                    id: cell.id,
+                    thread_name: thread.name.clone(),
+                    thread_id: thread.tid,
+                    running_for: now.saturating_duration_since(thread.since),
+                    thread_exists: thread.exists_here(),
+                    is_calling_thread: thread.is_current(),
+                }
+            })
+            .collect()
+    }
+
+    /// After a `fork`, removes the mutators of the parent's threads that do not exist in
+    /// this process (they will never park), retiring their TLABs and keeping their counters;
+    /// the forking thread's mutators are kept as this process's.
+    fn forget_mutators_lost_in_fork(&self, registry: &mut Registry) {
+        let forked = |cell: &Arc<MutatorCell>| cell.thread().belongs_to_another_process();
+        if !registry.mutators.iter().any(forked) {
+            return;
+        }
+        let mut kept = Vec::with_capacity(registry.mutators.len());
+        for cell in std::mem::take(&mut registry.mutators) {
+            let thread = cell.thread();
+            if !thread.belongs_to_another_process() {
+                kept.push(cell);
+            } else if thread.exists_here() {
+                let mut adopted = thread;
+                adopted.pid = process::current_pid();
+                adopted.tid = process::current_tid();
+                *cell.thread.lock().unwrap_or_else(|e| e.into_inner()) = adopted;
+                kept.push(cell);
+            } else {
+                // SAFETY: the mutator's thread does not exist in this process, so nothing
+                // else touches its TLAB; the registry lock keeps collections out.
+                unsafe { (*cell.tlab.get()).retire(self, &cell.counters, Waste::Collection) };
+                let mut stats = cell.counters.snapshot();
+                stats.desired_size_bytes = 0;
+                registry.detached += stats;
+                registry.forgotten_after_fork += 1;
+            }
+        }
+        registry.mutators = kept;
     }
 
     /// Stops the world as [`collection`](Heap::collection) does, unless a collection finished
@@ -346,27 +538,30 @@ impl Heap {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn collection_if_none_since(&self, seen: u64) -> Option<Collection<'_>> {
-        let guard = self.collecting.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.collector_lock.acquire(None).expect("no deadline");
         if self.collections() != seen {
             return None;
         }
-        Some(self.stop_the_world(guard))
+        Some(
+            self.stop_the_world(guard, None)
+                .expect("a collection without a deadline stops the world"),
+        )
     }
 
     /// Like [`collection`](Heap::collection) but does not wait: fails if another collection
     /// is in progress or a mutator is running.
     pub fn try_collection(&self) -> Result<Collection<'_>, CollectionError> {
         let guard = self
-            .collecting
-            .try_lock()
-            .map_err(|_| CollectionError::InProgress)?;
-        self.registry().stopping = true;
-        let running = self.claim_parked_mutators();
-        if running > 0 {
-            self.release_mutators();
-            return Err(CollectionError::MutatorsRunning { running });
-        }
-        Ok(Collection::begin(self, guard))
+            .collector_lock
+            .acquire(Some(Instant::now()))
+            .ok_or(CollectionError::InProgress)?;
+        self.stop_the_world(guard, Some(Instant::now()))
+            .map_err(|error| match error {
+                CollectionError::Timeout { running, .. } => CollectionError::MutatorsRunning {
+                    running: running.len(),
+                },
+                other => other,
+            })
     }
 
     /// Claims every parked mutator for the collection; returns how many are still running.
@@ -406,14 +601,26 @@ impl Heap {
         {
             let mut registry = self.registry();
             while cell.state.load(Ordering::Acquire) == HELD {
-                registry = self
-                    .resumed
-                    .wait(registry)
-                    .unwrap_or_else(|e| e.into_inner());
+                registry = self.wait_for_resume(registry);
             }
         }
         cell.running_since
             .store(self.collections(), Ordering::Relaxed);
+        cell.mark_running();
+    }
+
+    /// Waits for `resumed` (a collection ended), leaving the fork gate while it waits: a fork
+    /// from another thread must not wait for a collection to end.
+    fn wait_for_resume<'h>(&'h self, guard: RegistryGuard<'h>) -> RegistryGuard<'h> {
+        let RegistryGuard { registry, _fork } = guard;
+        drop(_fork);
+        let registry = self
+            .resumed
+            .wait_timeout(registry, Duration::from_millis(100))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        drop(registry);
+        self.registry()
     }
 
     /// Removes a running mutator whose TLAB is already retired, keeping its counters.
@@ -427,8 +634,12 @@ impl Heap {
         self.resumed.notify_all();
     }
 
-    pub(crate) fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn registry(&self) -> RegistryGuard<'_> {
+        let fork = ForkGate::enter();
+        RegistryGuard {
+            registry: self.registry.lock().unwrap_or_else(|e| e.into_inner()),
+            _fork: fork,
+        }
     }
 
     pub(crate) fn global(&self) -> &GlobalHeap {

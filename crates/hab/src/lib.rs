@@ -67,6 +67,23 @@
 //! | slow allocation | an object allocated outside a TLAB | `mutator.rs` |
 //! | park | a thread at a safepoint or in a safe region; collections may touch its TLAB | `mutator.rs` |
 //! | collection | stop the world, retire every LAB, walk, install the next range, resize | `collection.rs` |
+//! | thread identity | the thread a mutator runs on (name, kernel id, since when), and what `fork` keeps | `process.rs` |
+//!
+//! ## When the world cannot stop
+//!
+//! [`Heap::collection`] waits, without bound, until every mutator parks. A mutator that never
+//! parks — held running by the collecting thread itself, leaked with `mem::forget`, or left
+//! by a thread that died without unwinding — keeps it waiting forever.
+//! [`Heap::collection_within`] gives up after a deadline with
+//! [`CollectionError::Timeout`], naming each running mutator's thread, how long it has run
+//! and whether its thread still exists; [`Heap::running_mutators`] gives the same list at
+//! any time. A panic inside a collection (e.g. from the object model) releases the world.
+//!
+//! After `fork`, the child's heap forgets the mutators of the parent's threads, which do not
+//! exist in the child, and keeps the forking thread's. The heap's own locks are never copied
+//! held. Objects the lost threads were initialising at the moment of the fork may lack their
+//! headers in the child: a child should collect from its roots, or reset, rather than walk
+//! the parent's allocation range.
 //!
 //! ## Memory contents
 //!
@@ -92,6 +109,7 @@ mod per_cpu;
 mod plab;
 mod plab_path;
 mod prefetch;
+mod process;
 mod reservation;
 mod rseq;
 mod sideline;
@@ -109,7 +127,7 @@ pub use config::{
     MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
 pub use cpu_id::{measure_ns_per_call, CpuIdReader, CpuIdSource, SimulatedCpu};
-pub use error::{AllocError, CollectionError, HeapError, VerifyError};
+pub use error::{AllocError, CollectionError, HeapError, RunningMutator, VerifyError};
 pub use heap::{Heap, MiddleLevelInfo};
 pub use mutator::{AllocSize, Mutator, ParkedMutator};
 pub use object_model::{HeaderWordModel, ObjectModel};

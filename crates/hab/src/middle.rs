@@ -138,7 +138,12 @@ impl CasBuffer {
     /// Only called while no thread can be inside the protocol.
     fn take_tail(&self) -> (u64, u64) {
         let state = self.state.load(Ordering::Acquire);
-        debug_assert_ne!(state, REFILLING, "a collection met a buffer in mid-refill");
+        if state == REFILLING {
+            // Only in a process forked while a thread of its parent was refilling this
+            // buffer: that thread does not exist here, and its claimed tail is lost with it.
+            self.install(state, 0, 0);
+            return (0, 0);
+        }
         let tail = (top_of(state), self.end_words.load(Ordering::Relaxed));
         self.install(state, 0, 0);
         tail

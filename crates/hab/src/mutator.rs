@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::config::Mode;
 use crate::cpu_id::SimulatedCpu;
@@ -26,6 +26,7 @@ use crate::hierarchy;
 use crate::middle::Chunk;
 use crate::plab;
 use crate::plab_path::{LabCursor, PlabMutator, PlabPath};
+use crate::process::{ForkGate, ThreadIdentity};
 use crate::reservation::address_to_pointer;
 use crate::sizing::TlabSizer;
 use crate::stats::{Counters, TlabStats};
@@ -96,12 +97,35 @@ pub(crate) struct MutatorCell {
     pub(crate) running_since: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) id: u64,
+    /// The thread that last attached or unparked the mutator: what a collection that cannot
+    /// stop the world reports, and how a forked child tells its own mutators from its
+    /// parent's.
+    pub(crate) thread: Mutex<ThreadIdentity>,
+}
+
+impl MutatorCell {
+    /// Records that the calling thread runs the mutator from now on. (Takes the fork gate:
+    /// no `fork` copies `thread` locked.)
+    pub(crate) fn mark_running(&self) {
+        let identity = ThreadIdentity::current();
+        let _fork = ForkGate::enter();
+        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = identity;
+    }
+
+    /// The thread that runs (or last ran) the mutator. Only called with the registry
+    /// locked, which holds the fork gate.
+    pub(crate) fn thread(&self) -> ThreadIdentity {
+        self.thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 // SAFETY: `tlab` and `local` are touched only by the owning thread while `state` is RUNNING or
 // PARKED, and only by the collection that moved `state` from PARKED to HELD (with Acquire, after
 // the owner's Release store of PARKED) until it stores PARKED again (Release). `counters` are
-// atomics; `id` is immutable.
+// atomics; `id` is immutable; `thread` is behind a mutex.
 unsafe impl Sync for MutatorCell {}
 
 /// The parts of a mutator's state that only the slow path and collections use.

@@ -5,10 +5,18 @@
 
 mod common;
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use common::{assert_disjoint_inside, walk_objects, write_header};
-use hab::{HeaderWordModel, Heap, HeapConfig, Level, Mode, TlabPolicy, TopologySource};
+use common::{assert_disjoint_inside, walk_objects, watchdog, write_header};
+use hab::{
+    CollectionError, HeaderWordModel, Heap, HeapConfig, Level, Mode, ObjectModel, TlabPolicy,
+    TopologySource,
+};
 
 /// A sysfs tree that knows only CPU 0, as a container or a captured topology may show.
 fn one_cpu_sysfs(name: &str) -> PathBuf {
@@ -128,4 +136,276 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
         drop(collection);
     }
     std::fs::remove_dir_all(root).ok();
+}
+
+/// [`HeaderWordModel`] whose `write_filler` panics the next time it is armed.
+#[derive(Clone, Debug, Default)]
+struct PanickingModel(Arc<AtomicBool>);
+
+impl PanickingModel {
+    fn arm(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: fillers and headers are exactly `HeaderWordModel`'s; a panic happens before anything
+// is written.
+unsafe impl ObjectModel for PanickingModel {
+    unsafe fn write_filler(&self, address: NonNull<u8>, bytes: usize) {
+        if self.0.swap(false, Ordering::SeqCst) {
+            panic!("the object model failed to write a filler");
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { HeaderWordModel.write_filler(address, bytes) };
+    }
+
+    unsafe fn object_size(&self, address: NonNull<u8>) -> usize {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { HeaderWordModel.object_size(address) }
+    }
+
+    unsafe fn is_filler(&self, address: NonNull<u8>) -> bool {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { HeaderWordModel.is_filler(address) }
+    }
+}
+
+/// An object model that panics while a collection retires the TLABs: the panic reaches the
+/// collector, and the world is released: the parked mutator unparks, new ones attach, and
+/// the next collection walks the heap.
+#[test]
+fn a_panic_inside_a_collection_releases_the_world() {
+    let _watchdog = watchdog("a_panic_inside_a_collection", Duration::from_secs(60));
+    let model = PanickingModel::default();
+    let config = HeapConfig::builder().capacity("4MiB").build().unwrap();
+    let heap = Heap::new(config, model.clone()).unwrap();
+    let mut mutator = heap.attach();
+    write_header(mutator.alloc(64).unwrap(), 64);
+    let parked = mutator.park();
+    model.arm();
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| drop(heap.collection())));
+    assert!(result.is_err(), "the model's panic reaches the collector");
+    let mut mutator = parked.unpark();
+    write_header(mutator.alloc(64).unwrap(), 64);
+    let other = heap.attach();
+    drop(other);
+    let parked = mutator.park();
+    let collection = heap
+        .collection_within(Duration::from_secs(10))
+        .expect("the world stops again");
+    let summary = collection.verify().unwrap();
+    assert_eq!(summary.objects, 2);
+    assert_eq!(summary.total_bytes(), collection.used_bytes());
+    drop(collection);
+    drop(parked);
+}
+
+/// A thread that panics in the middle of a TLAB refill (its object model fails to cover the
+/// old TLAB's tail): its mutator is dropped while unwinding, the heap stays walkable and the
+/// other threads go on.
+#[test]
+fn a_thread_panicking_mid_refill_leaves_the_heap_walkable() {
+    let _watchdog = watchdog("a_thread_panicking_mid_refill", Duration::from_secs(60));
+    let model = PanickingModel::default();
+    let config = HeapConfig::builder()
+        .capacity("16MiB")
+        .tlab(TlabPolicy::Fixed(4096))
+        .build()
+        .unwrap();
+    let heap = Heap::new(config, model.clone()).unwrap();
+    let allocated = std::thread::scope(|scope| {
+        let victim = scope.spawn(|| {
+            let mut mutator = heap.attach();
+            let mut bytes = 0;
+            for round in 0.. {
+                if round == 300 {
+                    model.arm(); // the next refill's retire panics
+                }
+                write_header(mutator.alloc(24).unwrap(), 24);
+                bytes += 24;
+                assert!(round < 10_000, "no refill happened");
+            }
+            bytes
+        });
+        let bystander = scope.spawn(|| {
+            let mut mutator = heap.attach();
+            for _ in 0..10_000 {
+                write_header(mutator.alloc(40).unwrap(), 40);
+            }
+            10_000 * 40
+        });
+        assert!(victim.join().is_err(), "the victim panicked");
+        bystander.join().unwrap()
+    });
+    let collection = heap.collection_within(Duration::from_secs(10)).unwrap();
+    let summary = collection.verify().unwrap();
+    assert_eq!(summary.total_bytes(), collection.used_bytes());
+    assert!(summary.object_bytes >= allocated);
+    assert_eq!(heap.stats().live_mutators, 0);
+}
+
+/// A leaked mutator, one whose thread exited without dropping it, and the caller's own
+/// running mutator: a collection with a deadline gives up in time, names each with its
+/// thread, and leaves the world running (a parked mutator unparks).
+#[test]
+fn mutators_that_never_park_are_named_within_the_deadline() {
+    let _watchdog = watchdog("mutators_that_never_park", Duration::from_secs(60));
+    let config = HeapConfig::builder().capacity("4MiB").build().unwrap();
+    let heap = Heap::new(config, HeaderWordModel).unwrap();
+    let parked = heap.attach().park();
+    std::mem::forget(heap.attach()); // leaked on this thread
+    let dead = std::thread::Builder::new()
+        .name("abandoned-worker".into())
+        .spawn({
+            let heap = heap.clone();
+            move || std::mem::forget(heap.attach())
+        })
+        .unwrap();
+    dead.join().unwrap();
+    let mine = heap.attach();
+    let started = Instant::now();
+    let error = heap
+        .collection_within(Duration::from_millis(200))
+        .expect_err("the world cannot stop");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "gave up in time"
+    );
+    let CollectionError::Timeout { running, .. } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(running.len(), 3, "{error}");
+    let abandoned = running
+        .iter()
+        .find(|m| m.thread_name.as_deref() == Some("abandoned-worker"))
+        .expect("the dead thread's mutator is named");
+    assert!(!abandoned.thread_exists, "{error}");
+    assert_eq!(
+        running.iter().filter(|m| m.is_calling_thread).count(),
+        2,
+        "the leaked one and the caller's own run on this thread: {error}"
+    );
+    assert!(running.iter().all(|m| m.running_for > Duration::ZERO));
+    let text = error.to_string();
+    assert!(
+        text.contains("abandoned-worker") && text.contains("has exited"),
+        "{text}"
+    );
+    // The world runs again: the parked mutator unparks, the running one allocates.
+    let mut unparked = parked.unpark();
+    unparked.alloc(16).unwrap();
+    drop((unparked, mine));
+    assert_eq!(heap.running_mutators().len(), 2, "the two leaked ones");
+}
+
+/// `fork` while other threads allocate and attach: the child forgets the mutators of the
+/// threads that did not come with it, keeps the forking thread's, attaches a new thread,
+/// allocates and collects, with a walk that covers every byte.
+#[test]
+fn a_forked_child_attaches_allocates_and_collects() {
+    let _watchdog = watchdog("a_forked_child", Duration::from_secs(120));
+    for mode in [Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip] {
+        let mut builder = HeapConfig::builder().capacity("256MiB").mode(mode);
+        if mode == Mode::Hab {
+            builder = builder.middle("cpu:256KiB,core:1MiB");
+        }
+        let heap = Heap::new(builder.build().unwrap(), HeaderWordModel).unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            /// Stops the workers however the scope ends, so a failed assertion cannot hang it.
+            struct StopOnDrop<'a>(&'a AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _stop = StopOnDrop(&stop);
+            for worker in 0..4 {
+                let (heap, stop) = (&heap, &stop);
+                scope.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        // Attach and detach too, so forks land inside registry updates.
+                        let mut mutator = heap.attach();
+                        let bytes = 16 + 8 * worker;
+                        for _ in 0..2_000 {
+                            match mutator.alloc(bytes) {
+                                Ok(object) => write_header(object, bytes),
+                                Err(_) => break, // full: the main thread collects
+                            }
+                        }
+                    }
+                });
+            }
+            for round in 0..20 {
+                // Everything the workers made is dead: start from the bottom again.
+                let mut collection = heap.collection_within(Duration::from_secs(10)).unwrap();
+                collection.verify().unwrap();
+                collection.reset();
+                drop(collection);
+                let mut mine = heap.attach();
+                if let Ok(object) = mine.alloc(32) {
+                    write_header(object, 32);
+                }
+                // SAFETY: the child runs only this test's code and leaves with `_exit`.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    let code = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        child(&heap, mine);
+                    }))
+                    .map_or(1, |()| 0);
+                    // SAFETY: ends the child without running the parent's destructors.
+                    unsafe { libc::_exit(code) };
+                }
+                let mut status = 0;
+                // SAFETY: waits for the child just forked.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "{mode:?}, round {round}: child status {status}"
+                );
+                drop(mine);
+            }
+        });
+    }
+
+    /// In the child: a collection with a deadline stops the world (the parent's threads are
+    /// forgotten) and starts over (the copied heap is not walked: the parent's threads may
+    /// have been between an allocation and its header at the fork); the forking thread's
+    /// mutator is still usable; a new thread attaches and allocates; a second collection
+    /// walks exactly what the child made.
+    fn child(heap: &Arc<Heap>, mine: hab::Mutator) {
+        let parked = mine.park();
+        let mut collection = heap
+            .collection_within(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("child: {e}"));
+        collection.reset();
+        drop(collection);
+        assert_eq!(
+            heap.stats().live_mutators,
+            1,
+            "only the forking thread's mutator"
+        );
+        let mut mine = parked.unpark();
+        write_header(mine.alloc(48).unwrap(), 48);
+        let helper = {
+            let heap = heap.clone();
+            std::thread::spawn(move || {
+                let mut mutator = heap.attach();
+                for _ in 0..1_000 {
+                    write_header(mutator.alloc(24).unwrap(), 24);
+                }
+            })
+        };
+        helper.join().unwrap();
+        let parked = mine.park();
+        let collection = heap
+            .collection_within(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("child: {e}"));
+        let summary = collection.verify().unwrap();
+        assert_eq!(summary.total_bytes(), collection.used_bytes());
+        assert_eq!(summary.objects, 1_001);
+        drop(collection);
+        let mut mine = parked.unpark();
+        write_header(mine.alloc(16).unwrap(), 16);
+    }
 }

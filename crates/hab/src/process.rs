@@ -1,0 +1,170 @@
+//! Which thread and process a mutator belongs to, and what `fork` leaves behind.
+//!
+//! A collection that cannot stop the world names the mutators it waits for: the thread that
+//! runs each (name, kernel thread id), since when, and whether that thread still exists. After
+//! `fork` only the forking thread exists in the child; the heap forgets the mutators of the
+//! others (their threads will never park) and keeps the forking thread's.
+//!
+//! `fork` also copies locks as they were. The heap's registry and collector locks are held
+//! only for short critical sections, each taken through a [`ForkGate`] read guard; a fork
+//! waits (in its `pthread_atfork` prepare handler) until none is inside one, so the child
+//! never inherits them locked. Cost: an uncontended read lock per registry access, none on the
+//! allocation paths.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+/// The thread a mutator last ran on.
+#[derive(Clone, Debug)]
+pub(crate) struct ThreadIdentity {
+    /// The process the thread belonged to then.
+    pub(crate) pid: i32,
+    /// The kernel's thread id.
+    pub(crate) tid: i32,
+    /// `pthread_self()`: the one value a thread keeps across `fork`.
+    pub(crate) pthread: usize,
+    /// The thread's name, if it has one.
+    pub(crate) name: Option<String>,
+    /// When the mutator last started running on it.
+    pub(crate) since: Instant,
+}
+
+impl ThreadIdentity {
+    /// The calling thread, running from now.
+    pub(crate) fn current() -> ThreadIdentity {
+        ThreadIdentity {
+            pid: current_pid(),
+            tid: current_tid(),
+            pthread: current_pthread(),
+            name: std::thread::current().name().map(str::to_owned),
+            since: Instant::now(),
+        }
+    }
+
+    /// Whether this is the calling thread.
+    pub(crate) fn is_current(&self) -> bool {
+        self.pid == current_pid() && self.tid == current_tid()
+    }
+
+    /// Whether the thread exists in this process: it is one of its threads now, or the
+    /// thread that forked this process (which keeps its `pthread_self` but not its ids).
+    pub(crate) fn exists_here(&self) -> bool {
+        if self.pid == current_pid() {
+            return thread_is_alive(self.tid);
+        }
+        self.pthread == FORKED_BY.load(Ordering::Acquire)
+    }
+
+    /// Whether the thread was in another process (this one's parent, before a `fork`).
+    pub(crate) fn belongs_to_another_process(&self) -> bool {
+        self.pid != current_pid()
+    }
+}
+
+/// This process's id (not cached: it changes at `fork`).
+pub(crate) fn current_pid() -> i32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+thread_local! {
+    /// The kernel's id of this thread, read once (a forked child's thread gets a new one:
+    /// see `current_tid`).
+    static TID: std::cell::Cell<(i32, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The kernel's id of the calling thread.
+pub(crate) fn current_tid() -> i32 {
+    let pid = current_pid();
+    TID.with(|cached| {
+        let (cached_pid, tid) = cached.get();
+        if cached_pid == pid && tid != 0 {
+            return tid;
+        }
+        let tid = read_tid();
+        cached.set((pid, tid));
+        tid
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn read_tid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_tid() -> i32 {
+    0
+}
+
+fn current_pthread() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// Whether thread `tid` of this process still exists.
+#[cfg(target_os = "linux")]
+fn thread_is_alive(tid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_is_alive(_: i32) -> bool {
+    true
+}
+
+/// `pthread_self()` of the thread that forked this process, set in the child; 0 in a process
+/// that was not forked since it first built a heap.
+static FORKED_BY: AtomicUsize = AtomicUsize::new(0);
+
+/// Taken for reading around every short critical section on a heap's shared state, and for
+/// writing by a `fork` while it copies the process.
+static FORK_GATE: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// The forking thread's write guard, between the prepare handler and the parent's or
+    /// child's handler (all three run on the forking thread).
+    static FORK_GUARD: RefCell<Option<RwLockWriteGuard<'static, ()>>> = const { RefCell::new(None) };
+}
+
+/// A read guard on the fork gate: no `fork` copies the process while it is held.
+pub(crate) struct ForkGate(#[allow(dead_code)] RwLockReadGuard<'static, ()>);
+
+impl ForkGate {
+    pub(crate) fn enter() -> ForkGate {
+        ForkGate(FORK_GATE.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+extern "C" fn before_fork() {
+    let guard = FORK_GATE.write().unwrap_or_else(|e| e.into_inner());
+    FORK_GUARD.with(|slot| *slot.borrow_mut() = Some(guard));
+}
+
+extern "C" fn after_fork_in_parent() {
+    FORK_GUARD.with(|slot| drop(slot.borrow_mut().take()));
+}
+
+extern "C" fn after_fork_in_child() {
+    FORKED_BY.store(current_pthread(), Ordering::Release);
+    FORK_GUARD.with(|slot| drop(slot.borrow_mut().take()));
+}
+
+/// Installs the `fork` handlers, once per process (before the first heap exists).
+pub(crate) fn watch_forks() {
+    static WATCH: Once = Once::new();
+    WATCH.call_once(|| {
+        // SAFETY: the handlers are `extern "C"` functions that live for the whole program;
+        // they only take and release the gate and store a word.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        };
+    });
+}
