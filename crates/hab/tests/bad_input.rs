@@ -512,7 +512,7 @@ fn try_collection_with_running_mutators_is_refused() {
     alloc(&mut other, 16);
     alloc(&mut parked, 16);
     let parked = parked.park();
-    let error = heap.try_collection().err().expect("mutators are running");
+    let error = heap.try_collection().expect_err("mutators are running");
     assert_eq!(error, CollectionError::MutatorsRunning { running: 2 });
     assert!(error.to_string().contains("2 mutators"), "{error}");
     assert_eq!(heap.collections(), 0);
