@@ -1,6 +1,7 @@
 //! `hab`: run allocation workloads on Hab and write reports.
 
 mod callgrind;
+mod limits;
 mod machine;
 mod report;
 mod vm_run;
@@ -225,6 +226,10 @@ fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a reader that exits early (`hab run | head`) ends the process quietly,
+    // as for other command-line tools, instead of a panic on the failed write.
+    // SAFETY: restoring the default disposition of SIGPIPE, before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let result = match Cli::parse().command {
         Command::Run(args) => run(args),
         Command::Report(args) => {
@@ -281,7 +286,8 @@ fn run(args: RunArgs) -> Result<(), String> {
         waste_target_percent: args.waste_target_percent,
         refill_waste_fraction: args.refill_waste_fraction,
         compute: !args.no_compute,
-        middle: MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?,
+        middle: MiddleLevelSpec::parse_list(&args.middle)
+            .map_err(|e| limits::config_error(&e, false))?,
         cpu_id: args.cpu_id,
         topology: args.topology,
     };
@@ -380,7 +386,8 @@ fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
         workload,
         mode: args.mode,
         tlab: args.tlab_size,
-        middle: MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?,
+        middle: MiddleLevelSpec::parse_list(&args.middle)
+            .map_err(|e| limits::config_error(&e, false))?,
         space_bytes: args.heap,
         depth: args.depth,
         threads: args.threads,
@@ -408,7 +415,8 @@ fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
 }
 
 fn topology(args: TopologyArgs) -> Result<(), String> {
-    let middle = MiddleLevelSpec::parse_list(&args.middle).map_err(|e| e.to_string())?;
+    let middle =
+        MiddleLevelSpec::parse_list(&args.middle).map_err(|e| limits::config_error(&e, false))?;
     let mut builder = HeapConfig::builder()
         .capacity("1GiB")
         .mode(Mode::Hab)
@@ -459,6 +467,7 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
 }
 
 fn cpu_id(args: CpuIdArgs) -> Result<(), String> {
+    limits::at_least_one("--calls", args.calls.try_into().unwrap_or(usize::MAX))?;
     let slots = Topology::discover().cpu_slots();
     if let Some(source) = args.source {
         let reader = CpuIdReader::new(source, slots)?;

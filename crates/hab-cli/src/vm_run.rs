@@ -12,7 +12,11 @@ use hab_vm::workloads::{binary_trees, gcbench, javac_like, Outcome};
 use hab_vm::{approximate, Vm, VmConfig};
 use serde::Serialize;
 
+use crate::limits;
 use crate::workload::PlabResult;
+
+/// The most orders a warehouse keeps alive (`--live-orders`): about 10 GB per warehouse.
+const MAX_LIVE_ORDERS: usize = 10_000_000;
 
 /// The VM's workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +79,91 @@ pub struct VmRunSpec {
 }
 
 impl VmRunSpec {
+    /// Checks every number against what a run can do, before the VM is built: thread and
+    /// room counts, tree depths and live orders within their limits, and a heap (twice the
+    /// allocation space, for copying) that fits Hab and this machine.
+    pub fn check(&self) -> Result<(), String> {
+        let name = self.workload.name();
+        match self.workload {
+            VmWorkload::BinaryTrees | VmWorkload::GcBench => {
+                if self.depth > limits::MAX_TREE_DEPTH {
+                    return Err(format!(
+                        "--depth {}: {name} supports trees at most {} deep",
+                        self.depth,
+                        limits::MAX_TREE_DEPTH
+                    ));
+                }
+            }
+            VmWorkload::Warehouses | VmWorkload::AllocArray | VmWorkload::AllocObject => {
+                limits::threads("--threads", self.threads)?;
+            }
+            VmWorkload::Chat => {
+                limits::at_least_one("--rooms", self.rooms)?;
+                let connections = self.rooms.saturating_mul(chat::ROOM_SIZE);
+                if connections > limits::MAX_THREADS {
+                    return Err(format!(
+                        "--rooms {}: {connections} connection threads; at most {} rooms ({} threads) are supported",
+                        self.rooms,
+                        limits::MAX_THREADS / chat::ROOM_SIZE,
+                        limits::MAX_THREADS
+                    ));
+                }
+            }
+            VmWorkload::JavacLike => {}
+        }
+        if let Some(ops) = self.ops {
+            limits::at_least_one("--objects", ops)?;
+        }
+        if self.workload == VmWorkload::Warehouses {
+            limits::at_least_one("--live-orders", self.live_orders)?;
+            if self.live_orders > MAX_LIVE_ORDERS {
+                return Err(format!(
+                    "--live-orders {}: at most {MAX_LIVE_ORDERS} per warehouse are supported",
+                    self.live_orders
+                ));
+            }
+        }
+        if matches!(
+            self.workload,
+            VmWorkload::AllocArray | VmWorkload::AllocObject
+        ) {
+            limits::at_least_one("--object-size", self.object_size)?;
+            let factors = [
+                ("--threads", self.threads),
+                ("--objects", self.ops.unwrap_or(1_000_000)),
+                ("--object-size", self.object_size),
+            ];
+            let live = limits::product(&factors)?;
+            limits::heap_fits(
+                live,
+                &format!("{name} on the VM ({})", limits::describe(&factors)),
+                false,
+            )?;
+        }
+        let space = self.space_bytes();
+        let what = match self.space_bytes {
+            Some(bytes) => format!("--heap {}", ByteSize::new(bytes)),
+            None => match self.workload {
+                VmWorkload::BinaryTrees | VmWorkload::GcBench => {
+                    format!("{name} at --depth {}", self.depth)
+                }
+                VmWorkload::Warehouses => format!(
+                    "{name} with --threads {} --live-orders {}",
+                    self.threads, self.live_orders
+                ),
+                _ => format!("{name} with these settings"),
+            },
+        };
+        let reserved = space
+            .checked_mul(2)
+            .ok_or_else(|| format!("{what}: twice the allocation space overflows"))?;
+        limits::heap_fits(
+            reserved,
+            &format!("{what} (twice the allocation space, for copying)"),
+            true,
+        )
+    }
+
     pub fn space_bytes(&self) -> usize {
         self.space_bytes.unwrap_or_else(|| {
             let live = match self.workload {
@@ -90,7 +179,10 @@ impl VmRunSpec {
                 VmWorkload::AllocObject => 16 << 20,
                 _ => 4 << 20,
             };
-            (3 * live).max(floor).next_multiple_of(1 << 20)
+            live.saturating_mul(3)
+                .max(floor)
+                .checked_next_multiple_of(1 << 20)
+                .unwrap_or(usize::MAX)
         })
     }
 
@@ -205,6 +297,7 @@ pub struct VmRunResult {
 }
 
 pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
+    spec.check()?;
     let heap = HeapConfig::builder()
         .mode(spec.mode)
         .tlab(spec.tlab)

@@ -17,7 +17,7 @@
 
 use std::hint::black_box;
 use std::ptr::NonNull;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::Instant;
 
 use hab::{
@@ -25,6 +25,8 @@ use hab::{
     TlabPolicy, TlabStats, ZeroMemory,
 };
 use serde::Serialize;
+
+use crate::limits;
 
 /// Which workload to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -265,34 +267,162 @@ fn policy_name(policy: TlabPolicy) -> &'static str {
 }
 
 impl RunSpec {
-    /// The heap capacity to use: the given one, or room for every object of a repetition plus
-    /// slack for TLABs and middle-level buffers (alloc-array), or 16 MiB, small enough to stay in the caches
-    /// (alloc-object).
-    pub fn heap_bytes(&self) -> usize {
-        self.heap_bytes.unwrap_or(match self.workload {
-            Workload::AllocArray => {
-                let objects = self.threads * self.objects * self.object_size;
-                let slack = self.threads * (4 << 20) + objects / 8 + self.middle_bytes();
-                (objects + slack).next_multiple_of(1 << 20)
-            }
-            Workload::AllocObject => 16 << 20,
-        })
+    /// Checks every number against what a run can do, before anything is allocated: counts
+    /// at least 1, at most [`MAX_THREADS`](crate::limits::MAX_THREADS) threads, products that
+    /// do not overflow, and an alloc-array heap (pre-touched) that fits this machine.
+    pub fn check(&self) -> Result<(), String> {
+        limits::threads("--threads", self.threads)?;
+        limits::at_least_one("--objects", self.objects)?;
+        limits::at_least_one("--repeat", self.repeat)?;
+        limits::at_least_one("--object-size", self.object_size)?;
+        self.warmup
+            .checked_add(self.repeat)
+            .ok_or("--warmup + --repeat overflows")?;
+        let factors = [
+            ("--threads", self.threads),
+            ("--objects", self.objects),
+            ("--object-size", self.object_size),
+        ];
+        limits::product(&factors)?;
+        for spec in &self.middle {
+            limits::product(&[
+                ("a --middle buffer", spec.buffer_bytes),
+                ("cpus", self.cpus()),
+            ])
+            .map_err(|_| {
+                format!(
+                    "--middle {}: its buffers overflow",
+                    MiddleLevelSpec::list_to_string(std::slice::from_ref(spec))
+                )
+            })?;
+        }
+        if self.workload == Workload::AllocArray {
+            // Each thread keeps a 4-byte reference per object.
+            let array = limits::product(&[
+                ("--threads", self.threads),
+                ("--objects", self.objects),
+                ("4 bytes", 4),
+            ])?;
+            limits::heap_fits(array, "alloc-array's arrays of references", true)
+                .map_err(|e| e.replace("a heap of", "arrays of"))?;
+        }
+        let middle = self.middle_bytes().unwrap_or(usize::MAX);
+        if self.heap_bytes.is_none() && middle > hab::MAX_CAPACITY_BYTES {
+            return Err(format!(
+                "--middle {}: a buffer per level for each of {} cpus needs more than Hab's 16TiB \
+                 heap limit",
+                MiddleLevelSpec::list_to_string(&self.middle),
+                self.cpus()
+            ));
+        }
+        let needed = self.sized_heap_bytes()?;
+        let tlab_flag = match (self.tlab, self.max_tlab, self.min_tlab) {
+            (TlabPolicy::Fixed(_), _, _) => Some("--tlab-size"),
+            (_, Some(_), _) => Some("--max-tlab"),
+            (_, None, Some(_)) => Some("--min-tlab"),
+            _ => None,
+        };
+        let what = match (self.heap_bytes, tlab_flag) {
+            (Some(_), _) => format!("--heap {}", hab::ByteSize::new(needed)),
+            (None, Some(flag)) => format!(
+                "{} ({}, and a TLAB of up to {} per thread from {flag})",
+                self.workload.name(),
+                limits::describe(&factors),
+                hab::ByteSize::new(self.max_tlab_bytes())
+            ),
+            (None, None) => format!("{} ({})", self.workload.name(), limits::describe(&factors)),
+        };
+        limits::heap_fits(needed, &what, self.workload == Workload::AllocArray)
     }
 
-    /// An upper bound of what the middle levels' buffers can hold back: a buffer per CPU at
-    /// each level.
-    fn middle_bytes(&self) -> usize {
-        let cpus = match &self.topology {
+    /// The heap capacity to use: the given one, or room for every object of a repetition plus
+    /// slack for TLABs and middle-level buffers (alloc-array), or 16 MiB, small enough to stay
+    /// in the caches (alloc-object). Only for a spec that passed [`check`](RunSpec::check).
+    pub fn heap_bytes(&self) -> usize {
+        self.sized_heap_bytes().unwrap_or(usize::MAX)
+    }
+
+    /// [`heap_bytes`](RunSpec::heap_bytes), or why the sizes overflow. The slack per thread
+    /// is the largest TLAB it may hold back ([`max_tlab_bytes`](RunSpec::max_tlab_bytes)).
+    fn sized_heap_bytes(&self) -> Result<usize, String> {
+        if let Some(bytes) = self.heap_bytes {
+            return Ok(bytes);
+        }
+        match self.workload {
+            Workload::AllocArray => {
+                let overflow = || {
+                    format!(
+                        "alloc-array's heap for {} overflows",
+                        limits::describe(&[
+                            ("--threads", self.threads),
+                            ("--objects", self.objects),
+                            ("--object-size", self.object_size),
+                        ])
+                    )
+                };
+                let per_thread = self
+                    .objects
+                    .checked_mul(self.object_size)
+                    .ok_or_else(overflow)?;
+                let objects = per_thread.checked_mul(self.threads).ok_or_else(overflow)?;
+                let slack = self
+                    .threads
+                    .checked_mul(self.max_tlab_bytes())
+                    .and_then(|tlabs| tlabs.checked_add(objects / 8))
+                    .and_then(|slack| slack.checked_add(self.middle_bytes()?))
+                    .ok_or_else(overflow)?;
+                objects
+                    .checked_add(slack)
+                    .and_then(|bytes| bytes.checked_next_multiple_of(1 << 20))
+                    .ok_or_else(overflow)
+            }
+            Workload::AllocObject => Ok(16 << 20),
+        }
+    }
+
+    /// The largest TLAB a thread takes: the fixed size, `--max-tlab`, or, by default for the
+    /// native workloads, HotSpot's 1 MiB lowered to what one thread allocates in a repetition
+    /// (at least 64 KiB): a TLAB larger than a thread's whole allocation only holds memory
+    /// back, and the heap must leave room for one per thread.
+    fn max_tlab_bytes(&self) -> usize {
+        match (self.tlab, self.max_tlab) {
+            (TlabPolicy::Fixed(bytes), _) => bytes,
+            (_, Some(bytes)) => bytes,
+            _ => self
+                .objects
+                .saturating_mul(self.object_size)
+                .checked_next_power_of_two()
+                .unwrap_or(usize::MAX)
+                .clamp(64 << 10, 1 << 20)
+                // As HotSpot's default: no larger than the lowest middle buffer or the heap.
+                .min(
+                    self.middle
+                        .first()
+                        .map_or(usize::MAX, |spec| spec.buffer_bytes),
+                )
+                .min(self.heap_bytes.unwrap_or(usize::MAX) / 8 * 8)
+                .max(self.min_tlab.unwrap_or(0)),
+        }
+    }
+
+    /// CPUs of the machine (or the simulated topology) the middle levels have buffers for.
+    fn cpus(&self) -> usize {
+        match &self.topology {
             Some(spec) => spec
                 .split('x')
                 .filter_map(|n| n.parse::<usize>().ok())
-                .product(),
+                .try_fold(1usize, |cpus, n| cpus.checked_mul(n))
+                .unwrap_or(usize::MAX),
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        self.middle
-            .iter()
-            .map(|spec| spec.buffer_bytes * cpus)
-            .sum()
+        }
+    }
+
+    /// An upper bound of what the middle levels' buffers can hold back: a buffer per CPU at
+    /// each level; `None` when it overflows.
+    fn middle_bytes(&self) -> Option<usize> {
+        self.middle.iter().try_fold(0usize, |sum, spec| {
+            sum.checked_add(spec.buffer_bytes.checked_mul(self.cpus())?)
+        })
     }
 
     fn config(&self) -> Result<HeapConfig, String> {
@@ -314,71 +444,172 @@ impl RunSpec {
         if let Some(min) = self.min_tlab {
             builder = builder.min_tlab(min);
         }
-        if let Some(max) = self.max_tlab {
-            builder = builder.max_tlab(max);
+        if !matches!(self.tlab, TlabPolicy::Fixed(_)) {
+            builder = builder.max_tlab(self.max_tlab_bytes());
         }
-        builder.build().map_err(|e| e.to_string())
+        builder
+            .build()
+            .map_err(|e| limits::config_error(&e, self.heap_bytes.is_some()))
+    }
+}
+
+/// A barrier that a failing party can break: every waiter, now and later, then returns
+/// `false`. A thread that cannot start or fails mid-run thus stops the run instead of leaving
+/// the others waiting forever.
+struct Rendezvous {
+    parties: usize,
+    /// Arrived in this round, the round, and whether the barrier is broken.
+    state: Mutex<(usize, u64, bool)>,
+    changed: Condvar,
+}
+
+impl Rendezvous {
+    fn new(parties: usize) -> Self {
+        Rendezvous {
+            parties,
+            state: Mutex::new((0, 0, false)),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Waits for every party; `false` if the barrier is (or gets) broken.
+    fn wait(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.2 {
+            return false;
+        }
+        state.0 += 1;
+        if state.0 == self.parties {
+            *state = (0, state.1 + 1, false);
+            self.changed.notify_all();
+            return true;
+        }
+        let round = state.1;
+        while state.1 == round && !state.2 {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        !state.2 || state.1 != round
+    }
+
+    fn break_all(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).2 = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Breaks the rendezvous when dropped before being defused: a worker that returns early or
+/// panics.
+struct BreakUnlessDone<'a>(&'a Rendezvous, bool);
+
+impl Drop for BreakUnlessDone<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.break_all();
+        }
     }
 }
 
 /// Runs one configuration: warm-up and measured repetitions.
 pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
-    if spec.threads == 0 || spec.objects == 0 || spec.repeat == 0 {
-        return Err("--threads, --objects and --repeat must be at least 1".into());
-    }
-    let heap = Heap::new(spec.config()?, HeaderWordModel).map_err(|e| e.to_string())?;
+    spec.check()?;
+    let heap = Heap::new(spec.config()?, HeaderWordModel).map_err(|e| match e {
+        hab::HeapError::Config(e) => limits::config_error(&e, spec.heap_bytes.is_some()),
+        other => other.to_string(),
+    })?;
     let size = heap
         .checked_size(spec.object_size)
-        .map_err(|e| e.to_string())?;
-    let references = References::of(&heap)?;
+        .map_err(|e| format!("--object-size {}: {e}", spec.object_size))?;
+    let references = match spec.workload {
+        Workload::AllocArray => Some(References::of(&heap)?),
+        Workload::AllocObject => None,
+    };
     let options = LoopOptions {
         prefetch: spec.prefetch,
         initialise_body: spec.zero == ZeroMemory::Never,
     };
     let reps = spec.warmup + spec.repeat;
-    let barrier = Barrier::new(spec.threads + 1);
+    let barrier = Rendezvous::new(spec.threads + 1);
     let spans = Mutex::new(vec![Vec::new(); reps]);
     let failure = Mutex::new(None::<String>);
+    let fail = |error: String| {
+        failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(error);
+        barrier.break_all();
+    };
     let mut per_rep = Vec::new();
     let mut mean_desired_bytes = 0;
     let mut thread_stats = Vec::new();
 
     std::thread::scope(|scope| {
-        for _ in 0..spec.threads {
-            scope.spawn(|| {
+        let worker = |index: usize| {
+            let mut guard = BreakUnlessDone(&barrier, false);
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut array = Vec::new();
+                if references.is_some() {
+                    array.try_reserve_exact(spec.objects).map_err(|e| {
+                        format!(
+                            "cannot allocate thread {index}'s array of {} references: {e}",
+                            spec.objects
+                        )
+                    })?;
+                    array.resize(spec.objects, 1u32);
+                }
                 let mut parked = heap.attach().park();
-                let mut array = match spec.workload {
-                    Workload::AllocArray => vec![1u32; spec.objects],
-                    Workload::AllocObject => Vec::new(),
-                };
                 for rep in 0..reps {
-                    barrier.wait();
+                    if !barrier.wait() {
+                        return Ok(());
+                    }
                     let mut mutator = parked.unpark();
                     let start = Instant::now();
-                    let outcome = match spec.workload {
-                        Workload::AllocArray => {
+                    let outcome = match references {
+                        Some(references) => {
                             alloc_array(&mut mutator, size, options, references, &mut array)
                         }
-                        Workload::AllocObject => {
-                            alloc_object(&mut mutator, size, options, spec.objects)
-                        }
+                        None => alloc_object(&mut mutator, size, options, spec.objects),
                     };
                     let end = Instant::now();
                     parked = mutator.park();
-                    if let Err(error) = outcome {
-                        failure.lock().unwrap().get_or_insert(error);
+                    outcome?;
+                    spans.lock().unwrap_or_else(|e| e.into_inner())[rep].push((start, end));
+                    if !barrier.wait() || !barrier.wait() {
+                        return Ok(());
                     }
-                    spans.lock().unwrap()[rep].push((start, end));
-                    barrier.wait();
-                    barrier.wait();
                 }
                 black_box(&array);
-            });
+                Ok::<(), String>(())
+            }));
+            match outcome {
+                Ok(Ok(())) => guard.1 = true,
+                Ok(Err(error)) => fail(error),
+                Err(panic) => fail(format!(
+                    "thread {index} failed: {}",
+                    panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default()
+                )),
+            }
+        };
+        for index in 0..spec.threads {
+            let spawned = std::thread::Builder::new()
+                .name(format!("mutator-{index}"))
+                .spawn_scoped(scope, move || worker(index));
+            if let Err(error) = spawned {
+                fail(format!(
+                    "cannot start thread {index} of --threads {}: {error}",
+                    spec.threads
+                ));
+                return;
+            }
         }
         let mut before = heap.stats();
         for _ in 0..reps {
-            barrier.wait();
-            barrier.wait();
+            if !barrier.wait() || !barrier.wait() {
+                return;
+            }
             let mut collection = heap.collection();
             collection.reset();
             collection.finish();
@@ -395,10 +626,12 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                 after.collections - before.collections,
             ));
             before = after;
-            barrier.wait();
+            if !barrier.wait() {
+                return;
+            }
         }
     });
-    if let Some(error) = failure.into_inner().unwrap() {
+    if let Some(error) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(error);
     }
 
@@ -761,6 +994,28 @@ mod tests {
 
     /// A compressed reference is the object's word offset from the reservation's start, and
     /// the last word of the heap still fits.
+    /// A party that breaks the rendezvous releases every waiter, now and later, with `false`
+    /// (a thread that cannot start, or fails, must not leave the others waiting).
+    #[test]
+    fn a_broken_rendezvous_releases_every_waiter() {
+        let rendezvous = Rendezvous::new(3);
+        std::thread::scope(|scope| {
+            let waiters: Vec<_> = (0..2).map(|_| scope.spawn(|| rendezvous.wait())).collect();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            rendezvous.break_all();
+            for waiter in waiters {
+                assert!(!waiter.join().unwrap());
+            }
+        });
+        assert!(!rendezvous.wait(), "a later wait returns at once");
+        let whole = Rendezvous::new(2);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| whole.wait());
+            assert!(whole.wait());
+            assert!(other.join().unwrap());
+        });
+    }
+
     #[test]
     fn compressed_references_are_word_offsets() {
         let config = HeapConfig::builder().capacity(1 << 20).build().unwrap();

@@ -67,6 +67,13 @@ pub enum VmError {
     TooLarge(String),
     /// A heap check of `--verify` failed.
     Verify(String),
+    /// A workload thread panicked.
+    Panicked {
+        /// The thread's name.
+        thread: String,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 impl fmt::Display for VmError {
@@ -92,6 +99,9 @@ impl fmt::Display for VmError {
             ),
             VmError::TooLarge(what) => write!(f, "object too large: {what}"),
             VmError::Verify(what) => write!(f, "heap verification failed: {what}"),
+            VmError::Panicked { thread, message } => {
+                write!(f, "thread {thread} panicked: {message}")
+            }
         }
     }
 }

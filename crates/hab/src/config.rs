@@ -161,6 +161,11 @@ impl ConfigError {
         self.field
     }
 
+    /// What is wrong with it, without the field's name.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+
     pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
         ConfigError {
             field,
@@ -641,7 +646,10 @@ impl HeapConfigBuilder {
                 "must be at least 1",
             ));
         }
-        let waste_increment_words = self.waste_increment_words.unwrap_or(4);
+        // HotSpot's 4 words, but never more than a tiny heap holds.
+        let waste_increment_words = self
+            .waste_increment_words
+            .unwrap_or((capacity_bytes / WORD_BYTES).clamp(1, 4));
         let waste_increment_bytes = waste_increment_words
             .checked_mul(WORD_BYTES)
             .filter(|bytes| *bytes <= capacity_bytes)

@@ -69,6 +69,15 @@ pub enum HeapError {
         /// What `mmap` said.
         source: io::Error,
     },
+    /// The heap was to be pre-touched (`pretouch(true)`) but its pages cannot all be backed
+    /// by memory: larger than the machine's (or the control group's) memory, or the kernel
+    /// refused to populate them.
+    Pretouch {
+        /// Bytes to touch.
+        bytes: usize,
+        /// Why they cannot be.
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for HeapError {
@@ -82,6 +91,13 @@ impl fmt::Display for HeapError {
                     ByteSize::new(*bytes)
                 )
             }
+            HeapError::Pretouch { bytes, source } => {
+                write!(
+                    f,
+                    "cannot pre-touch {} of heap: {source}",
+                    ByteSize::new(*bytes)
+                )
+            }
         }
     }
 }
@@ -90,7 +106,7 @@ impl std::error::Error for HeapError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             HeapError::Config(error) => Some(error),
-            HeapError::Reserve { source, .. } => Some(source),
+            HeapError::Reserve { source, .. } | HeapError::Pretouch { source, .. } => Some(source),
         }
     }
 }

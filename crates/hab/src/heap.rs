@@ -192,7 +192,11 @@ impl Heap {
         let tlab_reserve_bytes = if min_filler <= alignment {
             0
         } else {
-            min_filler.next_multiple_of(alignment)
+            // A filler larger than any TLAB is refused below; `usize::MAX` stands for one so
+            // large that rounding it up would overflow.
+            min_filler
+                .checked_next_multiple_of(alignment)
+                .unwrap_or(usize::MAX)
         };
         if tlab_reserve_bytes >= config.min_tlab_bytes() {
             return Err(ConfigError::new(
@@ -247,7 +251,12 @@ impl Heap {
                 source,
             })?;
         if config.pretouch() {
-            reservation.pretouch();
+            reservation
+                .pretouch()
+                .map_err(|source| HeapError::Pretouch {
+                    bytes: config.capacity_bytes(),
+                    source,
+                })?;
         }
         let mut allocating_threads = DecayingAverage::new(config.allocation_weight_percent());
         allocating_threads.sample(1.0);

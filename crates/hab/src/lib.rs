@@ -133,6 +133,7 @@ pub use mutator::{AllocSize, Mutator, ParkedMutator};
 pub use object_model::{HeaderWordModel, ObjectModel};
 pub use plab_path::{PlabMutator, PlabPath};
 pub use prefetch::ALLOCATION_PREFETCH_BYTES;
+pub use reservation::memory_limit_bytes;
 pub use rseq::{mechanism as rseq_mechanism, RseqMechanism};
 pub use size::{ByteSize, SizeParseError};
 pub use stats::{HeapStats, LevelStats, PlabStats, TlabStats};

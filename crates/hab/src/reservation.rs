@@ -56,8 +56,24 @@ impl Reservation {
     }
 
     /// Faults in every page now so that allocation is not timed with first touches.
-    pub(crate) fn pretouch(&self) {
+    ///
+    /// Refuses (touching nothing) a range larger than the memory this process may use (the
+    /// machine's, or its control group's limit), which would only end with the process killed;
+    /// a kernel that refuses to populate the pages is an error too. Only a kernel without
+    /// `MADV_POPULATE_WRITE` (before 5.14: `EINVAL`) is answered by touching page by page.
+    pub(crate) fn pretouch(&self) -> io::Result<()> {
         const MADV_POPULATE_WRITE: libc::c_int = 23;
+        if let Some(limit) = memory_limit_bytes() {
+            if self.len_bytes > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    format!(
+                        "more than the {} of memory this process may use",
+                        crate::ByteSize::new(limit)
+                    ),
+                ));
+            }
+        }
         // SAFETY: the range is exactly this mapping; populating pages does not change contents.
         let populated = unsafe {
             libc::madvise(
@@ -67,7 +83,11 @@ impl Reservation {
             )
         };
         if populated == 0 {
-            return;
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err(error);
         }
         // Kernels before 5.14: write one byte of every page (still zero, so contents stay).
         for offset in (0..self.len_bytes).step_by(page_size()) {
@@ -75,6 +95,38 @@ impl Reservation {
             // fresh page already holds leaves its contents unchanged.
             unsafe { ptr::write_volatile(self.base.as_ptr().add(offset), 0) };
         }
+        Ok(())
+    }
+}
+
+/// The memory this process may use: the machine's physical memory, or less where the
+/// control group (v2) of the process sets `memory.max`. `None` where neither is known. A heap
+/// that is pre-touched may be at most this large.
+///
+/// ```
+/// let limit = hab::memory_limit_bytes();
+/// assert!(limit.is_none_or(|bytes| bytes > 0));
+/// ```
+pub fn memory_limit_bytes() -> Option<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    let physical = usize::try_from(pages)
+        .ok()
+        .and_then(|pages| pages.checked_mul(page_size()));
+    let group = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| {
+            let path = text.lines().find_map(|line| line.strip_prefix("0::"))?;
+            let file = format!("/sys/fs/cgroup{}/memory.max", path.trim_end_matches('/'));
+            std::fs::read_to_string(file)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        });
+    match (physical, group) {
+        (Some(physical), Some(group)) => Some(physical.min(group)),
+        (physical, group) => physical.or(group),
     }
 }
 
@@ -113,7 +165,7 @@ mod tests {
             reservation.end() - reservation.start(),
             10_000usize.next_multiple_of(page_size())
         );
-        reservation.pretouch();
+        reservation.pretouch().unwrap();
         let first = address_to_pointer(reservation.start());
         let last = address_to_pointer(reservation.end() - 1);
         // SAFETY: both addresses are inside the live mapping.
@@ -123,6 +175,22 @@ mod tests {
             *last = 7;
             assert_eq!(*last, 7);
         }
+    }
+
+    /// A pre-touch beyond the machine's memory is refused before touching a page (it used
+    /// to be attempted page by page, until the process was killed).
+    #[test]
+    fn a_pretouch_beyond_memory_is_refused() {
+        let limit = memory_limit_bytes().expect("this machine reports its memory");
+        let reservation = Reservation::new(limit + (1 << 30)).unwrap();
+        let error = reservation
+            .pretouch()
+            .expect_err("more than the machine has");
+        assert_eq!(error.kind(), io::ErrorKind::OutOfMemory);
+        assert!(
+            error.to_string().contains("of memory this process may use"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -579,6 +579,25 @@ fn an_object_model_with_fillers_larger_than_min_tlab_is_a_config_error() {
     }
 }
 
+/// A smallest filler near `usize::MAX`, whose rounding up to the alignment overflows (it
+/// wrapped to 0 in release builds, making the heap unwalkable), is refused like any filler
+/// too large for the smallest TLAB.
+#[test]
+fn a_filler_whose_rounding_overflows_is_a_config_error() {
+    for min_filler in [usize::MAX, usize::MAX - 3, usize::MAX - 8] {
+        let config = HeapConfig::builder()
+            .capacity(CAPACITY)
+            .alignment(16)
+            .build()
+            .unwrap();
+        match Heap::new(config, CheckedFillerModel::new(min_filler, 8)) {
+            Err(HeapError::Config(error)) => assert_eq!(error.field(), "min_tlab", "{error}"),
+            Err(other) => panic!("{min_filler}: wrong error {other}"),
+            Ok(_) => panic!("a {min_filler}-byte filler was accepted"),
+        }
+    }
+}
+
 /// A smallest filler just below `min_tlab` is accepted and no filler is ever smaller.
 #[test]
 fn a_large_minimum_filler_is_always_honoured() {

@@ -172,6 +172,21 @@ pub enum Size {
     Full,
 }
 
+/// Fails at once, naming `--out`, when the report could not be written there: before minutes
+/// of measurements, not after.
+fn check_writable(out: &Path) -> Result<(), String> {
+    let probe = out.join(".hab-write-check");
+    fs::create_dir_all(out)
+        .and_then(|()| fs::write(&probe, b""))
+        .and_then(|()| fs::remove_file(&probe))
+        .map_err(|e| {
+            format!(
+                "--out {}: cannot write the report there: {e}",
+                out.display()
+            )
+        })
+}
+
 pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     let scale = match size {
         Size::Quick => &QUICK,
@@ -186,6 +201,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         _ if !jvm::available() => Some("`java` or `mvn` is not on the PATH".into()),
         _ => None,
     };
+    check_writable(out)?;
     let started = Instant::now();
     let mut specs: Vec<RunSpec> = Vec::new();
     for spec in shipilev::specs(scale)

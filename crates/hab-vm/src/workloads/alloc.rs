@@ -62,7 +62,7 @@ pub fn run(vm: &Arc<Vm>, spec: Alloc) -> Result<Outcome, VmError> {
         })
         .collect::<Result<_, _>>()?;
     for handle in handles {
-        handle.join().expect("allocating thread")?;
+        super::join(handle)?;
     }
     let objects = (spec.threads * spec.objects) as u64;
     Ok(Outcome {

@@ -64,7 +64,7 @@ pub fn run(vm: &Arc<Vm>, spec: Chat) -> Result<Outcome, VmError> {
     let mut delivered = 0u64;
     let mut first_error = None;
     for handle in handles {
-        match handle.join().expect("connection thread") {
+        match super::join(handle) {
             Ok(received) => delivered += received,
             Err(error) => first_error = first_error.or(Some(error)),
         }

@@ -7,6 +7,8 @@ pub mod gcbench;
 pub mod javac_like;
 pub mod warehouses;
 
+use crate::VmError;
+
 /// What a workload printed and how much work it did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -16,6 +18,20 @@ pub struct Outcome {
     pub ops: u64,
     /// What an operation is.
     pub op: &'static str,
+}
+
+/// Waits for a workload thread; its panic becomes [`VmError::Panicked`] rather than a panic of
+/// the caller.
+pub(crate) fn join<T>(handle: std::thread::JoinHandle<Result<T, VmError>>) -> Result<T, VmError> {
+    let thread = handle.thread().name().unwrap_or("unnamed").to_string();
+    handle.join().unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(VmError::Panicked { thread, message })
+    })
 }
 
 /// A small deterministic random number generator (xorshift64*), one per thread.

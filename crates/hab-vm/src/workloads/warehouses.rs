@@ -34,6 +34,12 @@ pub struct Warehouses {
 
 /// Runs the warehouses, each on its own thread.
 pub fn run(vm: &Arc<Vm>, spec: Warehouses) -> Result<Outcome, VmError> {
+    if spec.threads == 0 || spec.live_orders == 0 {
+        return Err(VmError::Setup(format!(
+            "warehouses need at least 1 thread and 1 live order each, not {} and {}",
+            spec.threads, spec.live_orders
+        )));
+    }
     let start = Arc::new(Barrier::new(spec.threads));
     let handles: Vec<_> = (0..spec.threads)
         .map(|index| {
@@ -51,7 +57,7 @@ pub fn run(vm: &Arc<Vm>, spec: Warehouses) -> Result<Outcome, VmError> {
         .collect::<Result<_, _>>()?;
     let mut checksum = 0u64;
     for handle in handles {
-        checksum = checksum.wrapping_add(handle.join().expect("warehouse thread")?);
+        checksum = checksum.wrapping_add(super::join(handle)?);
     }
     let orders = spec.threads as u64 * spec.orders_per_thread;
     Ok(Outcome {
