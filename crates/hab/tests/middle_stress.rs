@@ -332,8 +332,15 @@ fn run(name: &str, heap: Arc<Heap>, cpus: &[usize]) -> [LevelStats; 5] {
             // No other domain to be served by.
             assert_eq!(stats.foreign_allocs, 0, "{name}: {level} has one domain");
         }
-        // Every domain of the level served threads pinned to one of its CPUs.
-        for domain in 0..domains {
+        // Every domain of the level with a CPU this process may use (under `taskset` or a
+        // cgroup, not all of them) served threads pinned to one of its CPUs.
+        let usable_domains = (0..domains).filter(|&domain| {
+            heap.topology()
+                .cpus_in(level, domain)
+                .iter()
+                .any(|cpu| cpus.contains(cpu))
+        });
+        for domain in usable_domains {
             let served: u64 = reports
                 .iter()
                 .map(|report| report.home_served[level.index()][domain])
