@@ -55,7 +55,7 @@ pub fn heap_fits(bytes: usize, what: &str, touched: bool) -> Result<(), String> 
     if bytes > MAX_CAPACITY_BYTES {
         return Err(format!(
             "{what} needs a heap of {}, more than Hab's {} limit",
-            ByteSize::new(bytes),
+            approximate(bytes),
             ByteSize::new(MAX_CAPACITY_BYTES)
         ));
     }
@@ -64,13 +64,22 @@ pub fn heap_fits(bytes: usize, what: &str, touched: bool) -> Result<(), String> 
             if bytes > limit {
                 return Err(format!(
                     "{what} needs a heap of {}, more than the {} of memory this process may use",
-                    ByteSize::new(bytes),
-                    ByteSize::new(limit)
+                    approximate(bytes),
+                    approximate(limit)
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// `bytes` for a message: exact below 1 GiB, else GiB with one decimal.
+fn approximate(bytes: usize) -> String {
+    if bytes < 1 << 30 {
+        ByteSize::new(bytes).to_string()
+    } else {
+        format!("{:.1}GiB", bytes as f64 / (1u64 << 30) as f64)
+    }
 }
 
 /// The `hab run` flag that sets a heap configuration field, or how the value was derived.

@@ -68,8 +68,8 @@ impl Reservation {
                 return Err(io::Error::new(
                     io::ErrorKind::OutOfMemory,
                     format!(
-                        "more than the {} of memory this process may use",
-                        crate::ByteSize::new(limit)
+                        "more than the {:.1}GiB of memory this process may use",
+                        limit as f64 / (1u64 << 30) as f64
                     ),
                 ));
             }

@@ -7,12 +7,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use common::{assert_disjoint_inside, heap, watchdog, write_header, Rng};
+use common::{assert_disjoint_inside, heap, pin, watchdog, write_header, Rng, SignalTimer};
 use hab::{Heap, HeapConfig, Mode, TlabPolicy};
 
 const THREADS: usize = 512;
@@ -32,60 +31,6 @@ fn object_size(rng: &mut Rng) -> usize {
     }
 }
 
-fn pin(cpu: usize) {
-    // SAFETY: an all-zero cpu_set_t is a valid, empty set; `cpu` is an online CPU below
-    // CPU_SETSIZE; 0 is the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-    }
-}
-
-static SIGNALS: AtomicU64 = AtomicU64::new(0);
-
-extern "C" fn count_signal(_: libc::c_int) {
-    SIGNALS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// A timer that sends SIGUSR2 to the process every `TIMER_PERIOD_NS`; deleted on drop.
-struct SignalTimer(libc::timer_t);
-
-impl SignalTimer {
-    fn start() -> SignalTimer {
-        // SAFETY: plain syscalls on zero-initialised C structs; the handler is installed
-        // before the timer starts.
-        unsafe {
-            let mut event: libc::sigevent = std::mem::zeroed();
-            event.sigev_notify = libc::SIGEV_SIGNAL;
-            event.sigev_signo = libc::SIGUSR2;
-            let mut timer: libc::timer_t = std::mem::zeroed();
-            let created = libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer);
-            assert_eq!(created, 0, "{}", std::io::Error::last_os_error());
-            let period = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: TIMER_PERIOD_NS,
-            };
-            let spec = libc::itimerspec {
-                it_interval: period,
-                it_value: period,
-            };
-            assert_eq!(
-                libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()),
-                0
-            );
-            SignalTimer(timer)
-        }
-    }
-}
-
-impl Drop for SignalTimer {
-    fn drop(&mut self) {
-        // SAFETY: deletes the timer `start` created.
-        unsafe { libc::timer_delete(self.0) };
-    }
-}
-
 fn online_cpus() -> usize {
     thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -93,15 +38,7 @@ fn online_cpus() -> usize {
 /// Runs the threads on `heap`; returns the signals delivered.
 fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
     let _watchdog = watchdog(name, Duration::from_secs(600));
-    // SAFETY: installs a handler that only increments an atomic, with SA_RESTART.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = count_signal as extern "C" fn(libc::c_int) as usize;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
-    }
-    let signals_before = SIGNALS.load(Ordering::Relaxed);
-    let timer = SignalTimer::start();
+    let timer = SignalTimer::start(TIMER_PERIOD_NS);
     let cpus = online_cpus();
     // Threads park, then the main thread collects, then the threads go on.
     let parked = Arc::new(Barrier::new(THREADS + 1));
@@ -191,8 +128,7 @@ fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
     for handle in handles {
         handle.join().expect("mutator thread");
     }
-    drop(timer);
-    SIGNALS.load(Ordering::Relaxed) - signals_before
+    timer.stop()
 }
 
 fn config(mode: Mode, lab: usize) -> hab::HeapConfigBuilder {

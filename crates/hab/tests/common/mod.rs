@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
@@ -236,5 +236,96 @@ impl Rng {
     /// A value in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+}
+
+/// Pins the calling thread to `cpu` (an online CPU below `CPU_SETSIZE`); `false` if the
+/// kernel refused (a CPU outside the process's cgroup or affinity).
+pub fn pin(cpu: usize) -> bool {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set; `cpu` is below CPU_SETSIZE;
+    // 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0
+    }
+}
+
+/// The CPUs the calling thread may run on, ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set, filled by the kernel.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set);
+        set
+    };
+    // SAFETY: reads bits inside the set.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn count_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A timer that sends SIGUSR2 to the process every `period_ns` (the kernel hands each signal
+/// to a running thread, so restartable sections abort), with a handler that counts them.
+pub struct SignalTimer {
+    timer: libc::timer_t,
+    signals_before: u64,
+}
+
+impl SignalTimer {
+    pub fn start(period_ns: i64) -> SignalTimer {
+        // SAFETY: installs a handler that only increments an atomic, with SA_RESTART; then
+        // plain syscalls on zero-initialised C structs.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = count_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_SIGNAL;
+            event.sigev_signo = libc::SIGUSR2;
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            let created = libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer);
+            assert_eq!(created, 0, "{}", std::io::Error::last_os_error());
+            let period = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: period_ns,
+            };
+            let spec = libc::itimerspec {
+                it_interval: period,
+                it_value: period,
+            };
+            assert_eq!(
+                libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()),
+                0
+            );
+            SignalTimer {
+                timer,
+                signals_before: SIGNALS.load(Ordering::Relaxed),
+            }
+        }
+    }
+
+    /// Signals handled since the timer started.
+    pub fn signals(&self) -> u64 {
+        SIGNALS.load(Ordering::Relaxed) - self.signals_before
+    }
+
+    /// Stops the timer; returns the signals handled.
+    pub fn stop(self) -> u64 {
+        self.signals()
+    }
+}
+
+impl Drop for SignalTimer {
+    fn drop(&mut self) {
+        // SAFETY: deletes the timer `start` created.
+        unsafe { libc::timer_delete(self.timer) };
     }
 }
