@@ -356,8 +356,12 @@ fn run(args: RunArgs) -> Result<(), String> {
             );
             if level.restartable {
                 println!(
-                    "      rseq: {} aborts, {} fallbacks to compare-and-swap, {} chunks sidelined, {} reused",
-                    level.rseq_aborts, level.rseq_fallbacks, level.sidelined, level.sideline_reused
+                    "      rseq: {} aborts, {} fallbacks to compare-and-swap ({} from cpus beyond the array), {} chunks sidelined, {} reused",
+                    level.rseq_aborts,
+                    level.rseq_fallbacks,
+                    level.out_of_range_cpus,
+                    level.sidelined,
+                    level.sideline_reused
                 );
             }
         }

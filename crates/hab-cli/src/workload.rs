@@ -216,6 +216,8 @@ pub struct PlabResult {
     pub partial_waste_bytes: u64,
     pub rseq_aborts: u64,
     pub fallback_allocs: u64,
+    /// Of those, objects from a CPU beyond the per-CPU array.
+    pub out_of_range_cpus: u64,
 }
 
 impl From<hab::PlabStats> for PlabResult {
@@ -233,6 +235,7 @@ impl From<hab::PlabStats> for PlabResult {
             partial_waste_bytes: stats.partial_waste_bytes,
             rseq_aborts: stats.rseq_aborts,
             fallback_allocs: stats.fallback_allocs,
+            out_of_range_cpus: stats.out_of_range_cpus,
         }
     }
 }
@@ -252,6 +255,8 @@ pub struct LevelResult {
     pub waste_bytes: u64,
     pub rseq_aborts: u64,
     pub rseq_fallbacks: u64,
+    /// Of those, requests from a CPU beyond the per-CPU array.
+    pub out_of_range_cpus: u64,
     /// Chunks a refill could not install, kept for later refills; and those reused.
     pub sidelined: u64,
     pub sideline_reused: u64,
@@ -683,6 +688,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                 waste_bytes: mean(&|(s, _)| s.levels[i].waste_bytes),
                 rseq_aborts: mean(&|(s, _)| s.levels[i].rseq_aborts),
                 rseq_fallbacks: mean(&|(s, _)| s.levels[i].rseq_fallbacks),
+                out_of_range_cpus: mean(&|(s, _)| s.levels[i].out_of_range_cpus),
                 sidelined: mean(&|(s, _)| s.levels[i].sidelined),
                 sideline_reused: mean(&|(s, _)| s.levels[i].sideline_reused),
             }
@@ -809,7 +815,9 @@ impl References {
     }
 }
 
-/// Shipilëv's loop: allocate, write the header, keep the address.
+/// Shipilëv's loop: allocate, write the header, keep the address. Out of line, as
+/// `alloc_object`.
+#[inline(never)]
 fn alloc_array(
     mutator: &mut Mutator,
     size: hab::AllocSize,
@@ -904,6 +912,8 @@ fn fill_array<const PREFETCH: bool, const INITIALISE: bool>(
 }
 
 /// Jaffer's loop: allocate, write the header, drop; collect when the heap is full.
+// Out of line, so that the loop is compiled the same whatever the worker around it does.
+#[inline(never)]
 fn alloc_object(
     mutator: &mut Mutator,
     size: hab::AllocSize,

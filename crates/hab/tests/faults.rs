@@ -409,3 +409,89 @@ fn a_forked_child_attaches_allocates_and_collects() {
         write_header(mine.alloc(16).unwrap(), 16);
     }
 }
+
+/// 64 threads fill the heap in every mode until allocation fails: out-of-memory reaches every
+/// thread as an error (never a panic or a hang), and the walk afterwards meets exactly the
+/// objects handed out, disjoint, with fillers exactly the counted waste and no byte lost.
+#[test]
+fn heap_exhaustion_with_64_threads_in_every_mode() {
+    let _watchdog = watchdog("heap_exhaustion", Duration::from_secs(300));
+    let configs: [(Mode, Option<&str>); 8] = [
+        (Mode::Shared, None),
+        (Mode::Tlab, None),
+        (Mode::Hab, Some("cpu:64KiB")),
+        (Mode::Hab, Some("core:256KiB")),
+        (Mode::Hab, Some("cpu:64KiB,core:256KiB,package:1MiB")),
+        (Mode::Hab, Some("llc:512KiB,node:2MiB")),
+        (Mode::Plab, None),
+        (Mode::Flip, None),
+    ];
+    for (mode, middle) in configs {
+        let mut builder = HeapConfig::builder()
+            .capacity("8MiB")
+            .mode(mode)
+            .tlab(TlabPolicy::Fixed(16 << 10));
+        if let Some(middle) = middle {
+            builder = builder.middle(middle);
+        }
+        let heap = Heap::new(builder.build().unwrap(), HeaderWordModel).unwrap();
+        let name = format!("{mode:?} {}", middle.unwrap_or(""));
+        let mut objects: Vec<(usize, usize)> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..64)
+                .map(|index| {
+                    let heap = &heap;
+                    scope.spawn(move || {
+                        let mut mutator = heap.attach();
+                        let mut objects = Vec::new();
+                        for i in 0usize.. {
+                            let bytes = 16 + 8 * ((index + i) % 30);
+                            let size = mutator.checked_size(bytes).unwrap();
+                            let allocated = match mutator.plab() {
+                                Some(mut plab) => plab.alloc_sized(size),
+                                None => mutator.alloc_sized(size),
+                            };
+                            match allocated {
+                                Ok(object) => {
+                                    write_header(object, bytes);
+                                    objects.push((object.as_ptr() as usize, bytes));
+                                }
+                                Err(hab::AllocError::OutOfMemory { .. }) => break,
+                                Err(other) => panic!("thread {index}: {other}"),
+                            }
+                        }
+                        objects
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|thread| thread.join().unwrap())
+                .collect()
+        });
+        let collection = heap.collection_within(Duration::from_secs(10)).unwrap();
+        let (summary, mut walked) = walk_objects(&collection);
+        assert_eq!(
+            summary.total_bytes(),
+            collection.used_bytes(),
+            "{name}: lost bytes"
+        );
+        let totals = heap.stats().totals;
+        assert_eq!(
+            summary.filler_bytes as u64,
+            totals.waste_bytes() + totals.plab.unused_bytes() + totals.middle_waste_bytes(),
+            "{name}: fillers are the counted waste"
+        );
+        assert!(
+            collection.used_bytes() + (64 << 10) >= 8 << 20,
+            "{name}: the heap was nearly full when allocation failed ({} used)",
+            collection.used_bytes()
+        );
+        objects.sort_unstable();
+        walked.sort_unstable();
+        assert_eq!(
+            walked, objects,
+            "{name}: the walk meets exactly the objects"
+        );
+        assert_disjoint_inside(&mut objects, heap.reserved_range());
+    }
+}
