@@ -452,6 +452,10 @@ impl Heap {
         while self.claim_parked_mutators() > 0 {
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 let running = self.running_mutators();
+                if running.is_empty() {
+                    // They parked since the claim: claim them now.
+                    continue;
+                }
                 drop(release);
                 return Err(CollectionError::Timeout {
                     waited: started.elapsed(),
