@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::collection::Collection;
@@ -17,7 +17,7 @@ use crate::middle::MiddleLevel;
 use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
 use crate::object_model::ObjectModel;
 use crate::plab::Plabs;
-use crate::process::{self, ForkGate, ThreadIdentity};
+use crate::process::{self, Epoch, ForkGate, ThreadIdentity};
 use crate::reservation::{address_to_pointer, Reservation};
 use crate::rseq::{self, RseqMechanism};
 use crate::sizing::{DecayingAverage, TlabSizer};
@@ -83,8 +83,8 @@ pub struct Heap {
     /// retired at collections).
     collector: Counters,
     registry: Mutex<Registry>,
-    /// Signalled when a collection ends or when a stopped attach may proceed.
-    resumed: Condvar,
+    /// Advances when a collection ends or when a stopped attach may proceed.
+    resumed: Epoch,
     /// The thread running a collection, if any: one at a time.
     collector_lock: CollectorLock,
     collections: AtomicU64,
@@ -114,7 +114,8 @@ impl DerefMut for RegistryGuard<'_> {
 /// and lets a caller wait with a deadline.
 struct CollectorLock {
     holder: Mutex<Option<ThreadIdentity>>,
-    released: Condvar,
+    /// Advances when the holder lets go.
+    released: Epoch,
 }
 
 /// The right to run a collection, released when dropped (also when unwinding).
@@ -125,23 +126,23 @@ impl CollectorLock {
     /// to finish. A holder that does not exist in this process (the parent's, after `fork`)
     /// is taken over.
     fn acquire(&self, deadline: Option<Instant>) -> Option<CollectorGuard<'_>> {
-        let _fork = ForkGate::enter();
-        let mut holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let stale = holder.as_ref().is_some_and(|thread| !thread.exists_here());
-            if holder.is_none() || stale {
-                *holder = Some(ThreadIdentity::current());
-                return Some(CollectorGuard(self));
-            }
+            let seen = {
+                let _fork = ForkGate::enter();
+                let mut holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+                let stale = holder.as_ref().is_some_and(|thread| !thread.exists_here());
+                if holder.is_none() || stale {
+                    *holder = Some(ThreadIdentity::current());
+                    return Some(CollectorGuard(self));
+                }
+                self.released.current()
+            };
             let wait = match deadline {
                 None => Duration::from_millis(100),
                 Some(deadline) => deadline.checked_duration_since(Instant::now())?,
             };
-            holder = self
-                .released
-                .wait_timeout(holder, wait.min(Duration::from_millis(100)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            self.released
+                .wait_while(seen, wait.min(Duration::from_millis(100)));
         }
     }
 }
@@ -150,7 +151,7 @@ impl Drop for CollectorGuard<'_> {
     fn drop(&mut self) {
         let _fork = ForkGate::enter();
         *self.0.holder.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        self.0.released.notify_all();
+        self.0.released.advance();
     }
 }
 
@@ -281,10 +282,10 @@ impl Heap {
                 allocating_threads,
                 forgotten_after_fork: 0,
             }),
-            resumed: Condvar::new(),
+            resumed: Epoch::default(),
             collector_lock: CollectorLock {
                 holder: Mutex::new(None),
-                released: Condvar::new(),
+                released: Epoch::default(),
             },
             collections: AtomicU64::new(0),
             config,
@@ -602,7 +603,7 @@ impl Heap {
         }
         registry.stopping = false;
         drop(registry);
-        self.resumed.notify_all();
+        self.resumed.advance();
     }
 
     /// Moves a parked mutator back to running, waiting while a collection holds it.
@@ -622,17 +623,13 @@ impl Heap {
         cell.mark_running();
     }
 
-    /// Waits for `resumed` (a collection ended), leaving the fork gate while it waits: a fork
-    /// from another thread must not wait for a collection to end.
+    /// Waits for `resumed` (a collection ended) holding no lock, then locks the registry
+    /// again: a fork from another thread never waits for a collection to end, nor copies the
+    /// registry locked.
     fn wait_for_resume<'h>(&'h self, guard: RegistryGuard<'h>) -> RegistryGuard<'h> {
-        let RegistryGuard { registry, _fork } = guard;
-        drop(_fork);
-        let registry = self
-            .resumed
-            .wait_timeout(registry, Duration::from_millis(100))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-        drop(registry);
+        let seen = self.resumed.current();
+        drop(guard);
+        self.resumed.wait_while(seen, Duration::from_millis(100));
         self.registry()
     }
 
@@ -644,7 +641,7 @@ impl Heap {
         stats.desired_size_bytes = 0;
         registry.detached += stats;
         drop(registry);
-        self.resumed.notify_all();
+        self.resumed.advance();
     }
 
     pub(crate) fn registry(&self) -> RegistryGuard<'_> {

@@ -83,7 +83,9 @@
 //! exist in the child, and keeps the forking thread's. The heap's own locks are never copied
 //! held. Objects the lost threads were initialising at the moment of the fork may lack their
 //! headers in the child: a child should collect from its roots, or reset, rather than walk
-//! the parent's allocation range.
+//! the parent's allocation range. As for any child of a multi-threaded process, starting
+//! threads there is unsafe in general (the C library's and Rust's own locks may have been
+//! copied held); the forking thread may attach, allocate and collect.
 //!
 //! ## Memory contents
 //!

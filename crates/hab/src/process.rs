@@ -168,3 +168,59 @@ pub(crate) fn watch_forks() {
         };
     });
 }
+
+/// A word threads sleep on until it changes: a condition variable that needs no lock, so a
+/// `fork` can never copy it held. A waiter reads [`current`](Epoch::current) while the state
+/// it waits on is checked (under the registry lock), then sleeps in
+/// [`wait_while`](Epoch::wait_while); whoever changes that state calls
+/// [`advance`](Epoch::advance) afterwards, waking every sleeper. A change between the read and
+/// the sleep makes the sleep return at once, so no wake-up is lost.
+#[derive(Debug, Default)]
+pub(crate) struct Epoch(std::sync::atomic::AtomicU32);
+
+impl Epoch {
+    pub(crate) fn current(&self) -> u32 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Sleeps while the epoch is still `seen`, at most `timeout`; may return early.
+    pub(crate) fn wait_while(&self, seen: u32, timeout: std::time::Duration) {
+        #[cfg(target_os = "linux")]
+        {
+            let timeout = libc::timespec {
+                tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+                tv_nsec: timeout.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: the futex word is a live, aligned `AtomicU32`; FUTEX_WAIT only reads it
+            // and sleeps while it equals `seen` (or until the timeout or a signal).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.0.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    seen,
+                    &timeout,
+                )
+            };
+        }
+        #[cfg(not(target_os = "linux"))]
+        if self.current() == seen {
+            std::thread::sleep(timeout.min(std::time::Duration::from_millis(1)));
+        }
+    }
+
+    /// Moves to the next epoch and wakes every sleeper.
+    pub(crate) fn advance(&self) {
+        self.0.fetch_add(1, Ordering::Release);
+        #[cfg(target_os = "linux")]
+        // SAFETY: FUTEX_WAKE on a live, aligned `AtomicU32`; it touches no memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.0.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            )
+        };
+    }
+}
