@@ -33,28 +33,10 @@ fn one_cpu_sysfs(name: &str) -> PathBuf {
 
 /// The highest CPU other than 0 this thread may run on, if any.
 fn a_cpu_beyond_zero() -> Option<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, filled by the kernel.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-        set
-    };
-    // SAFETY: reads bits inside the set.
-    (1..libc::CPU_SETSIZE as usize)
+    common::allowed_cpus()
+        .into_iter()
         .rev()
-        .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-}
-
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
-        );
-    }
+        .find(|&cpu| cpu > 0)
 }
 
 /// A heap whose topology (read from a sysfs tree) has one CPU, on a thread that runs on
@@ -86,7 +68,7 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
         let (objects, stats) = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    pin(cpu);
+                    assert!(common::pin(cpu));
                     let mut mutator = heap.attach();
                     let size = mutator.checked_size(32).unwrap();
                     let mut objects = Vec::new();
