@@ -9,7 +9,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{assert_disjoint_inside, walk_objects, watchdog, write_header};
@@ -120,13 +120,13 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
     std::fs::remove_dir_all(root).ok();
 }
 
-/// [`HeaderWordModel`] whose `write_filler` panics the next time it is armed.
+/// [`HeaderWordModel`] whose `write_filler` panics the next time the armed thread calls it.
 #[derive(Clone, Debug, Default)]
-struct PanickingModel(Arc<AtomicBool>);
+struct PanickingModel(Arc<Mutex<Option<std::thread::ThreadId>>>);
 
 impl PanickingModel {
-    fn arm(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    fn arm_for_this_thread(&self) {
+        *self.0.lock().unwrap() = Some(std::thread::current().id());
     }
 }
 
@@ -134,9 +134,13 @@ impl PanickingModel {
 // is written.
 unsafe impl ObjectModel for PanickingModel {
     unsafe fn write_filler(&self, address: NonNull<u8>, bytes: usize) {
-        if self.0.swap(false, Ordering::SeqCst) {
+        let mut armed = self.0.lock().unwrap();
+        if *armed == Some(std::thread::current().id()) {
+            *armed = None;
+            drop(armed);
             panic!("the object model failed to write a filler");
         }
+        drop(armed);
         // SAFETY: the caller's contract, forwarded.
         unsafe { HeaderWordModel.write_filler(address, bytes) };
     }
@@ -164,7 +168,7 @@ fn a_panic_inside_a_collection_releases_the_world() {
     let mut mutator = heap.attach();
     write_header(mutator.alloc(64).unwrap(), 64);
     let parked = mutator.park();
-    model.arm();
+    model.arm_for_this_thread();
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| drop(heap.collection())));
     assert!(result.is_err(), "the model's panic reaches the collector");
     let mut mutator = parked.unpark();
@@ -201,7 +205,7 @@ fn a_thread_panicking_mid_refill_leaves_the_heap_walkable() {
             let mut bytes = 0;
             for round in 0.. {
                 if round == 300 {
-                    model.arm(); // the next refill's retire panics
+                    model.arm_for_this_thread(); // its next refill's retire panics
                 }
                 write_header(mutator.alloc(24).unwrap(), 24);
                 bytes += 24;
