@@ -315,21 +315,8 @@ mod rseq {
 
     /// `__rseq_offset + 4`, if glibc registered an rseq area for the calling thread.
     pub(super) fn cpu_id_offset() -> Result<isize, String> {
-        let offset = lookup(c"__rseq_offset")?;
-        let size = lookup(c"__rseq_size")?;
-        // SAFETY: glibc defines `const ptrdiff_t __rseq_offset` and `const unsigned int
-        // __rseq_size`, set before any user code runs and never written again; `dlsym` returned
-        // their addresses.
-        let (offset, size) = unsafe { (*offset.cast::<isize>(), *size.cast::<u32>()) };
-        if size == 0 {
-            return Err(
-                "glibc did not register rseq areas (__rseq_size is 0: the kernel lacks \
-                        rseq, or GLIBC_TUNABLES=glibc.pthread.rseq=0)"
-                    .to_string(),
-            );
-        }
-        let cpu_id_offset = offset + CPU_ID_OFFSET;
-        // SAFETY: `__rseq_size > 0`, so glibc placed an area at `__rseq_offset` from the thread
+        let cpu_id_offset = crate::rseq::glibc_area_offset()? + CPU_ID_OFFSET;
+        // SAFETY: glibc registered areas, so it placed one at `__rseq_offset` from the thread
         // pointer of every thread, this one included.
         let cpu = unsafe { read_cpu_id(cpu_id_offset) };
         if cpu < 0 {
@@ -338,19 +325,6 @@ mod rseq {
             ));
         }
         Ok(cpu_id_offset)
-    }
-
-    /// The address of a symbol of the process, looked up at run time.
-    fn lookup(name: &std::ffi::CStr) -> Result<*const libc::c_void, String> {
-        // SAFETY: `name` is a NUL-terminated string; RTLD_DEFAULT searches the global scope.
-        let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-        if address.is_null() {
-            Err(format!(
-                "{name:?} not found: this C library does not register rseq areas (glibc >= 2.35 does)"
-            ))
-        } else {
-            Ok(address.cast_const())
-        }
     }
 
     /// Reads the `u32` at `fs:[cpu_id_offset]`, as the signed `cpu_id`.
@@ -794,11 +768,7 @@ mod tests {
     /// `__rseq_offset`, whether or not glibc registered areas.
     #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
     fn lookup_rseq_offset() -> isize {
-        // SAFETY: a NUL-terminated name, searched in the global scope.
-        let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) };
-        assert!(!address.is_null());
-        // SAFETY: glibc's `const ptrdiff_t __rseq_offset`.
-        unsafe { *address.cast::<isize>() }
+        crate::rseq::glibc_offset_even_unregistered().expect("glibc exports __rseq_offset")
     }
 
     /// The CPUs a simulated thread visits over `slow_paths` slow paths.

@@ -112,12 +112,36 @@ pub fn mechanism() -> &'static RseqMechanism {
         if requested.is_some_and(|value| value == "unregistered")
             && matches!(discovered, RseqMechanism::Unavailable(_))
         {
-            if let Some(offset) = imp::glibc_offset() {
+            if let Some((offset, _)) = imp::glibc_symbols() {
                 return RseqMechanism::Unregistered { offset };
             }
         }
         discovered
     })
+}
+
+/// Where glibc's registration put every thread's area: `__rseq_offset` from the thread
+/// pointer, or why glibc registered none. The one place the process looks glibc's symbols up.
+pub(crate) fn glibc_area_offset() -> Result<isize, String> {
+    match imp::glibc_symbols() {
+        None => Err(
+            "__rseq_offset not found: this C library does not register rseq areas \
+             (glibc >= 2.35 does)"
+                .to_string(),
+        ),
+        Some((_, 0)) => Err(
+            "glibc did not register rseq areas (__rseq_size is 0: the kernel \
+             lacks rseq, or GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+                .to_string(),
+        ),
+        Some((offset, _)) => Ok(offset),
+    }
+}
+
+/// `__rseq_offset`, whether or not glibc registered areas (for tests of an unregistered area).
+#[cfg(test)]
+pub(crate) fn glibc_offset_even_unregistered() -> Option<isize> {
+    imp::glibc_symbols().map(|(offset, _)| offset)
 }
 
 /// The offset of every thread's area from its thread pointer, when it is the same for all
@@ -559,20 +583,17 @@ mod imp {
     #[repr(C, align(32))]
     struct Area([u32; 8]);
 
-    /// `__rseq_offset`, whether or not glibc's registration worked.
-    pub(super) fn glibc_offset() -> Option<isize> {
-        // SAFETY: glibc defines `const ptrdiff_t __rseq_offset`, set before user code runs.
-        symbol(c"__rseq_offset").map(|offset| unsafe { *offset.cast::<isize>() })
+    /// glibc's `__rseq_offset` and `__rseq_size`, when this C library exports them.
+    pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
+        let (offset, size) = (symbol(c"__rseq_offset")?, symbol(c"__rseq_size")?);
+        // SAFETY: glibc defines `const ptrdiff_t __rseq_offset` and `const unsigned int
+        // __rseq_size`, set before user code runs and never written again.
+        Some(unsafe { (*offset.cast::<isize>(), *size.cast::<u32>()) })
     }
 
     pub(super) fn discover() -> RseqMechanism {
-        if let (Some(offset), Some(size)) = (symbol(c"__rseq_offset"), symbol(c"__rseq_size")) {
-            // SAFETY: glibc defines `const ptrdiff_t __rseq_offset` and `const unsigned int
-            // __rseq_size`, set before user code runs and never written again.
-            let (offset, size) = unsafe { (*offset.cast::<isize>(), *size.cast::<u32>()) };
-            if size > 0 {
-                return RseqMechanism::Glibc { offset };
-            }
+        if let Ok(offset) = super::glibc_area_offset() {
+            return RseqMechanism::Glibc { offset };
         }
         match own_area() {
             Some(_) => RseqMechanism::Own,
@@ -1206,7 +1227,7 @@ mod imp {
         std::ptr::null_mut()
     }
 
-    pub(super) fn glibc_offset() -> Option<isize> {
+    pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
         None
     }
 
