@@ -1,9 +1,12 @@
-//! A short description of the machine a report was measured on.
+//! A short description of the machine a report was measured on, and what reading its CPU
+//! number costs.
 
 use std::ffi::CStr;
 use std::fs;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
-use hab::{CpuIdReader, CpuIdSource, Level, Topology};
+use hab::{CpuIdReader, CpuIdSource, Level, SimulatedCpu, Topology};
 
 /// Lines describing CPU, memory and kernel, read from /proc and sysfs where available.
 pub fn describe() -> Vec<String> {
@@ -103,5 +106,46 @@ fn cpu_id_source() -> String {
         Err(_) => CpuIdReader::new(CpuIdSource::GetCpu, slots)
             .map(|reader| reader.source().to_string())
             .unwrap_or_else(|why| format!("none ({why})")),
+    }
+}
+
+/// Cost of one reading of a CPU-id source, measured in this process: nanoseconds per call of
+/// [`CpuIdReader::current`], the best of 3 runs of `calls` calls (at least 1) in a tight loop.
+pub fn cpu_id_ns_per_call(reader: &CpuIdReader, calls: u64) -> f64 {
+    let calls = calls.max(1);
+    let thread = SimulatedCpu::new(reader, 0);
+    let reader = black_box(*reader);
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let mut sum = 0usize;
+        for _ in 0..calls {
+            sum = sum.wrapping_add(reader.current(black_box(&thread)));
+        }
+        black_box(sum);
+        best = best.min(start.elapsed());
+    }
+    // A clock too coarse to see the loop still yields a positive cost.
+    best.max(Duration::from_nanos(1)).as_nanos() as f64 / calls as f64
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    #[test]
+    fn measures_a_positive_cost() {
+        let mut readers: Vec<CpuIdReader> = CpuIdSource::NAMES
+            .iter()
+            .filter_map(|name| CpuIdReader::new(name.parse().ok()?, 4096).ok())
+            .collect();
+        readers.push(CpuIdReader::new("sim:0.5:1".parse().unwrap(), 8).unwrap());
+        for reader in readers {
+            let ns = cpu_id_ns_per_call(&reader, 100_000);
+            assert!(ns.is_finite() && ns > 0.0, "{}: {ns}", reader.source());
+        }
+        let reader = CpuIdReader::new("sim:0:1".parse().unwrap(), 1).unwrap();
+        let ns = cpu_id_ns_per_call(&reader, 0);
+        assert!(ns.is_finite() && ns > 0.0, "{ns}");
     }
 }

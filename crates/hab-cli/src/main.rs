@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use hab::{
-    measure_ns_per_call, ByteSize, CpuIdReader, CpuIdSource, HeaderWordModel, Heap, HeapConfig,
-    MiddleLevelSpec, Mode, SimulatedCpu, TlabPolicy, Topology, TopologySource, ZeroMemory,
+    ByteSize, CpuIdReader, CpuIdSource, HeaderWordModel, Heap, HeapConfig, MiddleLevelSpec, Mode,
+    SimulatedCpu, TlabPolicy, Topology, TopologySource, ZeroMemory,
 };
 
 use vm_run::{VmRunSpec, VmWorkload};
@@ -488,7 +488,7 @@ fn cpu_id(args: CpuIdArgs) -> Result<(), String> {
         match CpuIdReader::new(source, slots) {
             Ok(reader) => println!(
                 "{name:<7} {:.2} ns per call",
-                measure_ns_per_call(&reader, args.calls)
+                crate::machine::cpu_id_ns_per_call(&reader, args.calls)
             ),
             Err(why) => println!("{name:<7} unavailable: {why}"),
         }

@@ -15,9 +15,7 @@
 //! [`CpuIdReader::current`]; every reading is in `0..cpu_slots`.
 
 use std::fmt;
-use std::hint::black_box;
 use std::str::FromStr;
-use std::time::{Duration, Instant};
 
 /// Where the current CPU number comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -493,26 +491,6 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Cost of one reading, measured in this process: nanoseconds per call of
-/// [`CpuIdReader::current`], the best of 3 runs of `calls` calls (at least 1) in a tight loop.
-pub fn measure_ns_per_call(reader: &CpuIdReader, calls: u64) -> f64 {
-    let calls = calls.max(1);
-    let thread = SimulatedCpu::new(reader, 0);
-    let reader = black_box(*reader);
-    let mut best = Duration::MAX;
-    for _ in 0..3 {
-        let start = Instant::now();
-        let mut sum = 0usize;
-        for _ in 0..calls {
-            sum = sum.wrapping_add(reader.current(black_box(&thread)));
-        }
-        black_box(sum);
-        best = best.min(start.elapsed());
-    }
-    // A clock too coarse to see the loop still yields a positive cost.
-    best.max(Duration::from_nanos(1)).as_nanos() as f64 / calls as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -839,19 +817,5 @@ mod tests {
         let mut thread = SimulatedCpu::new(&reader, 7);
         reader.on_slow_path(&mut thread);
         assert_eq!((reader.current(&thread), thread.migrations()), (0, 0));
-    }
-
-    #[test]
-    fn measures_a_positive_cost() {
-        let mut readers = accepted(MANY_SLOTS);
-        readers.push(CpuIdReader::new(sim(1, 0.5), 8).unwrap());
-        for reader in readers {
-            let ns = measure_ns_per_call(&reader, 100_000);
-            eprintln!("{}: {ns:.2} ns/call", reader.source());
-            assert!(ns.is_finite() && ns > 0.0, "{}: {ns}", reader.source());
-        }
-        let reader = CpuIdReader::new(sim(1, 0.0), 1).unwrap();
-        let ns = measure_ns_per_call(&reader, 0);
-        assert!(ns.is_finite() && ns > 0.0, "{ns}");
     }
 }

@@ -128,7 +128,7 @@ pub use config::{
     TopologySpec, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
     MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
-pub use cpu_id::{measure_ns_per_call, CpuIdReader, CpuIdSource, SimulatedCpu};
+pub use cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use error::{AllocError, CollectionError, HeapError, RunningMutator, VerifyError};
 pub use heap::{Heap, MiddleLevelInfo};
 pub use mutator::{AllocSize, Mutator, ParkedMutator};

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use hab::{measure_ns_per_call, CpuIdReader, CpuIdSource, Topology};
+use hab::{CpuIdReader, CpuIdSource, Topology};
 use indicatif::ProgressBar;
 
 use super::check;
@@ -132,8 +132,8 @@ pub fn measure(progress: &ProgressBar) -> Result<Costs, String> {
     for name in CpuIdSource::NAMES {
         progress.set_message(format!("CPU id: {name}"));
         let source: CpuIdSource = name.parse()?;
-        let ns =
-            CpuIdReader::new(source, slots).map(|reader| measure_ns_per_call(&reader, 20_000_000));
+        let ns = CpuIdReader::new(source, slots)
+            .map(|reader| crate::machine::cpu_id_ns_per_call(&reader, 20_000_000));
         let args = ["cpu-id", "--source", name, "--calls", COUNT];
         let instructions = match &ns {
             Err(why) => Err(why.clone()),
