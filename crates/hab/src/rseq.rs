@@ -765,43 +765,50 @@ mod imp {
         }};
     }
 
-    /// See `Slots::bump`: `high` is `words` shifted into the high bits.
-    ///
-    /// # Safety
-    /// `area` is the calling thread's registered area; `base` points to `cpus` slots.
-    #[inline]
-    pub(super) unsafe fn bump(
-        area: *mut u8,
-        base: *mut u64,
-        cpus: usize,
-        words: u64,
-        high: u64,
-    ) -> (Outcome, u64) {
-        // Registers: the inputs are never written (the kernel restarts at the abort handler
-        // with the registers as they are); the outputs are early-clobber temporaries.
-        // SAFETY: the caller guarantees `area` is registered and `base` holds `cpus` slots;
-        // the section writes only the slot of the CPU it runs on, after checking that CPU is
-        // below `cpus`, with its last instruction.
-        unsafe { bump_section!(plain [], area, base, cpus, words, high) }
+    /// Declares a section's function and, for tests, its `_injected` twin, which takes the
+    /// injection point last (see `section!`). `$section` is the section's macro; the twin
+    /// differs only in the `rcx` operand that drives the injection.
+    macro_rules! section_fns {
+        (
+            $(#[$attribute:meta])*
+            fn $name:ident / $injected:ident ($($arg:ident: $type:ty),* $(,)?) -> $result:ty
+            = $section:ident;
+            $safety:literal
+        ) => {
+            $(#[$attribute])*
+            ///
+            #[doc = concat!("Why the section is sound: ", $safety)]
+            pub(super) unsafe fn $name($($arg: $type),*) -> $result {
+                // SAFETY: the caller upholds the contract above, and the paragraph above says
+                // why the section is sound under it.
+                unsafe { $section!(plain [], $($arg),*) }
+            }
+
+            /// The same section with an abort injected at instruction boundary `inject_at`.
+            ///
+            /// # Safety
+            /// As for the section without injection.
+            #[cfg(test)]
+            pub(super) unsafe fn $injected($($arg: $type,)* inject_at: u64) -> $result {
+                // SAFETY: as without injection; the injection points touch only `rcx`.
+                unsafe { $section!(inject [inout("rcx") inject_at => _,], $($arg),*) }
+            }
+        };
     }
 
-    /// `bump` with an abort injected at instruction boundary `inject_at` (see `section!`).
-    ///
-    /// # Safety
-    /// As for [`bump`].
-    #[cfg(test)]
-    pub(super) unsafe fn bump_injected(
-        area: *mut u8,
-        base: *mut u64,
-        cpus: usize,
-        words: u64,
-        high: u64,
-        inject_at: u64,
-    ) -> (Outcome, u64) {
-        // SAFETY: as in `bump`; the injection points touch only `rcx`.
-        unsafe {
-            bump_section!(inject [inout("rcx") inject_at => _,], area, base, cpus, words, high)
-        }
+    section_fns! {
+        /// See `Slots::bump`: `high` is `words` shifted into the high bits. Registers: the
+        /// inputs are never written (the kernel restarts at the abort handler with the
+        /// registers as they are); the outputs are early-clobber temporaries.
+        ///
+        /// # Safety
+        /// `area` is the calling thread's registered area; `base` points to `cpus` slots.
+        #[inline]
+        fn bump / bump_injected(area: *mut u8, base: *mut u64, cpus: usize, words: u64, high: u64)
+            -> (Outcome, u64) = bump_section;
+        "The caller guarantees `area` is registered and `base` holds `cpus` slots; the section \
+         writes only the slot of the CPU it runs on, after checking that CPU is below `cpus`, \
+         with its last instruction."
     }
 
     /// `bump` with a window of a few microseconds between the load and the commit, so that
@@ -870,41 +877,22 @@ mod imp {
         }};
     }
 
-    /// See `Slots::install`.
-    ///
-    /// # Safety
-    /// `area` is the calling thread's registered area; `cpu` is below the number of slots
-    /// at `base`.
-    #[inline]
-    pub(super) unsafe fn install(
-        area: *mut u8,
-        base: *mut u64,
-        cpu: usize,
-        expected: Packed,
-        new: Packed,
-    ) -> (Outcome, u64) {
-        // SAFETY: as in `bump`; the section commits with its single store of `new`, to the
-        // slot of `cpu` (in bounds, by the caller), only when the thread runs on `cpu`.
-        unsafe { install_section!(plain [], area, base, cpu, expected, new) }
-    }
-
-    /// `install` with an abort injected at instruction boundary `inject_at`.
-    ///
-    /// # Safety
-    /// As for [`install`].
-    #[cfg(test)]
-    pub(super) unsafe fn install_injected(
-        area: *mut u8,
-        base: *mut u64,
-        cpu: usize,
-        expected: Packed,
-        new: Packed,
-        inject_at: u64,
-    ) -> (Outcome, u64) {
-        // SAFETY: as in `install`; the injection points touch only `rcx`.
-        unsafe {
-            install_section!(inject [inout("rcx") inject_at => _,], area, base, cpu, expected, new)
-        }
+    section_fns! {
+        /// See `Slots::install`.
+        ///
+        /// # Safety
+        /// `area` is the calling thread's registered area; `cpu` is below the number of slots
+        /// at `base`.
+        #[inline]
+        fn install / install_injected(
+            area: *mut u8,
+            base: *mut u64,
+            cpu: usize,
+            expected: Packed,
+            new: Packed,
+        ) -> (Outcome, u64) = install_section;
+        "As in `bump`; the section commits with its single store of `new`, to the slot of \
+         `cpu` (in bounds, by the caller), only when the thread runs on `cpu`."
     }
 
     /// The bump-or-claim section. A CPU at or beyond `$cpus` exits with status 4 before
@@ -954,40 +942,21 @@ mod imp {
         }};
     }
 
-    /// See `LabSlots::bump_or_claim`. One store commits either the bumped top or, when the
-    /// object does not fit, `end + reserve` (a conditional move picks which).
-    ///
-    /// # Safety
-    /// `area` is the calling thread's registered area; `base` points to `cpus` LAB slots.
-    pub(super) unsafe fn lab_bump_or_claim(
-        area: *mut u8,
-        base: *mut usize,
-        cpus: usize,
-        bytes: usize,
-        reserve: usize,
-    ) -> (LabBump, u64) {
-        // SAFETY: the section writes only the slot of the CPU it runs on, after checking that
-        // CPU is below `cpus`, with its last instruction.
-        unsafe { claim_section!(plain [], area, base, cpus, bytes, reserve) }
-    }
-
-    /// `lab_bump_or_claim` with an abort injected at instruction boundary `inject_at`.
-    ///
-    /// # Safety
-    /// As for `lab_bump_or_claim`.
-    #[cfg(test)]
-    pub(super) unsafe fn lab_bump_or_claim_injected(
-        area: *mut u8,
-        base: *mut usize,
-        cpus: usize,
-        bytes: usize,
-        reserve: usize,
-        inject_at: u64,
-    ) -> (LabBump, u64) {
-        // SAFETY: as in `lab_bump_or_claim`; the injection points touch only `rcx`.
-        unsafe {
-            claim_section!(inject [inout("rcx") inject_at => _,], area, base, cpus, bytes, reserve)
-        }
+    section_fns! {
+        /// See `LabSlots::bump_or_claim`. One store commits either the bumped top or, when the
+        /// object does not fit, `end + reserve` (a conditional move picks which).
+        ///
+        /// # Safety
+        /// `area` is the calling thread's registered area; `base` points to `cpus` LAB slots.
+        fn lab_bump_or_claim / lab_bump_or_claim_injected(
+            area: *mut u8,
+            base: *mut usize,
+            cpus: usize,
+            bytes: usize,
+            reserve: usize,
+        ) -> (LabBump, u64) = claim_section;
+        "The section writes only the slot of the CPU it runs on, after checking that CPU is \
+         below `cpus`, with its last instruction."
     }
 
     /// The LAB install section: first closes the slot (`end = 0`: nothing fits), then writes
@@ -1037,43 +1006,21 @@ mod imp {
         }};
     }
 
-    /// See `LabSlots::install`.
-    ///
-    /// # Safety
-    /// As for `lab_bump_or_claim`.
-    pub(super) unsafe fn lab_install(
-        area: *mut u8,
-        base: *mut usize,
-        cpus: usize,
-        reserve: usize,
-        top: usize,
-        end: usize,
-    ) -> (LabInstall, u64) {
-        // SAFETY: as in `lab_bump_or_claim`; the stores before the commit only make the slot
-        // own nothing.
-        unsafe { lab_install_section!(plain [], area, base, cpus, reserve, top, end) }
-    }
-
-    /// `lab_install` with an abort injected at instruction boundary `inject_at`.
-    ///
-    /// # Safety
-    /// As for `lab_install`.
-    #[cfg(test)]
-    pub(super) unsafe fn lab_install_injected(
-        area: *mut u8,
-        base: *mut usize,
-        cpus: usize,
-        reserve: usize,
-        top: usize,
-        end: usize,
-        inject_at: u64,
-    ) -> (LabInstall, u64) {
-        // SAFETY: as in `lab_install`; the injection points touch only `rcx`.
-        unsafe {
-            lab_install_section!(
-                inject [inout("rcx") inject_at => _,], area, base, cpus, reserve, top, end
-            )
-        }
+    section_fns! {
+        /// See `LabSlots::install`.
+        ///
+        /// # Safety
+        /// As for `lab_bump_or_claim`.
+        fn lab_install / lab_install_injected(
+            area: *mut u8,
+            base: *mut usize,
+            cpus: usize,
+            reserve: usize,
+            top: usize,
+            end: usize,
+        ) -> (LabInstall, u64) = lab_install_section;
+        "As in `lab_bump_or_claim`; the stores before the commit only make the slot own \
+         nothing."
     }
 
     /// The inline LAB bump. Moving, refusal and abort all return 0; there is no retry loop

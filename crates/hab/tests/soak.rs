@@ -59,6 +59,19 @@ struct Figures {
     lost_bytes: u64,
 }
 
+impl std::ops::AddAssign for Figures {
+    fn add_assign(&mut self, other: Figures) {
+        self.allocations += other.allocations;
+        self.collections += other.collections;
+        self.migrations += other.migrations;
+        self.aborts += other.aborts;
+        self.out_of_range_cpus += other.out_of_range_cpus;
+        self.fallbacks += other.fallbacks;
+        self.overlaps += other.overlaps;
+        self.lost_bytes += other.lost_bytes;
+    }
+}
+
 /// `rounds` rounds of every thread allocating `ALLOCS_PER_ROUND` objects, each followed by a
 /// verified collection that resets the heap.
 fn soak(name: &str, heap: Arc<Heap>, rounds: usize) -> Figures {
@@ -215,13 +228,7 @@ fn every_mode_under_migrations_and_signals() {
                 "flip switched to per-CPU LABs"
             );
         }
-        total.allocations += figures.allocations;
-        total.collections += figures.collections;
-        total.migrations += figures.migrations;
-        total.aborts += figures.aborts;
-        total.out_of_range_cpus += figures.out_of_range_cpus;
-        total.overlaps += figures.overlaps;
-        total.lost_bytes += figures.lost_bytes;
+        total += figures;
     }
     let signals = timer.stop();
     eprintln!(
