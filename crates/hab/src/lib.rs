@@ -97,30 +97,15 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// The layers, lowest first; each imports only from the layers above it in this list.
 mod collection;
 mod config;
-mod cpu_id;
-mod error;
-mod global;
 mod heap;
-mod hierarchy;
-mod middle;
+mod labs;
+mod levels;
+mod memory;
 mod mutator;
-mod object_model;
-mod per_cpu;
-mod plab;
-mod plab_path;
-mod prefetch;
-mod process;
-mod reservation;
-mod rseq;
-mod sideline;
-mod size;
-mod sizing;
-mod stats;
-mod sync;
-mod tlab;
-mod topology;
+mod platform;
 
 pub use collection::{Collection, HeapObject, WalkSummary};
 pub use config::{
@@ -128,16 +113,16 @@ pub use config::{
     TopologySpec, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
     MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
-pub use cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
-pub use error::{AllocError, CollectionError, HeapError, RunningMutator, VerifyError};
+pub use heap::cpu_lab_path::{PlabMutator, PlabPath};
+pub use heap::error::{AllocError, CollectionError, HeapError, RunningMutator, VerifyError};
+pub use heap::mutator::{AllocSize, Mutator, ParkedMutator};
 pub use heap::{Heap, MiddleLevelInfo};
-pub use mutator::{AllocSize, Mutator, ParkedMutator};
-pub use object_model::{HeaderWordModel, ObjectModel};
-pub use plab_path::{PlabMutator, PlabPath};
-pub use prefetch::ALLOCATION_PREFETCH_BYTES;
-pub use reservation::memory_limit_bytes;
-pub use rseq::{mechanism as rseq_mechanism, RseqMechanism};
-pub use size::{ByteSize, SizeParseError};
-pub use stats::{HeapStats, LevelStats, PlabStats, TlabStats};
-pub use tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
-pub use topology::{Level, Topology, TopologySource};
+pub use labs::tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
+pub use memory::object_model::{HeaderWordModel, ObjectModel};
+pub use memory::reservation::memory_limit_bytes;
+pub use memory::size::{ByteSize, SizeParseError};
+pub use mutator::stats::{HeapStats, LevelStats, PlabStats, TlabStats};
+pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;
+pub use platform::rseq::{mechanism as rseq_mechanism, RseqMechanism};
+pub use platform::topology::{Level, Topology, TopologySource};

@@ -19,18 +19,18 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::Mode;
-use crate::cpu_id::SimulatedCpu;
-use crate::error::AllocError;
+use crate::heap::cpu_lab_path::{LabCursor, PlabMutator, PlabPath};
+use crate::heap::error::AllocError;
 use crate::heap::Heap;
-use crate::hierarchy;
-use crate::middle::Chunk;
-use crate::plab;
-use crate::plab_path::{LabCursor, PlabMutator, PlabPath};
-use crate::process::{ForkGate, ThreadIdentity};
-use crate::reservation::address_to_pointer;
-use crate::sizing::TlabSizer;
-use crate::stats::{Counters, TlabStats};
-use crate::tlab::{Tlab, Waste};
+use crate::labs::cpu_labs;
+use crate::labs::sizing::TlabSizer;
+use crate::labs::tlab::{Tlab, Waste};
+use crate::levels::middle::Chunk;
+use crate::levels::refill;
+use crate::memory::reservation::address_to_pointer;
+use crate::mutator::stats::{Counters, TlabStats};
+use crate::platform::cpu_id::SimulatedCpu;
+use crate::platform::process::{ForkGate, ThreadIdentity};
 
 /// The owning thread may allocate; only it touches the TLAB.
 pub(crate) const RUNNING: u32 = 0;
@@ -240,7 +240,7 @@ impl Mutator {
     #[inline]
     pub fn alloc_sized_prefetching(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
         let object = self.alloc_sized(size)?;
-        crate::prefetch::prefetch_ahead(object.as_ptr() as usize + size.bytes());
+        crate::platform::prefetch::prefetch_ahead(object.as_ptr() as usize + size.bytes());
         Ok(object)
     }
 
@@ -419,7 +419,7 @@ impl Handle<'_> {
         let cell = self.cell;
         // SAFETY: running mutator, see `alloc_sized`.
         let local = unsafe { &mut *cell.local.get() };
-        match plab::alloc(heap, plabs, &cell.counters, &mut local.simulated_cpu, bytes) {
+        match cpu_labs::alloc(heap, plabs, &cell.counters, &mut local.simulated_cpu, bytes) {
             // SAFETY: a LAB address inside the reservation, not null.
             Some(object) => Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) }),
             None => self.alloc_outside_tlab(bytes),
@@ -449,7 +449,7 @@ impl Handle<'_> {
         let min = config.min_tlab_bytes().max(needed).min(desired);
         let chunk = match config.mode() {
             Mode::Hab => {
-                hierarchy::carve_tlab(heap, &cell.counters, &mut local.simulated_cpu, min, desired)
+                refill::carve_tlab(heap, &cell.counters, &mut local.simulated_cpu, min, desired)
             }
             _ => heap
                 .global()

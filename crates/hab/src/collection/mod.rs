@@ -6,11 +6,11 @@ use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
-use crate::error::{CollectionError, VerifyError};
+use crate::heap::error::{CollectionError, VerifyError};
 use crate::heap::{CollectorGuard, Heap};
-use crate::reservation::address_to_pointer;
-use crate::sizing::CollectionFeedback;
-use crate::tlab::Waste;
+use crate::labs::sizing::CollectionFeedback;
+use crate::labs::tlab::Waste;
+use crate::memory::reservation::address_to_pointer;
 
 /// A stop-the-world collection in progress: every mutator is parked and claimed, and every
 /// TLAB has been retired, so the allocation range is a walkable sequence of objects and

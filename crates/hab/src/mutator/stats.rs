@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::AddAssign;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::topology::Level;
+use crate::platform::topology::Level;
 
 /// A snapshot of allocation counters.
 ///

@@ -1,6 +1,10 @@
 //! The heap: configuration, object model, the global level, and the registry of mutators that
 //! collections stop and whose TLABs they retire.
 
+pub(crate) mod cpu_lab_path;
+pub(crate) mod error;
+pub(crate) mod mutator;
+
 use std::ops::Range;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
@@ -10,20 +14,20 @@ use std::time::{Duration, Instant};
 
 use crate::collection::Collection;
 use crate::config::{ConfigError, HeapConfig, MiddleLevelSpec, Mode, TopologySpec};
-use crate::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
-use crate::error::{AllocError, CollectionError, HeapError, RunningMutator};
-use crate::global::GlobalHeap;
-use crate::middle::MiddleLevel;
-use crate::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
-use crate::object_model::ObjectModel;
-use crate::plab::Plabs;
-use crate::process::{self, Epoch, ForkGate, ThreadIdentity};
-use crate::reservation::{address_to_pointer, Reservation};
-use crate::rseq::{self, RseqMechanism};
-use crate::sizing::{DecayingAverage, TlabSizer};
-use crate::stats::{Counters, HeapStats, TlabStats};
-use crate::tlab::{Tlab, Waste};
-use crate::topology::{Level, Topology, TopologySource};
+use crate::heap::error::{AllocError, CollectionError, HeapError, RunningMutator};
+use crate::heap::mutator::{AllocSize, Mutator, MutatorCell, MutatorLocal, HELD, PARKED, RUNNING};
+use crate::labs::cpu_labs::Plabs;
+use crate::labs::sizing::{DecayingAverage, TlabSizer};
+use crate::labs::tlab::{Tlab, Waste};
+use crate::levels::middle::MiddleLevel;
+use crate::memory::global::GlobalHeap;
+use crate::memory::object_model::ObjectModel;
+use crate::memory::reservation::{address_to_pointer, Reservation};
+use crate::mutator::stats::{Counters, HeapStats, TlabStats};
+use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+use crate::platform::process::{self, Epoch, ForkGate, ThreadIdentity};
+use crate::platform::rseq::{self, RseqMechanism};
+use crate::platform::topology::{Level, Topology, TopologySource};
 
 /// One configured middle level, as [`Heap::middle_levels`] describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

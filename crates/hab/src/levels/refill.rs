@@ -2,11 +2,11 @@
 //! middle-level protocol (which CPU it runs on, where waste and foreign allocations are
 //! counted), for `middle::carve`.
 
-use crate::cpu_id::SimulatedCpu;
 use crate::heap::Heap;
-use crate::middle::{self, Chunk, MiddleLevel, Surroundings};
-use crate::stats::{Counters, LevelCounters};
-use crate::topology::Level;
+use crate::levels::middle::{self, Chunk, MiddleLevel, Surroundings};
+use crate::mutator::stats::{Counters, LevelCounters};
+use crate::platform::cpu_id::SimulatedCpu;
+use crate::platform::topology::Level;
 
 /// One refill by one mutator.
 struct Refill<'a> {

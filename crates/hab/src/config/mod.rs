@@ -6,9 +6,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::cpu_id::CpuIdSource;
-use crate::size::{ByteSize, SizeParseError};
-use crate::topology::Level;
+use crate::memory::size::{ByteSize, SizeParseError};
+use crate::platform::cpu_id::CpuIdSource;
+use crate::platform::topology::Level;
 
 /// The smallest object alignment: one 64-bit heap word. Every address Hab hands out is a
 /// multiple of it, whatever the configuration.

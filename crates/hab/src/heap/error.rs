@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 
 use crate::config::ConfigError;
-use crate::size::ByteSize;
+use crate::memory::size::ByteSize;
 
 /// Why an allocation failed. Nothing was handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -313,7 +313,7 @@ mod rseq {
 
     /// `__rseq_offset + 4`, if glibc registered an rseq area for the calling thread.
     pub(super) fn cpu_id_offset() -> Result<isize, String> {
-        let cpu_id_offset = crate::rseq::glibc_area_offset()? + CPU_ID_OFFSET;
+        let cpu_id_offset = crate::platform::rseq::glibc_area_offset()? + CPU_ID_OFFSET;
         // SAFETY: glibc registered areas, so it placed one at `__rseq_offset` from the thread
         // pointer of every thread, this one included.
         let cpu = unsafe { read_cpu_id(cpu_id_offset) };
@@ -746,7 +746,8 @@ mod tests {
     /// `__rseq_offset`, whether or not glibc registered areas.
     #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
     fn lookup_rseq_offset() -> isize {
-        crate::rseq::glibc_offset_even_unregistered().expect("glibc exports __rseq_offset")
+        crate::platform::rseq::glibc_offset_even_unregistered()
+            .expect("glibc exports __rseq_offset")
     }
 
     /// The CPUs a simulated thread visits over `slow_paths` slow paths.

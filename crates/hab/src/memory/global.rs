@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::ZeroMemory;
-use crate::reservation::{address_to_pointer, Reservation};
+use crate::memory::reservation::{address_to_pointer, Reservation};
 
 /// Keeps a value on a cache line (and its adjacent-line prefetch pair) of its own.
 #[repr(align(128))]

@@ -24,14 +24,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::{HeapConfig, TlabPolicy};
-use crate::cpu_id::SimulatedCpu;
 use crate::heap::Heap;
-use crate::hierarchy;
-use crate::middle::{MiddleLevel, WORD};
-use crate::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
-use crate::sideline::{self, Sideline};
-use crate::stats::{Counters, PlabCounters};
-use crate::topology::{Level, Topology};
+use crate::levels::middle::{MiddleLevel, WORD};
+use crate::levels::refill;
+use crate::levels::sideline::{self, Sideline};
+use crate::mutator::stats::{Counters, PlabCounters};
+use crate::platform::cpu_id::SimulatedCpu;
+use crate::platform::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
+use crate::platform::topology::{Level, Topology};
 
 /// A heap's per-CPU LABs.
 pub(crate) struct Plabs {
@@ -273,8 +273,7 @@ fn alloc_in_fallback(
     bytes: usize,
 ) -> Option<usize> {
     let request = bytes + plabs.reserve_bytes;
-    let chunk =
-        hierarchy::carve_from(heap, &plabs.fallback, counters, simulated, request, request)?;
+    let chunk = refill::carve_from(heap, &plabs.fallback, counters, simulated, request, request)?;
     counters.plab.fallback_allocs.add(1);
     let rest = chunk.len - bytes;
     if rest > 0 {

@@ -7,9 +7,9 @@
 //! aborting, uses the level's compare-and-swap buffers instead (separate memory), counted as
 //! a fallback.
 
-use crate::middle::{self, portion, Chunk, MiddleLevel, Surroundings, WORD};
-use crate::rseq::{self, Outcome, Packed, Slots};
-use crate::sideline::{self, Sideline};
+use crate::levels::middle::{self, portion, Chunk, MiddleLevel, Surroundings, WORD};
+use crate::levels::sideline::{self, Sideline};
+use crate::platform::rseq::{self, Outcome, Packed, Slots};
 
 /// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
 /// install.
@@ -174,8 +174,8 @@ pub(crate) fn retire_all(buffers: &PerCpuBuffers, base: usize, mut tail: impl Fn
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::middle::MiddleLevel;
-    use crate::topology::Level;
+    use crate::levels::middle::MiddleLevel;
+    use crate::platform::topology::Level;
 
     /// Surroundings whose global heap hands out chunks from offset 0 up, and which can make
     /// another thread's install happen while a refill is between its refusal and its install.

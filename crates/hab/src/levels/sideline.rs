@@ -8,7 +8,7 @@
 //! whoever wins the CAS owns it. When every slot is full the chunk is not kept. Cost: a scan of
 //! the slots, only on refills.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::platform::sync::{AtomicU64, Ordering};
 
 /// Slots of one level.
 pub(crate) const SLOTS: usize = 64;

@@ -7,7 +7,7 @@
 //! far below `hard_end` so the tail left at retire can always be filled.
 
 use crate::heap::Heap;
-use crate::stats::Counters;
+use crate::mutator::stats::Counters;
 
 /// Offset of the TLAB's `top` (a `usize` address) from the address
 /// [`Mutator::tlab_address`](crate::Mutator::tlab_address) returns.

@@ -18,10 +18,10 @@
 //!
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
-use crate::global::CachePadded;
-use crate::per_cpu::{self, PerCpuBuffers};
-use crate::sync::{AtomicU64, Ordering};
-use crate::topology::Level;
+use crate::levels::per_cpu::{self, PerCpuBuffers};
+use crate::memory::global::CachePadded;
+use crate::platform::sync::{AtomicU64, Ordering};
+use crate::platform::topology::Level;
 
 const OFFSET_BITS: u32 = 42;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;

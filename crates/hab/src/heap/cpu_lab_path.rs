@@ -10,11 +10,11 @@
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
-use crate::error::AllocError;
-use crate::mutator::{AllocSize, Handle, Mutator};
-use crate::plab::Plabs;
-use crate::reservation::address_to_pointer;
-use crate::rseq;
+use crate::heap::error::AllocError;
+use crate::heap::mutator::{AllocSize, Handle, Mutator};
+use crate::labs::cpu_labs::Plabs;
+use crate::memory::reservation::address_to_pointer;
+use crate::platform::rseq;
 
 /// Where the next `plab` allocation goes: a CPU and its LAB, and the rseq area's offset from
 /// the thread pointer. Plain values, so that a loop holds them in registers.
@@ -124,7 +124,7 @@ impl<'m> PlabPath<'m> {
     #[inline]
     pub fn alloc_sized_prefetching(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
         let object = self.alloc_sized(size)?;
-        crate::prefetch::prefetch_ahead(object.as_ptr() as usize + size.bytes());
+        crate::platform::prefetch::prefetch_ahead(object.as_ptr() as usize + size.bytes());
         Ok(object)
     }
 }

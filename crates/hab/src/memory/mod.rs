@@ -1,0 +1,13 @@
+//! The memory layer: the address range a heap owns and how its gaps are filled. Nothing here
+//! knows about threads, CPUs or buffers.
+//!
+//! - `reservation`: the `mmap` reservation, and the memory a process may use;
+//! - `global`: the global top, bumped with a compare-and-swap (the level every other level
+//!   refills from);
+//! - `object_model`: how the runtime's objects and fillers are read and written;
+//! - `size`: byte sizes as people write them (`"16MiB"`).
+
+pub(crate) mod global;
+pub(crate) mod object_model;
+pub(crate) mod reservation;
+pub(crate) mod size;

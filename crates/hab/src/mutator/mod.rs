@@ -1,0 +1,3 @@
+//! The mutator layer: one thread's allocation state and the paths through it.
+
+pub(crate) mod stats;
