@@ -107,6 +107,7 @@ mod memory;
 mod mutator;
 mod platform;
 
+pub use collection::error::{CollectionError, RunningMutator, VerifyError};
 pub use collection::{Collection, HeapObject, WalkSummary};
 pub use config::{
     ConfigError, HeapConfig, HeapConfigBuilder, IntoByteSize, MiddleLevelSpec, Mode, TlabPolicy,
@@ -114,14 +115,18 @@ pub use config::{
     MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
 pub use heap::cpu_lab_path::{PlabMutator, PlabPath};
-pub use heap::error::{AllocError, CollectionError, HeapError, RunningMutator, VerifyError};
-pub use heap::mutator::{AllocSize, Mutator, ParkedMutator};
+pub use heap::error::HeapError;
+pub use heap::mutator::{Mutator, ParkedMutator};
+pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
+pub use labs::stats::PlabStats;
 pub use labs::tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
+pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
 pub use memory::reservation::memory_limit_bytes;
 pub use memory::size::{ByteSize, SizeParseError};
-pub use mutator::stats::{HeapStats, LevelStats, PlabStats, TlabStats};
+pub use mutator::alloc_size::{AllocError, AllocSize};
+pub use mutator::stats::TlabStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;
 pub use platform::rseq::{mechanism as rseq_mechanism, RseqMechanism};

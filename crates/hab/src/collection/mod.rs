@@ -1,13 +1,18 @@
-//! What runs only at a collection, apart from the allocation paths: retiring every LAB, walking
-//! and verifying the heap, installing the next allocation range, and feeding the sizing
-//! policies.
+//! The collection layer: what runs only at a collection, apart from the allocation paths.
+//! Stopping the world (`stop`), retiring every LAB, walking and verifying the heap,
+//! installing the next allocation range, and feeding the sizing and flip policies (here).
+
+pub(crate) mod error;
+pub(crate) mod stop;
 
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
-use crate::heap::error::{CollectionError, VerifyError};
-use crate::heap::{CollectorGuard, Heap};
+use crate::collection::error::{CollectionError, VerifyError};
+use crate::heap::collector_lock::CollectorGuard;
+use crate::heap::Heap;
+use crate::labs::flip::CycleWaste;
 use crate::labs::sizing::CollectionFeedback;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
@@ -78,23 +83,28 @@ impl WalkSummary {
 impl<'h> Collection<'h> {
     /// Retires every registered mutator's TLAB. All of them are claimed by the caller.
     pub(crate) fn begin(heap: &'h Heap, guard: CollectorGuard<'h>) -> Self {
+        let allocator = heap.allocator();
+        let space = &allocator.space;
         for cell in &heap.registry().mutators {
             // SAFETY: every registered mutator is HELD by this collection, so no other thread
             // touches its TLAB until the collection ends.
-            unsafe { (*cell.tlab.get()).retire(heap, &cell.counters, Waste::Collection) };
+            let (tlab, _) = unsafe { cell.held_parts() };
+            // SAFETY: as above.
+            let retired = unsafe { tlab.retire(space) };
+            cell.counters.count_retired(retired, Waste::Collection);
         }
-        let base = heap.reserved_range().start;
-        for level in heap.levels() {
+        let base = space.base();
+        for level in allocator.levels() {
             let waste = &heap.collector().levels[level.level().index()].waste_bytes;
             level.retire_all(base, |start, end| {
                 // SAFETY: every mutator is stopped, so no thread carves from the buffer whose
                 // tail this is; the collection owns it.
-                unsafe { heap.write_filler(start, end - start) };
+                unsafe { space.write_filler(start, end - start) };
                 waste.add((end - start) as u64);
             });
         }
         if let Some(plabs) = heap.plabs() {
-            plabs.retire_all(heap, &heap.collector().plab);
+            plabs.retire_all(space, &heap.collector().plab);
         }
         let range = heap.global().range();
         Collection {
@@ -119,7 +129,7 @@ impl<'h> Collection<'h> {
     /// Visits every object and filler of the allocation range in address order, each byte
     /// exactly once. Stops at the first header that does not describe a well-formed object.
     pub fn walk(&self, mut visit: impl FnMut(HeapObject)) -> Result<WalkSummary, VerifyError> {
-        let model = self.heap.object_model();
+        let model = self.heap.allocator().space.object_model();
         let alignment = self.heap.config().alignment_bytes();
         let (start, _) = self.range;
         let top = start + self.used_bytes;
@@ -230,7 +240,7 @@ impl Drop for Collection<'_> {
         for cell in &registry.mutators {
             running_threads += u64::from(cell.running_since.load(Ordering::Relaxed) == cycle);
             // SAFETY: the mutator is HELD by this collection (see `begin`).
-            let local = unsafe { &mut *cell.local.get() };
+            let (_, local) = unsafe { cell.held_parts() };
             let stats = cell.counters.snapshot();
             let refills = stats.refills - local.refills_at_last_collection;
             allocating_threads += u32::from(refills > 0);
@@ -259,19 +269,21 @@ impl Drop for Collection<'_> {
             &mut *heap.totals_at_last_collection(),
             totals,
         ));
-        heap.end_cycle(
-            cycle_totals.waste_bytes(),
+        let allocator = heap.allocator();
+        let cycle_in_cpu_labs = allocator.allocates_in_cpu_labs();
+        allocator.end_cycle(CycleWaste {
+            unused_tlab_bytes: cycle_totals.waste_bytes(),
             // Per-CPU LABs and, for threads without rseq, the per-CPU CAS buffers.
-            cycle_totals.plab.unused_bytes() + cycle_totals.middle_waste_bytes(),
+            unused_lab_bytes: cycle_totals.plab.unused_bytes() + cycle_totals.middle_waste_bytes(),
             running_threads,
-        );
+        });
         if self.next_range.is_some() {
             heap.global().reset_range(start, end);
         }
         if let Some(plabs) = heap.plabs() {
             plabs.resize(config, end - start, heap.topology().online_cpus().len());
         }
-        heap.count_collection();
+        heap.count_collection(cycle_in_cpu_labs);
         heap.release_mutators();
     }
 }

@@ -10,10 +10,11 @@
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
-use crate::heap::error::AllocError;
-use crate::heap::mutator::{AllocSize, Handle, Mutator};
+use crate::heap::mutator::Mutator;
 use crate::labs::cpu_labs::Plabs;
 use crate::memory::reservation::address_to_pointer;
+use crate::mutator::alloc_size::{AllocError, AllocSize};
+use crate::mutator::slow_path::SlowPath;
 use crate::platform::rseq;
 
 /// Where the next `plab` allocation goes: a CPU and its LAB, and the rseq area's offset from
@@ -41,9 +42,13 @@ impl LabCursor {
         })
     }
 
-    /// The fast path; `handle` is the running mutator that owns this cursor.
+    /// The fast path; `slow_path` is the running mutator that owns this cursor.
     #[inline(always)]
-    fn alloc(&mut self, handle: Handle<'_>, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+    fn alloc(
+        &mut self,
+        slow_path: SlowPath<'_>,
+        size: AllocSize,
+    ) -> Result<NonNull<u8>, AllocError> {
         // Invariant: the cursor's mutator runs, so it still allocates in per-CPU LABs.
         // SAFETY: `slot` is CPU `cpu`'s LAB in the heap's live per-CPU LABs, `area_offset`
         // glibc's fixed rseq area offset; the size was checked against this heap.
@@ -52,7 +57,7 @@ impl LabCursor {
             // SAFETY: a LAB address inside the reservation, not null.
             return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
         }
-        let (result, cursor) = Self::miss(handle, self.area_offset, size);
+        let (result, cursor) = Self::miss(slow_path, self.area_offset, size);
         *self = cursor;
         result
     }
@@ -63,13 +68,14 @@ impl LabCursor {
     #[cold]
     #[inline(never)]
     fn miss(
-        handle: Handle<'_>,
+        slow_path: SlowPath<'_>,
         area_offset: isize,
         size: AllocSize,
     ) -> (Result<NonNull<u8>, AllocError>, LabCursor) {
-        let slots = handle
-            .heap
-            .plabs()
+        let slots = slow_path
+            .allocator
+            .cpu_labs
+            .as_ref()
             .and_then(Plabs::lab_slots)
             .expect("a cursor exists only over restartable LABs");
         // SAFETY: `area_offset` is the fixed rseq area offset.
@@ -85,7 +91,7 @@ impl LabCursor {
             // SAFETY: a LAB address inside the reservation, not null.
             Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
         } else {
-            handle.alloc_slow(size.bytes())
+            slow_path.alloc(size.bytes())
         };
         (result, cursor)
     }
@@ -95,16 +101,16 @@ impl LabCursor {
 pub struct PlabPath<'m> {
     cursor: LabCursor,
     /// The mutator's heap and cell, not its address: the loop's stores cannot reach them.
-    handle: Handle<'m>,
+    slow_path: SlowPath<'m>,
     /// Holds the mutator borrowed, so that it cannot park (and the mode cannot change).
     _running: PhantomData<&'m mut Mutator>,
 }
 
 impl<'m> PlabPath<'m> {
-    pub(crate) fn new(cursor: LabCursor, handle: Handle<'m>) -> Self {
+    pub(crate) fn new(cursor: LabCursor, slow_path: SlowPath<'m>) -> Self {
         PlabPath {
             cursor,
-            handle,
+            slow_path,
             _running: PhantomData,
         }
     }
@@ -116,7 +122,7 @@ impl<'m> PlabPath<'m> {
     /// takes the mutator's slow path.
     #[inline]
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
-        self.cursor.alloc(self.handle, size)
+        self.cursor.alloc(self.slow_path, size)
     }
 
     /// [`alloc_sized`](PlabPath::alloc_sized) followed by an allocation prefetch, outside the
@@ -132,7 +138,7 @@ impl<'m> PlabPath<'m> {
 impl std::fmt::Debug for PlabPath<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PlabPath")
-            .field("mutator", &self.handle.cell.id)
+            .field("mutator", &self.slow_path.cell.id)
             .finish_non_exhaustive()
     }
 }
@@ -169,7 +175,7 @@ impl PlabMutator {
     /// As [`PlabPath::alloc_sized`].
     #[inline]
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
-        self.cursor.alloc(self.mutator.handle(), size)
+        self.cursor.alloc(self.mutator.slow_path(), size)
     }
 
     /// The mutator, e.g. to park it.

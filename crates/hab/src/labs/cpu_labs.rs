@@ -23,12 +23,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::config::{HeapConfig, TlabPolicy};
-use crate::heap::Heap;
-use crate::levels::middle::{MiddleLevel, WORD};
-use crate::levels::refill;
+use crate::config::HeapConfig;
+use crate::labs::sizing;
+use crate::labs::stats::PlabCounters;
+use crate::levels::middle::MiddleLevel;
+use crate::levels::refill::{self, LevelCountersByLevel, RefillContext};
 use crate::levels::sideline::{self, Sideline};
-use crate::mutator::stats::{Counters, PlabCounters};
+use crate::memory::space::Space;
+use crate::memory::words;
 use crate::platform::cpu_id::SimulatedCpu;
 use crate::platform::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
 use crate::platform::topology::{Level, Topology};
@@ -69,7 +71,11 @@ impl Plabs {
                 topology.domains(Level::Cpu),
                 reserve_bytes,
             )],
-            lab_bytes: AtomicUsize::new(lab_bytes_for(config, config.capacity_bytes(), cpus)),
+            lab_bytes: AtomicUsize::new(sizing::cpu_lab_bytes(
+                config,
+                config.capacity_bytes(),
+                cpus,
+            )),
             max_lab_bytes,
             reserve_bytes,
         }
@@ -78,8 +84,10 @@ impl Plabs {
     /// Sizes the LABs taken from now on for an allocation range of `range_bytes` (called at
     /// the end of each collection).
     pub(crate) fn resize(&self, config: &HeapConfig, range_bytes: usize, cpus: usize) {
-        self.lab_bytes
-            .store(lab_bytes_for(config, range_bytes, cpus), Ordering::Relaxed);
+        self.lab_bytes.store(
+            sizing::cpu_lab_bytes(config, range_bytes, cpus),
+            Ordering::Relaxed,
+        );
     }
 
     /// The size of the LABs taken now.
@@ -109,49 +117,36 @@ impl Plabs {
 
     /// Empties every LAB and discards the sidelined ones at a collection: fillers over their
     /// free memory, counted in `counters`.
-    pub(crate) fn retire_all(&self, heap: &Heap, counters: &PlabCounters) {
+    pub(crate) fn retire_all(&self, space: &Space, counters: &PlabCounters) {
         let reserve = self.reserve_bytes;
         if let Some(slots) = &self.slots {
             for cpu in 0..slots.cpus() {
                 let (top, end) = slots.load(cpu);
                 if top <= end {
-                    retire_tail(heap, counters, top, end + reserve);
+                    retire_tail(space, counters, top, end + reserve);
                 }
                 slots.store(cpu, EMPTY_LAB);
             }
         }
-        let base = heap.reserved_range().start;
+        let base = space.base();
         self.sideline.drain(|offset, len| {
-            let (start, bytes) = (base + offset as usize * WORD, len as usize * WORD);
+            let (start, bytes) = (words::address(base, offset), words::bytes(len));
             // SAFETY: every mutator is stopped and the sideline no longer holds the chunk: the
             // collection owns it.
-            unsafe { heap.write_filler(start, bytes) };
+            unsafe { space.write_filler(start, bytes) };
             counters.discarded_sidelined_labs.add(1);
             counters.discarded_sidelined_bytes.add(bytes as u64);
         });
-        self.fallback[0].retire_all(base, |start, end| retire_tail(heap, counters, start, end));
-    }
-}
-
-/// A LAB size for an allocation range of `range_bytes` shared by `cpus` CPUs.
-fn lab_bytes_for(config: &HeapConfig, range_bytes: usize, cpus: usize) -> usize {
-    match config.tlab() {
-        TlabPolicy::Fixed(bytes) => bytes,
-        TlabPolicy::Adaptive | TlabPolicy::Growing => {
-            let share = range_bytes as f64 / (cpus.max(1) as f64 * config.target_refills());
-            let words = share as usize / crate::config::WORD_BYTES;
-            (words * crate::config::WORD_BYTES)
-                .clamp(config.min_tlab_bytes(), config.max_tlab_bytes())
-        }
+        self.fallback[0].retire_all(base, |start, end| retire_tail(space, counters, start, end));
     }
 }
 
 /// Covers a LAB's free tail `[start, end)` with a filler and counts it.
-fn retire_tail(heap: &Heap, counters: &PlabCounters, start: usize, end: usize) {
+fn retire_tail(space: &Space, counters: &PlabCounters, start: usize, end: usize) {
     if end > start {
         // SAFETY: the caller emptied the LAB (a committed claim, or a collection with every
         // mutator stopped), so it owns the tail.
-        unsafe { heap.write_filler(start, end - start) };
+        unsafe { space.write_filler(start, end - start) };
         counters.partial_labs.add(1);
         counters.partial_waste_bytes.add((end - start) as u64);
     }
@@ -160,13 +155,14 @@ fn retire_tail(heap: &Heap, counters: &PlabCounters, start: usize, end: usize) {
 /// The slow path: allocates `bytes` (at most [`Plabs::max_object_bytes`]) in a per-CPU LAB.
 /// `None` when the heap has no room for a new LAB.
 pub(crate) fn alloc(
-    heap: &Heap,
+    context: RefillContext<'_>,
     plabs: &Plabs,
-    counters: &Counters,
+    stats: &PlabCounters,
+    level_counters: &LevelCountersByLevel,
     simulated: &mut SimulatedCpu,
     bytes: usize,
 ) -> Option<usize> {
-    let stats = &counters.plab;
+    let space = context.space;
     if let (Some(slots), Some(area)) = (&plabs.slots, rseq::current_area()) {
         // SAFETY: `area` is this thread's registered area; `bytes` is below the heap's
         // capacity, far below 2^40.
@@ -176,22 +172,22 @@ pub(crate) fn alloc(
             LabBump::Object { address, .. } => return Some(address),
             LabBump::Claimed { cpu, top, end } => {
                 if top <= end {
-                    retire_tail(heap, stats, top, end + plabs.reserve_bytes);
+                    retire_tail(space, stats, top, end + plabs.reserve_bytes);
                 }
-                return refill(heap, plabs, slots, area, cpu, bytes, stats);
+                return refill(space, plabs, slots, area, cpu, bytes, stats);
             }
             LabBump::OutOfRange => stats.out_of_range_cpus.add(1),
             LabBump::GaveUp => {}
         }
     }
-    alloc_in_fallback(heap, plabs, counters, simulated, bytes)
+    alloc_in_fallback(context, plabs, stats, level_counters, simulated, bytes)
 }
 
 /// Takes a LAB, carves the object from its start and installs the rest as the CPU's LAB, or
 /// sidelines it when another thread installed one first.
 #[cold]
 fn refill(
-    heap: &Heap,
+    space: &Space,
     plabs: &Plabs,
     slots: &LabSlots,
     area: *mut u8,
@@ -201,17 +197,16 @@ fn refill(
 ) -> Option<usize> {
     let reserve = plabs.reserve_bytes;
     let min = bytes + reserve;
-    let base = heap.reserved_range().start;
-    let (start, len) = match plabs.sideline.take((min / WORD) as u64) {
+    let (start, len) = match plabs.sideline.take(words::words(min)) {
         Some((offset, len)) => {
             stats.sideline_reused.add(1);
-            (base + offset as usize * WORD, len as usize * WORD)
+            (words::address(space.base(), offset), words::bytes(len))
         }
         None => {
-            let (start, len) = heap
+            let (start, len) = space
                 .global()
                 .carve_between(min, plabs.lab_bytes().max(min))?;
-            heap.global().zero_reused(start, len);
+            space.global().zero_reused(start, len);
             (start, len)
         }
     };
@@ -220,7 +215,7 @@ fn refill(
     let (rest, end) = (start + bytes, start + len);
     if end - rest <= reserve {
         // Nothing left to bump through: the rest is waste.
-        retire_tail(heap, stats, rest, end);
+        retire_tail(space, stats, rest, end);
         return Some(start);
     }
     // SAFETY: `area` is this thread's registered area.
@@ -239,7 +234,7 @@ fn refill(
             }
             stats.failed_transactions.add(1);
             stats.invalid_transactions.add(1);
-            sideline_or_retire(heap, plabs, stats, rest, end);
+            sideline_or_retire(space, plabs, stats, rest, end);
         }
     }
     Some(start)
@@ -247,18 +242,23 @@ fn refill(
 
 /// Keeps `[start, end)`, a LAB the thread owns but could not install, for later refills;
 /// retires it when every sideline slot is taken.
-fn sideline_or_retire(heap: &Heap, plabs: &Plabs, stats: &PlabCounters, start: usize, end: usize) {
-    let base = heap.reserved_range().start;
-    let len_words = ((end - start) / WORD) as u64;
+fn sideline_or_retire(
+    space: &Space,
+    plabs: &Plabs,
+    stats: &PlabCounters,
+    start: usize,
+    end: usize,
+) {
+    let len_words = words::words(end - start);
     if len_words <= sideline::MAX_CHUNK_WORDS
         && plabs
             .sideline
-            .put(((start - base) / WORD) as u64, len_words)
+            .put(words::offset(space.base(), start), len_words)
     {
         stats.sidelined_labs.add(1);
         stats.sidelined_bytes.add((end - start) as u64);
     } else {
-        retire_tail(heap, stats, start, end);
+        retire_tail(space, stats, start, end);
     }
 }
 
@@ -266,21 +266,29 @@ fn sideline_or_retire(heap: &Heap, plabs: &Plabs, stats: &PlabCounters, start: u
 /// filler reserve, so what the buffer adds beyond the object can always be filled.
 #[cold]
 fn alloc_in_fallback(
-    heap: &Heap,
+    context: RefillContext<'_>,
     plabs: &Plabs,
-    counters: &Counters,
+    stats: &PlabCounters,
+    level_counters: &LevelCountersByLevel,
     simulated: &mut SimulatedCpu,
     bytes: usize,
 ) -> Option<usize> {
     let request = bytes + plabs.reserve_bytes;
-    let chunk = refill::carve_from(heap, &plabs.fallback, counters, simulated, request, request)?;
-    counters.plab.fallback_allocs.add(1);
+    let chunk = refill::carve_chunk(
+        context,
+        &plabs.fallback,
+        level_counters,
+        simulated,
+        request,
+        request,
+    )?;
+    stats.fallback_allocs.add(1);
     let rest = chunk.len - bytes;
     if rest > 0 {
         // SAFETY: the chunk is this thread's; its part beyond the object is unused.
-        unsafe { heap.write_filler(chunk.start + bytes, rest) };
-        counters.plab.partial_waste_bytes.add(rest as u64);
+        unsafe { context.space.write_filler(chunk.start + bytes, rest) };
+        stats.partial_waste_bytes.add(rest as u64);
     }
-    heap.global().zero_reused(chunk.start, bytes);
+    context.space.global().zero_reused(chunk.start, bytes);
     Some(chunk.start)
 }

@@ -1,7 +1,9 @@
 //! The LAB layer: the buffers objects are bumped in. A thread's TLAB (`tlab`) and how large
 //! the next one is (`sizing`); the per-CPU LABs objects are carved from directly in the
-//! `cpu-lab` mode (`cpu_labs`).
+//! `cpu-lab` mode (`cpu_labs`); the `flip` mode's choice between the two at collections (`flip`).
 
 pub(crate) mod cpu_labs;
+pub(crate) mod flip;
 pub(crate) mod sizing;
+pub(crate) mod stats;
 pub(crate) mod tlab;

@@ -1,7 +1,8 @@
 //! TLAB sizing policies: how many bytes a thread's next TLAB should have.
 //!
-//! Mechanism (taking and retiring TLABs) lives in `mutator.rs`; this file is only policy, fed
-//! at three moments: a refill, an allocation outside the TLAB, and a collection.
+//! Mechanism (taking and retiring TLABs) lives in `mutator/slow_path.rs`; this file is only
+//! policy, fed at three moments: a refill, an allocation outside the TLAB, and a collection.
+//! The size of per-CPU LABs follows the same share formula ([`cpu_lab_bytes`]).
 //!
 //! - `fixed(size)`: always `size`.
 //! - `adaptive` (HotSpot): `desired = average allocation fraction × capacity / target refills`,
@@ -85,8 +86,7 @@ impl TlabSizer {
             TlabPolicy::Fixed(bytes) => bytes,
             TlabPolicy::Growing => GROWING_INITIAL_BYTES,
             TlabPolicy::Adaptive => {
-                let threads = allocating_threads.round().max(1.0);
-                (capacity_bytes as f64 / (threads * config.target_refills())) as usize
+                refill_share_bytes(config, capacity_bytes, allocating_threads.round())
             }
         };
         let mut sizer = TlabSizer {
@@ -115,6 +115,14 @@ impl TlabSizer {
     #[inline]
     pub(crate) fn refill_waste_limit_bytes(&self) -> usize {
         self.refill_waste_limit_bytes
+    }
+
+    /// HotSpot's keep-or-refill rule: when an object does not fit, a TLAB with more free
+    /// bytes than the refill waste limit is kept (the object goes outside it); otherwise it
+    /// is retired and a new one taken.
+    #[inline]
+    pub(crate) fn keeps(&self, free_bytes: usize) -> bool {
+        free_bytes > self.refill_waste_limit_bytes()
     }
 
     /// An object was allocated outside a TLAB that was kept: tolerate a little more waste next
@@ -159,13 +167,39 @@ impl TlabSizer {
             TlabPolicy::Fixed(bytes) => (bytes, bytes),
             _ => (config.min_tlab_bytes(), config.max_tlab_bytes()),
         };
-        let aligned = bytes - bytes % config.alignment_bytes();
-        self.desired_bytes = aligned.clamp(min, max);
+        self.desired_bytes = aligned_within(config, bytes, min, max);
         self.reset_waste_limit(config);
     }
 
     fn reset_waste_limit(&mut self, config: &HeapConfig) {
         self.refill_waste_limit_bytes = self.desired_bytes / config.refill_waste_fraction();
+    }
+}
+
+/// An equal share of an allocation range of `range_bytes` for each of `sharers` (at least 1),
+/// taken in the waste target's number of refills per collection: where a new thread's
+/// adaptive TLAB starts, and the size of per-CPU LABs (the CPUs share the range).
+fn refill_share_bytes(config: &HeapConfig, range_bytes: usize, sharers: f64) -> usize {
+    (range_bytes as f64 / (sharers.max(1.0) * config.target_refills())) as usize
+}
+
+/// `bytes` rounded down to the alignment, then kept within `[min, max]`.
+fn aligned_within(config: &HeapConfig, bytes: usize, min: usize, max: usize) -> usize {
+    (bytes - bytes % config.alignment_bytes()).clamp(min, max)
+}
+
+/// The size of the per-CPU LABs taken while the allocation range has `range_bytes`, shared by
+/// `cpus` CPUs: a fixed policy's size, else (adaptive, growing) each CPU's share over the
+/// target refills, within the smallest and largest TLAB. Recomputed at each collection.
+pub(crate) fn cpu_lab_bytes(config: &HeapConfig, range_bytes: usize, cpus: usize) -> usize {
+    match config.tlab() {
+        TlabPolicy::Fixed(bytes) => bytes,
+        TlabPolicy::Adaptive | TlabPolicy::Growing => aligned_within(
+            config,
+            refill_share_bytes(config, range_bytes, cpus as f64),
+            config.min_tlab_bytes(),
+            config.max_tlab_bytes(),
+        ),
     }
 }
 

@@ -6,8 +6,7 @@
 //! end: when the object model's smallest filler is larger than the alignment, `end` stays that
 //! far below `hard_end` so the tail left at retire can always be filled.
 
-use crate::heap::Heap;
-use crate::mutator::stats::Counters;
+use crate::memory::space::Space;
 
 /// Offset of the TLAB's `top` (a `usize` address) from the address
 /// [`Mutator::tlab_address`](crate::Mutator::tlab_address) returns.
@@ -57,29 +56,32 @@ impl Tlab {
         };
     }
 
-    /// Fills the free tail with a filler, counts used bytes and waste, and leaves the TLAB
-    /// empty. Does nothing to an empty TLAB.
+    /// Fills the free tail with a filler and leaves the TLAB empty; returns what it held, for
+    /// the caller to count. `None` for an empty TLAB, which it leaves as it is.
     ///
     /// # Safety
     /// The caller has exclusive access to this TLAB's memory (its own, or a stopped thread's).
-    pub(crate) unsafe fn retire(&mut self, heap: &Heap, counters: &Counters, waste: Waste) {
+    pub(crate) unsafe fn retire(&mut self, space: &Space) -> Option<Retired> {
         if self.start == 0 {
-            return;
+            return None;
         }
-        let tail = self.hard_end - self.top;
+        let retired = Retired {
+            used_bytes: self.top - self.start,
+            tail_bytes: self.hard_end - self.top,
+        };
         // SAFETY: [top, hard_end) is the unused tail of this TLAB, owned by the caller; the
         // reserve keeps it at least one filler long (see the module documentation).
-        unsafe { heap.write_filler(self.top, tail) };
-        counters
-            .tlab_allocated_bytes
-            .add((self.top - self.start) as u64);
-        if tail > 0 {
-            counters.partial_tlabs.add(1);
-        }
-        match waste {
-            Waste::Refill => counters.refill_waste_bytes.add(tail as u64),
-            Waste::Collection => counters.gc_waste_bytes.add(tail as u64),
-        }
+        unsafe { space.write_filler(self.top, retired.tail_bytes) };
         *self = Tlab::default();
+        Some(retired)
     }
+}
+
+/// What a retired TLAB held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Retired {
+    /// Bytes of the objects allocated in it.
+    pub(crate) used_bytes: usize,
+    /// Bytes of its free tail, now a filler: waste.
+    pub(crate) tail_bytes: usize,
 }

@@ -7,3 +7,4 @@ pub(crate) mod middle;
 pub(crate) mod per_cpu;
 pub(crate) mod refill;
 pub(crate) mod sideline;
+pub(crate) mod stats;

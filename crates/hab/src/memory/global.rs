@@ -6,7 +6,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::config::ZeroMemory;
 use crate::memory::reservation::{address_to_pointer, Reservation};
 
 /// Keeps a value on a cache line (and its adjacent-line prefetch pair) of its own.
@@ -23,19 +22,20 @@ pub(crate) struct GlobalHeap {
     end: AtomicUsize,
     /// Every byte at or above this address is still as the kernel mapped it (zero).
     pristine_from: AtomicUsize,
-    zero: ZeroMemory,
+    /// Whether reused memory is zeroed when handed out (`ZeroMemory::AtRefill`).
+    zero_reused: bool,
     reservation: Reservation,
 }
 
 impl GlobalHeap {
-    pub(crate) fn new(reservation: Reservation, capacity_bytes: usize, zero: ZeroMemory) -> Self {
+    pub(crate) fn new(reservation: Reservation, capacity_bytes: usize, zero_reused: bool) -> Self {
         let start = reservation.start();
         GlobalHeap {
             top: CachePadded(AtomicUsize::new(start)),
             start: AtomicUsize::new(start),
             end: AtomicUsize::new(start + capacity_bytes),
             pristine_from: AtomicUsize::new(start),
-            zero,
+            zero_reused,
             reservation,
         }
     }
@@ -92,7 +92,7 @@ impl GlobalHeap {
     /// that was handed out before, if so configured. Middle-level buffers are not zeroed: the
     /// TLABs carved from them are, when they are installed, while they are hot in the cache.
     pub(crate) fn zero_reused(&self, start: usize, len: usize) {
-        if self.zero == ZeroMemory::Never {
+        if !self.zero_reused {
             return;
         }
         let dirty_end = (start + len).min(self.pristine_from.load(Ordering::Relaxed));
@@ -123,13 +123,13 @@ impl GlobalHeap {
 mod tests {
     use super::*;
 
-    fn heap(capacity: usize, zero: ZeroMemory) -> GlobalHeap {
-        GlobalHeap::new(Reservation::new(capacity).unwrap(), capacity, zero)
+    fn heap(capacity: usize, zero_reused: bool) -> GlobalHeap {
+        GlobalHeap::new(Reservation::new(capacity).unwrap(), capacity, zero_reused)
     }
 
     #[test]
     fn carves_until_full_then_refuses() {
-        let global = heap(4096, ZeroMemory::Never);
+        let global = heap(4096, false);
         let (start, _) = global.range();
         assert_eq!(global.carve(1000), Some(start));
         assert_eq!(global.carve(3000), Some(start + 1000));
@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn reused_memory_is_zeroed_only_when_asked() {
-        for (zero, expected) in [(ZeroMemory::AtRefill, 0u8), (ZeroMemory::Never, 0xab)] {
+        for (zero, expected) in [(true, 0u8), (false, 0xab)] {
             let global = heap(4096, zero);
             let (start, end) = global.range();
             let chunk = global.carve(4096).unwrap();
@@ -152,7 +152,7 @@ mod tests {
             global.zero_reused(again, 64);
             // SAFETY: `again` is a carved chunk of 64 bytes.
             let byte = unsafe { *address_to_pointer(again + 63) };
-            assert_eq!(byte, expected, "{zero:?}");
+            assert_eq!(byte, expected, "zero reused: {zero}");
         }
     }
 }

@@ -5,9 +5,13 @@
 //! - `global`: the global top, bumped with a compare-and-swap (the level every other level
 //!   refills from);
 //! - `object_model`: how the runtime's objects and fillers are read and written;
-//! - `size`: byte sizes as people write them (`"16MiB"`).
+//! - `size`: byte sizes as people write them (`"16MiB"`); `words`: the word unit of packed
+//!   offsets;
+//! - `space`: the global heap and the filler rules together, what the layers above take.
 
 pub(crate) mod global;
 pub(crate) mod object_model;
 pub(crate) mod reservation;
 pub(crate) mod size;
+pub(crate) mod space;
+pub(crate) mod words;

@@ -7,8 +7,11 @@
 
 use std::fmt;
 use std::ops::AddAssign;
-use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::labs::stats::{PlabCounters, PlabStats};
+use crate::labs::tlab::{Retired, Waste};
+use crate::levels::stats::{LevelCounters, LevelStats};
+use crate::platform::counter::{percent, Counter};
 use crate::platform::topology::Level;
 
 /// A snapshot of allocation counters.
@@ -47,141 +50,6 @@ pub struct TlabStats {
     pub levels: [LevelStats; Level::ALL.len()],
     /// Per-CPU LABs of the `plab` and `flip` modes.
     pub plab: PlabStats,
-}
-
-/// Declares a snapshot struct of `u64` figures and its live counters, with `since`,
-/// `snapshot` and `+=` field by field.
-macro_rules! figures {
-    ($(#[$doc:meta])* $stats:ident, $counters:ident { $($(#[$field_doc:meta])* $field:ident,)* }) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub struct $stats {
-            $($(#[$field_doc])* pub $field: u64,)*
-        }
-
-        /// The live counters behind
-        #[doc = concat!("[`", stringify!($stats), "`].")]
-        #[derive(Debug, Default)]
-        pub(crate) struct $counters {
-            $(pub(crate) $field: Counter,)*
-        }
-
-        impl $counters {
-            pub(crate) fn snapshot(&self) -> $stats {
-                $stats { $($field: self.$field.get(),)* }
-            }
-        }
-
-        impl $stats {
-            /// The counts accumulated since `earlier`.
-            pub fn since(&self, earlier: &$stats) -> $stats {
-                $stats { $($field: self.$field.saturating_sub(earlier.$field),)* }
-            }
-
-            /// Every figure divided by `n` (at least 1): a mean over `n` runs.
-            pub fn divided_by(&self, n: u64) -> $stats {
-                $stats { $($field: self.$field / n.max(1),)* }
-            }
-        }
-
-        impl AddAssign for $stats {
-            fn add_assign(&mut self, other: $stats) {
-                $(self.$field += other.$field;)*
-            }
-        }
-    };
-}
-
-figures! {
-    /// What the per-CPU LABs of the `plab` and `flip` modes did: the rows of Garthwaite et
-    /// al.'s Table 2. A *transaction* installs a new LAB as a CPU's; it *fails* when its
-    /// section aborted or found the CPU's LAB refilled by another thread, and is *invalid*
-    /// when it could not install at all (the LAB is then sidelined).
-    PlabStats, PlabCounters {
-        /// LABs taken, from the global heap or the sideline.
-        labs,
-        /// Their bytes.
-        lab_bytes,
-        /// LABs taken from the sideline.
-        sideline_reused,
-        /// Transactions that installed a LAB.
-        transactions,
-        /// Transactions that aborted or found the LAB occupied at least once.
-        failed_transactions,
-        /// Transactions that could not install their LAB.
-        invalid_transactions,
-        /// LABs (rests of LABs) sidelined.
-        sidelined_labs,
-        /// Their bytes.
-        sidelined_bytes,
-        /// Sidelined LABs nobody took before a collection discarded them.
-        discarded_sidelined_labs,
-        /// Their bytes.
-        discarded_sidelined_bytes,
-        /// LABs emptied with free memory left, by refills and collections.
-        partial_labs,
-        /// That free memory.
-        partial_waste_bytes,
-        /// Restartable sections that aborted (heap totals include the inline path's).
-        rseq_aborts,
-        /// Objects allocated in per-CPU compare-and-swap buffers because the thread could not
-        /// use rseq (no registration, a section that kept aborting, or a CPU beyond the
-        /// per-CPU array).
-        fallback_allocs,
-        /// Of those, objects allocated from a CPU number at or beyond the per-CPU array (a
-        /// topology that does not cover every CPU the kernel numbers).
-        out_of_range_cpus,
-    }
-}
-
-impl PlabStats {
-    /// Bytes of LABs left unused: partial waste and discarded sidelined LABs.
-    pub fn unused_bytes(&self) -> u64 {
-        self.partial_waste_bytes + self.discarded_sidelined_bytes
-    }
-}
-
-figures! {
-    /// What one middle level did.
-    LevelStats, LevelCounters {
-        /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
-        allocs,
-        /// Those served by a domain other than the one the thread ran on when the carve
-        /// committed.
-        foreign_allocs,
-        /// Buffers of this level claimed for a refill.
-        refills,
-        /// Free bytes of this level's buffers retired at refills and collections.
-        waste_bytes,
-        /// Restartable sections of this level that aborted and restarted.
-        rseq_aborts,
-        /// Requests that took the compare-and-swap path of a restartable level (no rseq
-        /// registration for the thread, a section that kept aborting, or a CPU beyond the
-        /// per-CPU array).
-        rseq_fallbacks,
-        /// Of those, requests from a CPU number at or beyond the per-CPU array (a topology
-        /// that does not cover every CPU the kernel numbers).
-        out_of_range_cpus,
-        /// Chunks a refill could not install and kept for later refills.
-        sidelined,
-        /// Refills served by a sidelined chunk.
-        sideline_reused,
-    }
-}
-
-impl LevelStats {
-    /// Foreign allocations as a percentage of the level's allocations.
-    pub fn foreign_percent(&self) -> f64 {
-        percent(self.foreign_allocs, self.allocs)
-    }
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
 }
 
 impl TlabStats {
@@ -315,10 +183,10 @@ impl fmt::Display for TlabStats {
 }
 
 /// Byte counts for people: exact below 10 KiB, else one decimal of the largest fitting unit.
-struct Approximate;
+pub(crate) struct Approximate;
 
 impl Approximate {
-    fn of(&self, bytes: u64) -> String {
+    pub(crate) fn of(&self, bytes: u64) -> String {
         const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
         match UNITS.iter().find(|(_, shift)| bytes >= 10 << shift) {
             Some((unit, shift)) => format!("{:.1}{unit}", bytes as f64 / (1u64 << shift) as f64),
@@ -344,6 +212,25 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Counts a retired TLAB: its objects, and its tail as waste of the kind `waste`.
+    pub(crate) fn count_retired(&self, retired: Option<Retired>, waste: Waste) {
+        let Some(Retired {
+            used_bytes,
+            tail_bytes,
+        }) = retired
+        else {
+            return;
+        };
+        self.tlab_allocated_bytes.add(used_bytes as u64);
+        if tail_bytes > 0 {
+            self.partial_tlabs.add(1);
+        }
+        match waste {
+            Waste::Refill => self.refill_waste_bytes.add(tail_bytes as u64),
+            Waste::Collection => self.gc_waste_bytes.add(tail_bytes as u64),
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> TlabStats {
         TlabStats {
             desired_size_bytes: self.desired_size_bytes.get(),
@@ -358,59 +245,5 @@ impl Counters {
             plab: self.plab.snapshot(),
             levels: std::array::from_fn(|i| self.levels[i].snapshot()),
         }
-    }
-}
-
-/// A counter with a single writer: adding is a relaxed load and store, no atomic RMW.
-#[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline]
-    pub(crate) fn add(&self, amount: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + amount, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub(crate) fn set(&self, value: u64) {
-        self.0.store(value, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// Heap-wide figures.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct HeapStats {
-    /// Sum over every mutator that ever attached (live and detached).
-    pub totals: TlabStats,
-    /// Mutators attached now.
-    pub live_mutators: usize,
-    /// Collections finished.
-    pub collections: u64,
-    /// Of those, collections that ended a cycle in which mutators allocated in per-CPU LABs
-    /// (`plab` mode, or `flip` mode in its per-CPU phase).
-    pub plab_collections: u64,
-    /// Bytes of the allocation range handed out now (objects, TLABs and fillers).
-    pub used_bytes: usize,
-    /// Bytes of the current allocation range.
-    pub capacity_bytes: usize,
-}
-
-impl fmt::Display for HeapStats {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "heap: {} of {} used, {} mutators, {} collections; TLAB totals: {}",
-            Approximate.of(self.used_bytes as u64),
-            Approximate.of(self.capacity_bytes as u64),
-            self.live_mutators,
-            self.collections,
-            self.totals
-        )
     }
 }

@@ -2,6 +2,7 @@
 //! registration, ABI, sections and per-CPU slots), the machine's topology, the sources of the
 //! current CPU id, processes and forks, loom-aware atomics, allocation prefetch.
 
+pub(crate) mod counter;
 pub(crate) mod cpu_id;
 pub(crate) mod prefetch;
 pub(crate) mod process;

@@ -1,0 +1,136 @@
+//! The registry: the mutators a collection must stop. Attaching, detaching and unparking go
+//! through it; a forked child forgets the mutators of its parent's other threads here.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+
+use crate::heap::Heap;
+use crate::labs::sizing::DecayingAverage;
+use crate::labs::tlab::Waste;
+use crate::mutator::cell::{MutatorCell, HELD, PARKED, RUNNING};
+use crate::mutator::stats::TlabStats;
+use crate::platform::process::{self, ForkGate};
+
+/// The registry, locked, with a [`ForkGate`] held so that no `fork` copies it locked.
+pub(crate) struct RegistryGuard<'h> {
+    registry: MutexGuard<'h, Registry>,
+    _fork: ForkGate,
+}
+
+impl Deref for RegistryGuard<'_> {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+impl DerefMut for RegistryGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+}
+
+pub(crate) struct Registry {
+    pub(crate) mutators: Vec<Arc<MutatorCell>>,
+    /// A collection is stopping or has stopped the mutators: no new ones may attach.
+    pub(crate) stopping: bool,
+    pub(crate) next_id: u64,
+    /// Counters of mutators that detached.
+    pub(crate) detached: TlabStats,
+    /// Decaying average of threads that took a TLAB between collections.
+    pub(crate) allocating_threads: DecayingAverage,
+    /// Mutators of threads that did not survive a `fork` into this process.
+    pub(crate) forgotten_after_fork: u64,
+}
+
+impl Registry {
+    pub(crate) fn new(allocating_threads: DecayingAverage) -> Self {
+        Registry {
+            mutators: Vec::new(),
+            stopping: false,
+            next_id: 0,
+            detached: TlabStats::default(),
+            allocating_threads,
+            forgotten_after_fork: 0,
+        }
+    }
+}
+
+impl Heap {
+    /// After a `fork`, removes the mutators of the parent's threads that do not exist in
+    /// this process (they will never park), retiring their TLABs and keeping their counters;
+    /// the forking thread's mutators are kept as this process's.
+    pub(crate) fn forget_mutators_lost_in_fork(&self, registry: &mut Registry) {
+        let forked = |cell: &Arc<MutatorCell>| cell.thread().belongs_to_another_process();
+        if !registry.mutators.iter().any(forked) {
+            return;
+        }
+        let mut kept = Vec::with_capacity(registry.mutators.len());
+        for cell in std::mem::take(&mut registry.mutators) {
+            let thread = cell.thread();
+            if !thread.belongs_to_another_process() {
+                kept.push(cell);
+            } else if thread.exists_here() {
+                let mut adopted = thread;
+                adopted.pid = process::current_pid();
+                adopted.tid = process::current_tid();
+                cell.set_thread(adopted);
+                kept.push(cell);
+            } else {
+                // SAFETY: the mutator's thread does not exist in this process, so nothing
+                // else touches its TLAB; the registry lock keeps collections out.
+                let retired = unsafe { cell.lost_thread_tlab().retire(&self.allocator.space) };
+                cell.counters.count_retired(retired, Waste::Collection);
+                let mut stats = cell.counters.snapshot();
+                stats.desired_size_bytes = 0;
+                registry.detached += stats;
+                registry.forgotten_after_fork += 1;
+            }
+        }
+        registry.mutators = kept;
+    }
+    /// Moves a parked mutator back to running, waiting while a collection holds it.
+    pub(crate) fn wait_to_unpark(&self, cell: &MutatorCell) {
+        while cell
+            .state
+            .compare_exchange(PARKED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            let mut registry = self.registry();
+            while cell.state.load(Ordering::Acquire) == HELD {
+                registry = self.wait_for_resume(registry);
+            }
+        }
+        cell.running_since
+            .store(self.collections(), Ordering::Relaxed);
+        cell.mark_running();
+    }
+    /// Waits for `resumed` (a collection ended) holding no lock, then locks the registry
+    /// again: a fork from another thread never waits for a collection to end, nor copies the
+    /// registry locked.
+    pub(crate) fn wait_for_resume<'h>(&'h self, guard: RegistryGuard<'h>) -> RegistryGuard<'h> {
+        let seen = self.resumed.current();
+        drop(guard);
+        self.resumed.wait_while(seen, Duration::from_millis(100));
+        self.registry()
+    }
+    /// Removes a running mutator whose TLAB is already retired, keeping its counters.
+    pub(crate) fn detach(&self, cell: &Arc<MutatorCell>) {
+        let mut registry = self.registry();
+        registry.mutators.retain(|other| !Arc::ptr_eq(other, cell));
+        let mut stats = cell.counters.snapshot();
+        stats.desired_size_bytes = 0;
+        registry.detached += stats;
+        drop(registry);
+        self.resumed.advance();
+    }
+    pub(crate) fn registry(&self) -> RegistryGuard<'_> {
+        let fork = ForkGate::enter();
+        RegistryGuard {
+            registry: self.registry.lock().unwrap_or_else(|e| e.into_inner()),
+            _fork: fork,
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Heap-wide figures.
+
+use std::fmt;
+
+use crate::mutator::stats::{Approximate, TlabStats};
+
+/// Heap-wide figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HeapStats {
+    /// Sum over every mutator that ever attached (live and detached).
+    pub totals: TlabStats,
+    /// Mutators attached now.
+    pub live_mutators: usize,
+    /// Collections finished.
+    pub collections: u64,
+    /// Of those, collections that ended a cycle in which mutators allocated in per-CPU LABs
+    /// (`plab` mode, or `flip` mode in its per-CPU phase).
+    pub plab_collections: u64,
+    /// Bytes of the allocation range handed out now (objects, TLABs and fillers).
+    pub used_bytes: usize,
+    /// Bytes of the current allocation range.
+    pub capacity_bytes: usize,
+}
+
+impl fmt::Display for HeapStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "heap: {} of {} used, {} mutators, {} collections; TLAB totals: {}",
+            Approximate.of(self.used_bytes as u64),
+            Approximate.of(self.capacity_bytes as u64),
+            self.live_mutators,
+            self.collections,
+            self.totals
+        )
+    }
+}

@@ -1,0 +1,40 @@
+//! What the middle levels did, counted per mutator (see `platform::counter`).
+
+use std::ops::AddAssign;
+
+use crate::platform::counter::{figures, percent, Counter};
+
+figures! {
+    /// What one middle level did.
+    LevelStats, LevelCounters {
+        /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
+        allocs,
+        /// Those served by a domain other than the one the thread ran on when the carve
+        /// committed.
+        foreign_allocs,
+        /// Buffers of this level claimed for a refill.
+        refills,
+        /// Free bytes of this level's buffers retired at refills and collections.
+        waste_bytes,
+        /// Restartable sections of this level that aborted and restarted.
+        rseq_aborts,
+        /// Requests that took the compare-and-swap path of a restartable level (no rseq
+        /// registration for the thread, a section that kept aborting, or a CPU beyond the
+        /// per-CPU array).
+        rseq_fallbacks,
+        /// Of those, requests from a CPU number at or beyond the per-CPU array (a topology
+        /// that does not cover every CPU the kernel numbers).
+        out_of_range_cpus,
+        /// Chunks a refill could not install and kept for later refills.
+        sidelined,
+        /// Refills served by a sidelined chunk.
+        sideline_reused,
+    }
+}
+
+impl LevelStats {
+    /// Foreign allocations as a percentage of the level's allocations.
+    pub fn foreign_percent(&self) -> f64 {
+        percent(self.foreign_allocs, self.allocs)
+    }
+}

@@ -1,0 +1,158 @@
+//! What the allocation paths read, built once with the heap: its memory, the machine, and
+//! the parts its mode is made of. The mode is looked at once, here; after that the paths
+//! follow the parts (is there a TLAB source, are there per-CPU LABs, which of the two this
+//! cycle uses).
+//!
+//! | mode | TLABs come from | per-CPU LABs | allocates in per-CPU LABs |
+//! | --- | --- | --- | --- |
+//! | `shared` | (no TLABs) | no | never |
+//! | `tlab` | the global heap | no | never |
+//! | `hab` | the middle levels | no | never |
+//! | `cpu-lab` | the global heap | yes | always |
+//! | `flip` | the global heap | yes | when the flip policy says so |
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::config::{HeapConfig, MiddleLevelSpec, Mode};
+use crate::labs::cpu_labs::Plabs;
+use crate::labs::flip::{CycleWaste, FlipPolicy};
+use crate::levels::middle::MiddleLevel;
+use crate::levels::refill::RefillContext;
+use crate::memory::space::Space;
+use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
+use crate::platform::rseq::{self, RseqMechanism};
+use crate::platform::topology::{Level, Topology, TopologySource};
+
+/// Where a mutator's TLABs come from.
+pub(crate) enum TlabSource {
+    /// Carved from the global heap with a compare-and-swap.
+    GlobalHeap,
+    /// Carved from the middle levels, lowest first, which refill from the global heap.
+    Levels(Vec<MiddleLevel>),
+}
+
+/// A heap's allocation side (see the module documentation).
+pub(crate) struct Allocator {
+    pub(crate) config: HeapConfig,
+    pub(crate) space: Space,
+    pub(crate) topology: Topology,
+    pub(crate) cpu_id: CpuIdReader,
+    /// `None` in the `shared` mode: every object is carved from the global heap.
+    pub(crate) tlab_source: Option<TlabSource>,
+    /// The per-CPU LABs of the `cpu-lab` and `flip` modes.
+    pub(crate) cpu_labs: Option<Plabs>,
+    /// The `flip` mode's policy.
+    flip: Option<FlipPolicy>,
+    /// Whether mutators allocate in per-CPU LABs this cycle; changes only at collections.
+    in_cpu_labs: AtomicBool,
+}
+
+impl Allocator {
+    /// The allocation side of a heap in `config`'s mode.
+    pub(crate) fn new(
+        config: HeapConfig,
+        space: Space,
+        topology: Topology,
+        cpu_id: CpuIdReader,
+    ) -> Self {
+        let reserve_bytes = space.lab_reserve_bytes();
+        let levels = || {
+            let levels = config.middle().iter();
+            levels
+                .map(|spec| middle_level(spec, reserve_bytes, &topology, &cpu_id))
+                .collect()
+        };
+        let cpu_labs = || {
+            let restartable = per_cpu_works(&topology, &cpu_id);
+            Plabs::new(&config, reserve_bytes, &topology, restartable)
+        };
+        let flip = || FlipPolicy::new(config.max_tlab_bytes(), topology.online_cpus().len());
+        let (tlab_source, cpu_labs, flip, in_cpu_labs) = match config.mode() {
+            Mode::Shared => (None, None, None, false),
+            Mode::Tlab => (Some(TlabSource::GlobalHeap), None, None, false),
+            Mode::Hab => (Some(TlabSource::Levels(levels())), None, None, false),
+            Mode::Plab => (Some(TlabSource::GlobalHeap), Some(cpu_labs()), None, true),
+            Mode::Flip => (
+                Some(TlabSource::GlobalHeap),
+                Some(cpu_labs()),
+                Some(flip()),
+                false,
+            ),
+        };
+        Allocator {
+            config,
+            space,
+            topology,
+            cpu_id,
+            tlab_source,
+            cpu_labs,
+            flip,
+            in_cpu_labs: AtomicBool::new(in_cpu_labs),
+        }
+    }
+
+    /// The middle levels, lowest first (none unless TLABs come from them).
+    pub(crate) fn levels(&self) -> &[MiddleLevel] {
+        match &self.tlab_source {
+            Some(TlabSource::Levels(levels)) => levels,
+            _ => &[],
+        }
+    }
+
+    /// What a refill through the levels reads.
+    #[inline]
+    pub(crate) fn refill_context(&self) -> RefillContext<'_> {
+        RefillContext {
+            space: &self.space,
+            topology: &self.topology,
+            cpu_id: &self.cpu_id,
+        }
+    }
+
+    /// Whether mutators allocate in per-CPU LABs in this cycle.
+    #[inline]
+    pub(crate) fn allocates_in_cpu_labs(&self) -> bool {
+        self.in_cpu_labs.load(Ordering::Relaxed)
+    }
+
+    /// At the end of a collection (every mutator stopped): the flip policy, if any, picks the
+    /// LABs of the next cycle from what this one left unused.
+    pub(crate) fn end_cycle(&self, cycle: CycleWaste) {
+        if let Some(flip) = &self.flip {
+            let next = flip.next_in_cpu_labs(self.allocates_in_cpu_labs(), cycle);
+            self.in_cpu_labs.store(next, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A configured middle level. The `cpu` level uses restartable sequences where they work,
+/// where its domains are the CPUs the kernel numbers (a real topology and CPU-id source) and
+/// where its buffers fit a per-CPU word.
+fn middle_level(
+    spec: &MiddleLevelSpec,
+    reserve_bytes: usize,
+    topology: &Topology,
+    cpu_id: &CpuIdReader,
+) -> MiddleLevel {
+    let level = MiddleLevel::new(
+        spec.level,
+        spec.buffer_bytes,
+        topology.domains(spec.level),
+        reserve_bytes,
+    );
+    if spec.level == Level::Cpu
+        && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
+        && per_cpu_works(topology, cpu_id)
+    {
+        level.with_per_cpu(topology.cpu_slots())
+    } else {
+        level
+    }
+}
+
+/// Restartable per-CPU buffers need rseq, and CPUs numbered as the kernel numbers them.
+fn per_cpu_works(topology: &Topology, cpu_id: &CpuIdReader) -> bool {
+    topology.source() == TopologySource::Sysfs
+        && !matches!(cpu_id.source(), CpuIdSource::Simulated { .. })
+        && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_))
+}

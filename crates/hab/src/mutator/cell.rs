@@ -1,0 +1,163 @@
+//! A mutator's state that its thread and collections share, and the state machine that
+//! decides who may touch it. This is the only place that reaches into a mutator's TLAB and
+//! slow-path state without a lock; every access goes through an accessor that states, and in
+//! debug builds checks, the state it relies on.
+//!
+//! ```text
+//!            park (owner, Release)             claim (collection, Acquire)
+//!  RUNNING ─────────────────────────▶ PARKED ─────────────────────────────▶ HELD
+//!     ▲                                 │  ▲                                  │
+//!     └───── unpark (owner, Acquire) ───┘  └──── release (collection) ────────┘
+//! ```
+//!
+//! RUNNING: only the owning thread touches the TLAB. PARKED: nobody does (the owner is at a
+//! safepoint or blocked). HELD: only the collection that claimed it does.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::labs::sizing::TlabSizer;
+use crate::labs::tlab::Tlab;
+use crate::mutator::stats::Counters;
+use crate::platform::cpu_id::SimulatedCpu;
+use crate::platform::process::{ForkGate, ThreadIdentity};
+
+/// The owning thread may allocate; only it touches the TLAB.
+pub(crate) const RUNNING: u32 = 0;
+/// Stopped by its thread; a collection may claim it.
+pub(crate) const PARKED: u32 = 1;
+/// Claimed by a collection, which alone touches the TLAB until it ends.
+pub(crate) const HELD: u32 = 2;
+
+/// State of one mutator that a collection can reach through the heap's registry.
+///
+/// `tlab` comes first so that its `{top, end}` pair sits at the documented offsets.
+#[repr(C)]
+pub(crate) struct MutatorCell {
+    tlab: UnsafeCell<Tlab>,
+    local: UnsafeCell<MutatorLocal>,
+    pub(crate) state: AtomicU32,
+    /// The number of collections finished when the thread last attached or unparked: a thread
+    /// whose value is older than the last collection stayed parked for the whole cycle.
+    pub(crate) running_since: AtomicU64,
+    pub(crate) counters: Counters,
+    pub(crate) id: u64,
+    /// The thread that last attached or unparked the mutator: what a collection that cannot
+    /// stop the world reports, and how a forked child tells its own mutators from its
+    /// parent's.
+    thread: Mutex<ThreadIdentity>,
+}
+
+// SAFETY: `tlab` and `local` are touched only through the accessors below: by the owning
+// thread while `state` is RUNNING, and by the collection that moved `state` from PARKED to
+// HELD (with Acquire, after the owner's Release store of PARKED) until it stores PARKED again
+// (Release). `counters` are atomics; `id` is immutable; `thread` is behind a mutex.
+unsafe impl Sync for MutatorCell {}
+
+/// The parts of a mutator's state that only the slow path and collections use.
+pub(crate) struct MutatorLocal {
+    pub(crate) sizer: TlabSizer,
+    /// `counters.allocated_bytes()` when the last collection ended.
+    pub(crate) allocated_at_last_collection: u64,
+    /// `counters.refills` when the last collection ended.
+    pub(crate) refills_at_last_collection: u64,
+    /// The thread's virtual CPU, when the CPU-id source is simulated.
+    pub(crate) simulated_cpu: SimulatedCpu,
+    /// Whether the thread allocates in per-CPU LABs (`cpu-lab` mode, or the `flip` mode's
+    /// per-CPU phase as the thread last saw it).
+    pub(crate) in_cpu_labs: bool,
+}
+
+impl MutatorCell {
+    /// A running mutator of the calling thread, numbered `id`, attached when `collections`
+    /// collections had finished.
+    pub(crate) fn new(id: u64, local: MutatorLocal, counters: Counters, collections: u64) -> Self {
+        MutatorCell {
+            tlab: Tlab::default().into(),
+            local: local.into(),
+            state: RUNNING.into(),
+            running_since: collections.into(),
+            counters,
+            id,
+            thread: Mutex::new(ThreadIdentity::current()),
+        }
+    }
+
+    /// The address of the TLAB, for a JIT (no access is made).
+    pub(crate) fn tlab_address(&self) -> *mut Tlab {
+        self.tlab.get()
+    }
+
+    /// The TLAB, for the thread running this mutator (the fast path).
+    ///
+    /// # Safety
+    /// The caller is the thread that runs this mutator (it set RUNNING and has not parked
+    /// since) and holds no other reference obtained from this cell.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
+    pub(crate) unsafe fn running_tlab(&self) -> &mut Tlab {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), RUNNING);
+        // SAFETY: only the running owner touches the TLAB (see the caller's contract).
+        unsafe { &mut *self.tlab.get() }
+    }
+
+    /// The TLAB and the slow-path state, for the thread running this mutator.
+    ///
+    /// # Safety
+    /// As [`running_tlab`](MutatorCell::running_tlab).
+    #[inline]
+    #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
+    pub(crate) unsafe fn running_parts(&self) -> (&mut Tlab, &mut MutatorLocal) {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), RUNNING);
+        // SAFETY: only the running owner touches them; they are distinct cells.
+        unsafe { (&mut *self.tlab.get(), &mut *self.local.get()) }
+    }
+
+    /// The TLAB and the slow-path state, for the collection holding this mutator.
+    ///
+    /// # Safety
+    /// The caller is the collection that moved this mutator from PARKED to HELD and has not
+    /// released it, and holds no other reference obtained from this cell.
+    #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
+    pub(crate) unsafe fn held_parts(&self) -> (&mut Tlab, &mut MutatorLocal) {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), HELD);
+        // SAFETY: only the holding collection touches them; they are distinct cells.
+        unsafe { (&mut *self.tlab.get(), &mut *self.local.get()) }
+    }
+
+    /// The TLAB of a mutator whose thread does not exist in this process (lost in a `fork`).
+    ///
+    /// # Safety
+    /// The mutator's thread does not exist in this process, and the caller holds the heap's
+    /// registry locked (so no collection touches the TLAB meanwhile).
+    #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
+    pub(crate) unsafe fn lost_thread_tlab(&self) -> &mut Tlab {
+        // SAFETY: no thread of this process runs the mutator; the registry lock keeps
+        // collections out.
+        unsafe { &mut *self.tlab.get() }
+    }
+
+    /// Records that the calling thread runs the mutator from now on. (Takes the fork gate:
+    /// no `fork` copies `thread` locked.)
+    pub(crate) fn mark_running(&self) {
+        let identity = ThreadIdentity::current();
+        let _fork = ForkGate::enter();
+        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = identity;
+    }
+
+    /// Replaces the recorded thread (a forked child adopting its forking thread's mutators).
+    /// Only called with the registry locked, which holds the fork gate.
+    pub(crate) fn set_thread(&self, identity: ThreadIdentity) {
+        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = identity;
+    }
+
+    /// The thread that runs (or last ran) the mutator. Only called with the registry
+    /// locked, which holds the fork gate.
+    pub(crate) fn thread(&self) -> ThreadIdentity {
+        self.thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}

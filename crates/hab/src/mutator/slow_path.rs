@@ -1,0 +1,163 @@
+//! The mutator's slow path: everything an allocation does when the object does not fit the
+//! thread's TLAB. Keep the TLAB or retire it and take a new one (from the global heap or the
+//! middle levels), allocate outside any TLAB, carve from the per-CPU LABs, follow the `flip`
+//! mode's phase. Cold and out of line; the fast paths that call it are in `heap::mutator`
+//! and `heap::cpu_lab_path`.
+
+use std::ptr::NonNull;
+
+use crate::labs::cpu_labs;
+use crate::labs::tlab::Waste;
+use crate::levels::middle::Chunk;
+use crate::levels::refill;
+use crate::memory::reservation::address_to_pointer;
+use crate::mutator::alloc_size::{AllocError, AllocSize};
+use crate::mutator::allocator::{Allocator, TlabSource};
+use crate::mutator::cell::MutatorCell;
+
+/// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
+/// cell, two plain references. Only built by the thread that runs the mutator.
+#[derive(Clone, Copy)]
+pub(crate) struct SlowPath<'a> {
+    pub(crate) allocator: &'a Allocator,
+    pub(crate) cell: &'a MutatorCell,
+}
+
+impl SlowPath<'_> {
+    /// Allocates `bytes` after the fast path failed. Takes the two references by value (not
+    /// the mutator's address) so the caller's loop can keep the mutator's fields in registers;
+    /// all state it changes lives in `cell`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn alloc(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        // Re-check: the size may have been checked against another heap.
+        let config = &self.allocator.config;
+        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
+        if self.follow_mode() {
+            return self.alloc_in_cpu_lab(bytes);
+        }
+        match &self.allocator.tlab_source {
+            Some(source) => self.refill_or_alloc_outside(source, bytes),
+            None => self.alloc_outside_tlab(bytes),
+        }
+    }
+
+    /// Picks up the LABs the heap allocates in this cycle (they change only at collections,
+    /// in the `flip` mode) and returns whether they are the per-CPU LABs. Entering them
+    /// retires the thread's TLAB.
+    pub(crate) fn follow_mode(self) -> bool {
+        let in_cpu_labs = self.allocator.allocates_in_cpu_labs();
+        let cell = self.cell;
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (tlab, local) = unsafe { cell.running_parts() };
+        if local.in_cpu_labs != in_cpu_labs {
+            local.in_cpu_labs = in_cpu_labs;
+            if in_cpu_labs {
+                // SAFETY: the thread's own TLAB, while running.
+                let retired = unsafe { tlab.retire(&self.allocator.space) };
+                cell.counters.count_retired(retired, Waste::Refill);
+            }
+        }
+        in_cpu_labs
+    }
+
+    /// An object in the per-CPU LAB of the thread's CPU, or outside LABs when it is larger
+    /// than a LAB or the heap has no room for a new LAB.
+    fn alloc_in_cpu_lab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let allocator = self.allocator;
+        let cpu_labs = allocator
+            .cpu_labs
+            .as_ref()
+            .expect("only heaps with per-CPU LABs allocate in them");
+        if bytes > cpu_labs.max_object_bytes() {
+            return self.alloc_outside_tlab(bytes);
+        }
+        let cell = self.cell;
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (_, local) = unsafe { cell.running_parts() };
+        let object = cpu_labs::alloc(
+            allocator.refill_context(),
+            cpu_labs,
+            &cell.counters.plab,
+            &cell.counters.levels,
+            &mut local.simulated_cpu,
+            bytes,
+        );
+        match object {
+            // SAFETY: a LAB address inside the reservation, not null.
+            Some(object) => Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) }),
+            None => self.alloc_outside_tlab(bytes),
+        }
+    }
+
+    /// HotSpot's rule: keep a TLAB with much free space and allocate the object outside it;
+    /// otherwise retire it and take a new one sized by the policy.
+    fn refill_or_alloc_outside(
+        self,
+        source: &TlabSource,
+        bytes: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let allocator = self.allocator;
+        let (config, space) = (&allocator.config, &allocator.space);
+        let cell = self.cell;
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (tlab, local) = unsafe { cell.running_parts() };
+        let reserve = space.lab_reserve_bytes();
+        let needed = bytes + reserve;
+        if needed > config.max_tlab_bytes() {
+            return self.alloc_outside_tlab(bytes);
+        }
+        if local.sizer.keeps(tlab.free_bytes()) {
+            local.sizer.record_slow_allocation(config);
+            return self.alloc_outside_tlab(bytes);
+        }
+        // SAFETY: the thread's own TLAB, while running.
+        let retired = unsafe { tlab.retire(space) };
+        cell.counters.count_retired(retired, Waste::Refill);
+        let desired = local.sizer.desired_bytes().max(needed);
+        let min = config.min_tlab_bytes().max(needed).min(desired);
+        let chunk = match source {
+            TlabSource::GlobalHeap => space
+                .global()
+                .carve_between(min, desired)
+                .map(|(start, len)| Chunk { start, len }),
+            TlabSource::Levels(levels) => refill::carve_chunk(
+                allocator.refill_context(),
+                levels,
+                &cell.counters.levels,
+                &mut local.simulated_cpu,
+                min,
+                desired,
+            ),
+        };
+        let Some(Chunk { start, len }) = chunk else {
+            return self.alloc_outside_tlab(bytes);
+        };
+        space.global().zero_reused(start, len);
+        tlab.install(start, len, reserve);
+        local.sizer.record_refill(config);
+        cell.counters.refills.add(1);
+        cell.counters.tlab_bytes.add(len as u64);
+        cell.counters
+            .desired_size_bytes
+            .set(local.sizer.desired_bytes() as u64);
+        let object = tlab.top;
+        tlab.top += bytes;
+        debug_assert!(tlab.top <= tlab.end);
+        // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
+        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
+    }
+
+    /// An object carved from the global heap, outside any LAB.
+    fn alloc_outside_tlab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let global = self.allocator.space.global();
+        let address = global
+            .carve(bytes)
+            .ok_or(AllocError::OutOfMemory { bytes })?;
+        global.zero_reused(address, bytes);
+        self.cell.counters.slow_allocs.add(1);
+        self.cell.counters.slow_alloc_bytes.add(bytes as u64);
+        // SAFETY: a carved heap address is not null.
+        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(address)) })
+    }
+}
