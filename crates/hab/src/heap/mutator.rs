@@ -181,7 +181,10 @@ impl Mutator {
         }
     }
 
-    /// Where the `plab` fast path starts: the LAB of the CPU the thread runs on now.
+    /// Where the `plab` fast path starts: the LAB of the CPU the thread runs on now. Inline,
+    /// so that the mutator's address is never passed out of the caller's loop (which then
+    /// keeps its fields in registers); what it calls takes the cell and the allocator.
+    #[inline]
     fn lab_cursor(&mut self) -> Option<LabCursor> {
         if !self.slow_path().follow_mode() {
             return None;

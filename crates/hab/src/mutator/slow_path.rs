@@ -43,22 +43,31 @@ impl SlowPath<'_> {
     }
 
     /// Picks up the LABs the heap allocates in this cycle (they change only at collections,
-    /// in the `flip` mode) and returns whether they are the per-CPU LABs. Entering them
-    /// retires the thread's TLAB.
+    /// in the `flip` mode) and returns whether they are the per-CPU LABs.
+    #[inline]
     pub(crate) fn follow_mode(self) -> bool {
         let in_cpu_labs = self.allocator.allocates_in_cpu_labs();
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (_, local) = unsafe { self.cell.running_parts() };
+        if local.in_cpu_labs != in_cpu_labs {
+            self.switch_labs(in_cpu_labs);
+        }
+        in_cpu_labs
+    }
+
+    /// The thread changes LABs: entering the per-CPU LABs retires its TLAB.
+    #[cold]
+    #[inline(never)]
+    fn switch_labs(self, in_cpu_labs: bool) {
         let cell = self.cell;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { cell.running_parts() };
-        if local.in_cpu_labs != in_cpu_labs {
-            local.in_cpu_labs = in_cpu_labs;
-            if in_cpu_labs {
-                // SAFETY: the thread's own TLAB, while running.
-                let retired = unsafe { tlab.retire(&self.allocator.space) };
-                cell.counters.count_retired(retired, Waste::Refill);
-            }
+        local.in_cpu_labs = in_cpu_labs;
+        if in_cpu_labs {
+            // SAFETY: the thread's own TLAB, while running.
+            let retired = unsafe { tlab.retire(&self.allocator.space) };
+            cell.counters.count_retired(retired, Waste::Refill);
         }
-        in_cpu_labs
     }
 
     /// An object in the per-CPU LAB of the thread's CPU, or outside LABs when it is larger
