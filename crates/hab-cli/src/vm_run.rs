@@ -13,7 +13,7 @@ use hab_vm::{approximate, Vm, VmConfig};
 use serde::Serialize;
 
 use crate::limits;
-use crate::workload::PlabResult;
+use crate::workload::CpuLabResult;
 
 /// The most orders a warehouse keeps alive (`--live-orders`): about 10 GB per warehouse.
 const MAX_LIVE_ORDERS: usize = 10_000_000;
@@ -281,7 +281,7 @@ pub struct VmRunResult {
     pub elapsed_ms: f64,
     pub collections: u64,
     /// Collections that ended a cycle spent in per-CPU LABs.
-    pub plab_collections: u64,
+    pub cpu_lab_collections: u64,
     pub gc_ms: f64,
     pub live_bytes_after_gc: usize,
     /// The workload's own throughput: `op` per second.
@@ -292,8 +292,8 @@ pub struct VmRunResult {
     pub tlab_bytes: u64,
     pub partial_tlabs: u64,
     pub tlab_waste_bytes: u64,
-    /// Per-CPU LABs (modes `plab` and `flip`).
-    pub plab: PlabResult,
+    /// Per-CPU LABs (modes `cpu-lab` and `flip`).
+    pub cpu_lab: CpuLabResult,
 }
 
 pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
@@ -341,7 +341,7 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         output: outcome.lines,
         elapsed_ms: elapsed * 1e3,
         collections: records.len() as u64,
-        plab_collections: records.iter().filter(|r| r.in_plabs).count() as u64,
+        cpu_lab_collections: records.iter().filter(|r| r.in_plabs).count() as u64,
         // `+ 0.0` turns the empty sum (-0.0) into 0.
         gc_ms: records
             .iter()
@@ -355,7 +355,7 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         tlab_bytes: totals.tlab_bytes,
         partial_tlabs: totals.partial_tlabs,
         tlab_waste_bytes: totals.waste_bytes(),
-        plab: PlabResult::from(totals.plab),
+        cpu_lab: CpuLabResult::from(totals.cpu_lab),
     })
 }
 
@@ -379,7 +379,7 @@ pub fn print_summary(result: &VmRunResult) {
     println!(
         "  collections: {} ({} in per-CPU LABs), {:.1} ms of pauses, {} live after the last",
         result.collections,
-        result.plab_collections,
+        result.cpu_lab_collections,
         result.gc_ms,
         approximate(result.live_bytes_after_gc)
     );
@@ -390,7 +390,7 @@ pub fn print_summary(result: &VmRunResult) {
         result.partial_tlabs,
         approximate(result.tlab_waste_bytes as usize)
     );
-    let p = &result.plab;
+    let p = &result.cpu_lab;
     if p.labs + p.fallback_allocs > 0 {
         println!(
             "  per-CPU LABs: {} taken ({}), {} transactions ({} failed, {} invalid), {} sidelined, {} partially used ({} unused), {} aborts, {} fallback allocations",

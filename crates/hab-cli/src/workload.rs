@@ -21,8 +21,8 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::Instant;
 
 use hab::{
-    AllocError, CpuIdSource, HeaderWordModel, Heap, HeapConfig, MiddleLevelSpec, Mode, Mutator,
-    TlabPolicy, TlabStats, ZeroMemory,
+    AllocError, AllocationStats, CpuIdSource, HeaderWordModel, Heap, HeapConfig, MiddleLevelSpec,
+    Mode, Mutator, TlabPolicy, ZeroMemory,
 };
 use serde::Serialize;
 
@@ -191,10 +191,10 @@ pub struct RunResult {
     pub foreign_pct: f64,
     /// Per configured level: allocations, foreign percentage, refills, waste bytes.
     pub levels: Vec<LevelResult>,
-    /// Per-CPU LABs (modes `plab` and `flip`): the rows of Garthwaite et al.'s Table 2.
-    pub plab: PlabResult,
+    /// Per-CPU LABs (modes `cpu-lab` and `flip`): the rows of Garthwaite et al.'s Table 2.
+    pub cpu_lab: CpuLabResult,
     /// Whether those LABs use restartable sequences (`null` in other modes).
-    pub plab_restartable: Option<bool>,
+    pub cpu_labs_restartable: Option<bool>,
     /// Each thread's TLAB statistics at the end, as one line like HotSpot's `gc+tlab` log.
     pub thread_stats: Vec<String>,
     /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
@@ -203,7 +203,7 @@ pub struct RunResult {
 
 /// Per-CPU LAB figures of a run (means per repetition).
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct PlabResult {
+pub struct CpuLabResult {
     pub labs: u64,
     pub lab_bytes: u64,
     pub transactions: u64,
@@ -220,9 +220,9 @@ pub struct PlabResult {
     pub out_of_range_cpus: u64,
 }
 
-impl From<hab::PlabStats> for PlabResult {
-    fn from(stats: hab::PlabStats) -> Self {
-        PlabResult {
+impl From<hab::CpuLabStats> for CpuLabResult {
+    fn from(stats: hab::CpuLabStats) -> Self {
+        CpuLabResult {
             labs: stats.labs,
             lab_bytes: stats.lab_bytes,
             transactions: stats.transactions,
@@ -650,7 +650,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         })
         .collect();
     let measured = &per_rep[spec.warmup..];
-    let mean = |value: &dyn Fn(&(TlabStats, u64)) -> u64| {
+    let mean = |value: &dyn Fn(&(AllocationStats, u64)) -> u64| {
         measured.iter().map(value).sum::<u64>() / measured.len() as u64
     };
     let mut sorted = elapsed_ms.clone();
@@ -662,13 +662,13 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         _ => mean_desired_bytes,
     };
     let waste_bytes =
-        mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes() + s.plab.unused_bytes());
-    let mut plab_total = hab::PlabStats::default();
+        mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes() + s.cpu_lab.unused_bytes());
+    let mut plab_total = hab::CpuLabStats::default();
     for (stats, _) in measured {
-        plab_total += stats.plab;
+        plab_total += stats.cpu_lab;
     }
     let reps = measured.len() as u64;
-    let plab = PlabResult::from(plab_total.divided_by(reps));
+    let cpu_lab = CpuLabResult::from(plab_total.divided_by(reps));
     let levels: Vec<LevelResult> = heap
         .middle_levels()
         .into_iter()
@@ -734,8 +734,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         foreign_pct: percent(foreign_allocs, middle_allocs),
         levels,
         collections,
-        plab,
-        plab_restartable: heap.plabs_restartable(),
+        cpu_lab,
+        cpu_labs_restartable: heap.cpu_labs_restartable(),
         thread_stats,
         compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
     })
@@ -754,7 +754,7 @@ fn percent(part: u64, whole: u64) -> f64 {
 /// per fast path, each a plain loop the compiler keeps in registers.
 macro_rules! per_fast_path {
     ($mutator:expr, |$allocator:ident| $body:expr) => {
-        match $mutator.plab() {
+        match $mutator.cpu_lab() {
             Some(mut plab) => {
                 let $allocator = &mut plab;
                 $body
@@ -832,7 +832,7 @@ fn alloc_array(
     })
 }
 
-/// Something with an `alloc_sized`: a [`Mutator`] or a [`hab::PlabPath`].
+/// Something with an `alloc_sized`: a [`Mutator`] or a [`hab::CpuLabPath`].
 trait Allocate {
     fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
     fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
@@ -863,15 +863,15 @@ impl Allocate for Mutator {
     }
 }
 
-impl Allocate for hab::PlabPath<'_> {
+impl Allocate for hab::CpuLabPath<'_> {
     #[inline(always)]
     fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
-        hab::PlabPath::alloc_sized(self, size)
+        hab::CpuLabPath::alloc_sized(self, size)
     }
 
     #[inline(always)]
     fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
-        hab::PlabPath::alloc_sized_prefetching(self, size)
+        hab::CpuLabPath::alloc_sized_prefetching(self, size)
     }
 }
 

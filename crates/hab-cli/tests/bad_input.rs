@@ -62,7 +62,7 @@ const CASES: &[(&str, &str)] = &[
     ("run --waste-target-percent nan", "--waste-target-percent"),
     (
         "run --mode nonsense",
-        "expected one of: shared, tlab, hab, plab, flip",
+        "expected one of: shared, tlab, hab, cpu-lab, flip",
     ),
     ("run --mode hab --middle core:abc", "--middle"),
     (

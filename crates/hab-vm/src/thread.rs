@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hab::{AllocError, AllocSize, Mutator, ParkedMutator, PlabMutator};
+use hab::{AllocError, AllocSize, CpuLabMutator, Mutator, ParkedMutator};
 
 use crate::object::{
     header_word, ref_fields, write_header_word, Header, Kind, Shape, MAX_AUX, MAX_SIZE_WORDS,
@@ -39,12 +39,12 @@ enum Allocator {
     /// TLABs (or no LAB, in the `shared` mode).
     Tlab(Mutator),
     /// Per-CPU LABs through restartable sequences.
-    Plab(PlabMutator),
+    Plab(CpuLabMutator),
 }
 
 impl Allocator {
     fn new(mutator: Mutator) -> Allocator {
-        match mutator.into_plab() {
+        match mutator.into_cpu_lab() {
             Ok(plab) => Allocator::Plab(plab),
             Err(mutator) => Allocator::Tlab(mutator),
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hab::{ByteSize, Collection, Heap, HeapConfigBuilder, HeapStats, TlabStats};
+use hab::{AllocationStats, ByteSize, Collection, Heap, HeapConfigBuilder, HeapStats};
 
 use crate::collector::{self, CheckSummary};
 use crate::object::{VmObjectModel, WORD_BYTES};
@@ -339,7 +339,7 @@ impl Vm {
 
     fn collect(&self, mut collection: Collection<'_>, cause: GcCause) -> Result<(), VmError> {
         let started = Instant::now();
-        let in_plabs = self.heap.allocates_in_plabs();
+        let in_plabs = self.heap.allocates_in_cpu_labs();
         let mut state = lock(&self.state);
         if let Some(failure) = &state.failure {
             return Err(failure.clone());
@@ -433,8 +433,8 @@ impl Vm {
             .map_err(VmError::Verify)
     }
 
-    /// Sums every thread's LAB statistics (see [`TlabStats`]).
-    pub fn lab_stats(&self) -> TlabStats {
+    /// Sums every thread's LAB statistics (see [`AllocationStats`]).
+    pub fn lab_stats(&self) -> AllocationStats {
         self.heap.stats().totals
     }
 }

@@ -10,7 +10,7 @@ fn config(mode: Mode, space_bytes: usize) -> VmConfig {
     let mut heap = HeapConfig::builder().mode(mode);
     match mode {
         Mode::Hab => heap = heap.middle("core:8KiB").tlab(TlabPolicy::Adaptive),
-        Mode::Plab | Mode::Flip => heap = heap.tlab(TlabPolicy::Fixed(16 << 10)),
+        Mode::CpuLab | Mode::Flip => heap = heap.tlab(TlabPolicy::Fixed(16 << 10)),
         _ => {}
     }
     VmConfig {
@@ -32,7 +32,13 @@ fn binary_trees_prints_the_reference_lines_in_every_mode() {
         let space = (3 * binary_trees::max_live_bytes(depth))
             .max(32 << 10)
             .next_multiple_of(4096);
-        for mode in [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip] {
+        for mode in [
+            Mode::Shared,
+            Mode::Tlab,
+            Mode::Hab,
+            Mode::CpuLab,
+            Mode::Flip,
+        ] {
             let vm = Vm::new(config(mode, space)).unwrap();
             let lines = binary_trees::run(&vm, depth)
                 .unwrap_or_else(|e| panic!("depth {depth}, {mode}: {e}"));

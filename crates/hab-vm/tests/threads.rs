@@ -107,7 +107,7 @@ fn tlab_threads_block_and_collect() {
 
 #[test]
 fn plab_threads_block_and_collect() {
-    run(Mode::Plab);
+    run(Mode::CpuLab);
 }
 
 #[test]

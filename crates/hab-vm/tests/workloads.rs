@@ -10,7 +10,13 @@ use hab_vm::workloads::warehouses::{self, Warehouses};
 use hab_vm::workloads::{gcbench, javac_like};
 use hab_vm::{Vm, VmConfig};
 
-const MODES: [Mode; 5] = [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip];
+const MODES: [Mode; 5] = [
+    Mode::Shared,
+    Mode::Tlab,
+    Mode::Hab,
+    Mode::CpuLab,
+    Mode::Flip,
+];
 
 fn vm(mode: Mode, space_bytes: usize, lab_bytes: usize) -> Arc<Vm> {
     let mut heap = HeapConfig::builder()
@@ -75,7 +81,7 @@ fn javac_like_runs_in_every_mode() {
 
 #[test]
 fn a_thousand_chat_connections_run_under_verification() {
-    for mode in [Mode::Tlab, Mode::Plab, Mode::Flip] {
+    for mode in [Mode::Tlab, Mode::CpuLab, Mode::Flip] {
         let vm = vm(mode, 4 << 20, 64 << 10);
         let spec = Chat {
             rooms: 50,

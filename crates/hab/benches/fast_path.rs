@@ -1,6 +1,6 @@
 //! Time per allocation of a 16-byte object (header written), single thread:
 //! `tlab` through `alloc_sized` (the bare fast path) and `alloc` (with size checks), `plab`
-//! through the mutator's `PlabPath` (a restartable section per object), and `shared` (a CAS
+//! through the mutator's `CpuLabPath` (a restartable section per object), and `shared` (a CAS
 //! on the global top per object).
 //!
 //! `cargo bench -p hab --bench fast_path`. Times on a shared VM are noisy; compare the
@@ -48,7 +48,7 @@ fn allocate_plab(mutator: &mut Mutator, count: u64) -> Duration {
     let start = Instant::now();
     let mut done = 0;
     while done < count {
-        let result = match mutator.plab() {
+        let result = match mutator.cpu_lab() {
             Some(mut plab) => loop {
                 match plab.alloc_sized(size) {
                     Ok(object) => {
@@ -105,7 +105,7 @@ fn fast_path(c: &mut Criterion) {
             b.iter_custom(|iters| allocate(&mut mutator, iters, checked))
         });
     }
-    let heap = heap(Mode::Plab);
+    let heap = heap(Mode::CpuLab);
     let mut mutator = heap.attach();
     group.bench_function("plab", |b| {
         b.iter_custom(|iters| allocate_plab(&mut mutator, iters))

@@ -114,19 +114,19 @@ pub use config::{
     TopologySpec, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
     MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
-pub use heap::cpu_lab_path::{PlabMutator, PlabPath};
+pub use heap::cpu_lab_path::{CpuLabMutator, CpuLabPath};
 pub use heap::error::HeapError;
 pub use heap::mutator::{Mutator, ParkedMutator};
 pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
-pub use labs::stats::PlabStats;
+pub use labs::stats::CpuLabStats;
 pub use labs::tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
 pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
 pub use memory::reservation::memory_limit_bytes;
 pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize};
-pub use mutator::stats::TlabStats;
+pub use mutator::stats::AllocationStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;
 pub use platform::rseq::{mechanism as rseq_mechanism, RseqMechanism};

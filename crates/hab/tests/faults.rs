@@ -53,7 +53,7 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
         return;
     };
     let root = one_cpu_sysfs("beyond");
-    for (mode, middle) in [(Mode::Plab, None), (Mode::Hab, Some("cpu:64KiB"))] {
+    for (mode, middle) in [(Mode::CpuLab, None), (Mode::Hab, Some("cpu:64KiB"))] {
         let mut builder = HeapConfig::builder()
             .capacity("64MiB")
             .mode(mode)
@@ -73,7 +73,7 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
                     let size = mutator.checked_size(32).unwrap();
                     let mut objects = Vec::new();
                     for _ in 0..20_000 {
-                        let object = match mutator.plab() {
+                        let object = match mutator.cpu_lab() {
                             Some(mut plab) => plab.alloc_sized(size),
                             None => mutator.alloc_sized(size),
                         }
@@ -88,12 +88,12 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
                 .unwrap()
         });
         let restartable = match mode {
-            Mode::Plab => heap.plabs_restartable() == Some(true),
+            Mode::CpuLab => heap.cpu_labs_restartable() == Some(true),
             _ => heap.middle_levels()[0].restartable,
         };
         if restartable {
             let out_of_range = match mode {
-                Mode::Plab => stats.plab.out_of_range_cpus,
+                Mode::CpuLab => stats.cpu_lab.out_of_range_cpus,
                 _ => stats.levels[Level::Cpu.index()].out_of_range_cpus,
             };
             assert!(
@@ -290,7 +290,7 @@ fn mutators_that_never_park_are_named_within_the_deadline() {
 #[test]
 fn a_forked_child_attaches_allocates_and_collects() {
     let _watchdog = watchdog("a_forked_child", Duration::from_secs(120));
-    for mode in [Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip] {
+    for mode in [Mode::Tlab, Mode::Hab, Mode::CpuLab, Mode::Flip] {
         let mut builder = HeapConfig::builder().capacity("256MiB").mode(mode);
         if mode == Mode::Hab {
             builder = builder.middle("cpu:256KiB,core:1MiB");
@@ -407,7 +407,7 @@ fn heap_exhaustion_with_64_threads_in_every_mode() {
         (Mode::Hab, Some("core:256KiB")),
         (Mode::Hab, Some("cpu:64KiB,core:256KiB,package:1MiB")),
         (Mode::Hab, Some("llc:512KiB,node:2MiB")),
-        (Mode::Plab, None),
+        (Mode::CpuLab, None),
         (Mode::Flip, None),
     ];
     for (mode, middle) in configs {
@@ -430,7 +430,7 @@ fn heap_exhaustion_with_64_threads_in_every_mode() {
                         for i in 0usize.. {
                             let bytes = 16 + 8 * ((index + i) % 30);
                             let size = mutator.checked_size(bytes).unwrap();
-                            let allocated = match mutator.plab() {
+                            let allocated = match mutator.cpu_lab() {
                                 Some(mut plab) => plab.alloc_sized(size),
                                 None => mutator.alloc_sized(size),
                             };
@@ -462,7 +462,7 @@ fn heap_exhaustion_with_64_threads_in_every_mode() {
         let totals = heap.stats().totals;
         assert_eq!(
             summary.filler_bytes as u64,
-            totals.waste_bytes() + totals.plab.unused_bytes() + totals.middle_waste_bytes(),
+            totals.waste_bytes() + totals.cpu_lab.unused_bytes() + totals.middle_waste_bytes(),
             "{name}: fillers are the counted waste"
         );
         assert!(

@@ -12,7 +12,7 @@ const LAB_BYTES: usize = 64 << 10;
 
 fn alloc(mutator: &mut Mutator, bytes: usize) {
     let size = mutator.checked_size(bytes).unwrap();
-    let object = match mutator.plab() {
+    let object = match mutator.cpu_lab() {
         Some(mut plab) => plab.alloc_sized(size),
         None => mutator.alloc_sized(size),
     }
@@ -29,7 +29,7 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
             .tlab(TlabPolicy::Fixed(LAB_BYTES)),
     );
     let cpus = heap.topology().online_cpus().len().max(1);
-    assert!(!heap.allocates_in_plabs(), "starts with TLABs");
+    assert!(!heap.allocates_in_cpu_labs(), "starts with TLABs");
 
     // More threads than 1 + the CPUs each take a TLAB for one object: far more than the
     // largest LAB × the CPUs stays unused.
@@ -41,8 +41,12 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
     let collection = heap.collection();
     collection.verify().expect("walkable");
     collection.finish();
-    assert!(heap.allocates_in_plabs(), "flipped to per-CPU LABs");
-    assert_eq!(heap.stats().plab_collections, 0, "the cycle ran in TLABs");
+    assert!(heap.allocates_in_cpu_labs(), "flipped to per-CPU LABs");
+    assert_eq!(
+        heap.stats().cpu_lab_collections,
+        0,
+        "the cycle ran in TLABs"
+    );
 
     // One thread runs; the others stay parked for the whole cycle. It leaves most of two LABs
     // unused: twice a small object, then one that does not fit the rest of the LAB.
@@ -53,16 +57,20 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
     }
     let stats = heap.stats().totals;
     assert!(
-        stats.plab.labs + stats.plab.fallback_allocs > 0,
+        stats.cpu_lab.labs + stats.cpu_lab.fallback_allocs > 0,
         "allocated in per-CPU LABs: {stats}"
     );
     let runner = runner.park();
     let collection = heap.collection();
     collection.verify().expect("walkable");
     collection.finish();
-    assert!(!heap.allocates_in_plabs(), "flipped back: {}", heap.stats());
+    assert!(
+        !heap.allocates_in_cpu_labs(),
+        "flipped back: {}",
+        heap.stats()
+    );
     assert_eq!(
-        heap.stats().plab_collections,
+        heap.stats().cpu_lab_collections,
         1,
         "one cycle ran in per-CPU LABs"
     );

@@ -86,7 +86,12 @@ fn layers_import_only_downward() {
     for file in &files {
         let relative = file.strip_prefix(&src).unwrap();
         let mut parts = relative.components();
-        let first = parts.next().unwrap().as_os_str().to_string_lossy().to_string();
+        let first = parts
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .to_string();
         if parts.next().is_none() {
             // A file directly in src/: only lib.rs, which re-exports every layer.
             if first != "lib.rs" {

@@ -84,7 +84,7 @@ fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
                             }
                             objects
                         };
-                        let objects = match mutator.plab() {
+                        let objects = match mutator.cpu_lab() {
                             Some(mut plab) => round_of(&mut |size| plab.alloc_sized(size)),
                             None => round_of(&mut |size| mutator.alloc_sized(size)),
                         };
@@ -119,7 +119,7 @@ fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
             let stats = heap.stats().totals;
             assert_eq!(
                 summary.filler_bytes as u64,
-                stats.waste_bytes() + stats.plab.unused_bytes() + stats.middle_waste_bytes(),
+                stats.waste_bytes() + stats.cpu_lab.unused_bytes() + stats.middle_waste_bytes(),
                 "{name} round {round}: fillers are the counted waste"
             );
         }
@@ -140,14 +140,14 @@ fn config(mode: Mode, lab: usize) -> hab::HeapConfigBuilder {
 
 #[test]
 fn plab_under_migrations_and_signal_storms() {
-    let heap = heap(config(Mode::Plab, 4 << 10));
+    let heap = heap(config(Mode::CpuLab, 4 << 10));
     let signals = run("plab", heap.clone());
-    let stats = heap.stats().totals.plab;
+    let stats = heap.stats().totals.cpu_lab;
     eprintln!(
         "plab: {signals} signals, restartable {:?}, {stats:?}",
-        heap.plabs_restartable()
+        heap.cpu_labs_restartable()
     );
-    if heap.plabs_restartable() == Some(true) {
+    if heap.cpu_labs_restartable() == Some(true) {
         // Aborts are counted (and printed above), but how many sections a storm interrupts
         // depends on the scheduler: the forced aborts of `rseq::tests` are the deterministic
         // check of the abort path.
@@ -166,8 +166,8 @@ fn flip_under_migrations_and_signal_storms() {
     run("flip", heap.clone());
     let stats = heap.stats();
     eprintln!("flip: {stats}");
-    assert!(heap.allocates_in_plabs(), "flipped to per-CPU LABs");
-    assert!(stats.plab_collections >= 1);
-    let plab = stats.totals.plab;
+    assert!(heap.allocates_in_cpu_labs(), "flipped to per-CPU LABs");
+    assert!(stats.cpu_lab_collections >= 1);
+    let plab = stats.totals.cpu_lab;
     assert!(stats.totals.refills > 0 && plab.labs + plab.fallback_allocs > 0);
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use common::write_header;
 use hab::{
-    AllocError, Collection, CpuIdSource, HeaderWordModel, Heap, HeapConfig, Level, LevelStats,
-    Mode, Mutator, TlabPolicy, TlabStats, ZeroMemory,
+    AllocError, AllocationStats, Collection, CpuIdSource, HeaderWordModel, Heap, HeapConfig, Level,
+    LevelStats, Mode, Mutator, TlabPolicy, ZeroMemory,
 };
 use proptest::prelude::*;
 
@@ -218,7 +218,7 @@ struct World {
     /// The objects of the current allocation range: what a walk must meet.
     in_range: Vec<(usize, usize)>,
     /// Heap totals when the current allocation range was installed.
-    base: TlabStats,
+    base: AllocationStats,
     /// The configured middle levels, lowest first (empty unless the mode is `hab`).
     levels: Vec<Level>,
     /// How often the interesting paths ran, to keep the test honest.
@@ -279,7 +279,7 @@ impl World {
             zero: setup.zero,
             live: BTreeMap::new(),
             in_range: Vec::new(),
-            base: TlabStats::default(),
+            base: AllocationStats::default(),
             levels,
             out_of_memory: 0,
             collections: 0,
@@ -393,7 +393,7 @@ impl World {
     /// at most the one refill of the level below it, and unconfigured levels stay untouched. A
     /// domain other than the thread's serves only when the levels above and the global heap
     /// cannot give the minimum any more.
-    fn check_levels(&mut self, before: &TlabStats, after: &TlabStats, bytes: usize) {
+    fn check_levels(&mut self, before: &AllocationStats, after: &AllocationStats, bytes: usize) {
         let delta = after.since(before);
         let config = self.heap.config();
         for level in Level::ALL {
@@ -579,7 +579,7 @@ impl World {
         match self.levels.first() {
             // One thread: the lowest level served every TLAB ever taken.
             Some(lowest) => assert_eq!(totals.levels[lowest.index()].allocs, totals.refills),
-            None => assert_eq!(totals.levels, TlabStats::default().levels),
+            None => assert_eq!(totals.levels, AllocationStats::default().levels),
         }
     }
 }

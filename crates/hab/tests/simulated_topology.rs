@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::{assert_disjoint_inside, watchdog, write_header, GateModel, Rng};
 use hab::{
-    CpuIdSource, Heap, HeapConfig, Level, LevelStats, Mode, Mutator, SimulatedCpu, TlabPolicy,
-    TlabStats,
+    AllocationStats, CpuIdSource, Heap, HeapConfig, Level, LevelStats, Mode, Mutator, SimulatedCpu,
+    TlabPolicy,
 };
 
 /// The simulated machine: 4 packages of 10 cores of 2 hardware threads.
@@ -258,7 +258,7 @@ struct Report {
     /// the thread ran in it.
     home_served: Vec<Vec<u64>>,
     /// The mutator's counters when it detached.
-    stats: TlabStats,
+    stats: AllocationStats,
     /// Migrations of its virtual CPU.
     migrations: u64,
 }
@@ -336,7 +336,7 @@ fn run_threads(heap: &Arc<Heap>, threads: usize, allocs: usize) -> Vec<Report> {
 /// After every thread detached: the walk meets exactly the reported objects, all disjoint and
 /// inside the reservation, with fillers exactly the TLAB and middle-level waste counted; the
 /// threads' counters add up to the heap's (the collector only adds waste). Returns the totals.
-fn check_final_heap(heap: &Heap, reports: &[Report]) -> TlabStats {
+fn check_final_heap(heap: &Heap, reports: &[Report]) -> AllocationStats {
     assert_eq!(heap.stats().live_mutators, 0);
     let collection = heap.collection();
     let (summary, walked) = common::walk_objects(&collection);
@@ -352,7 +352,7 @@ fn check_final_heap(heap: &Heap, reports: &[Report]) -> TlabStats {
         summary.filler_bytes as u64,
         totals.waste_bytes() + totals.middle_waste_bytes()
     );
-    let mut summed = TlabStats::default();
+    let mut summed = AllocationStats::default();
     for report in reports {
         summed += report.stats;
     }
@@ -494,7 +494,7 @@ fn a_thread_stopped_in_a_refill_sends_the_others_to_a_foreign_domain() {
             .find(|&i| first_cpu[i] != x)
             .expect("a mutator on the other CPU");
         let (a, b) = (on_x[0], on_x[1]);
-        let level_stats = |stats: TlabStats| stats.levels[Level::Cpu.index()];
+        let level_stats = |stats: AllocationStats| stats.levels[Level::Cpu.index()];
 
         let mut filler = mutators[0].take().unwrap();
         let object = filler.alloc(12 << 10).unwrap();

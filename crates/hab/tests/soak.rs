@@ -106,7 +106,7 @@ fn soak(name: &str, heap: Arc<Heap>, rounds: usize) -> Figures {
                             }
                             let bytes = object_size(&mut rng);
                             let size = mutator.checked_size(bytes).expect("a valid size");
-                            let object = match mutator.plab() {
+                            let object = match mutator.cpu_lab() {
                                 Some(mut plab) => plab.alloc_sized(size),
                                 None => mutator.alloc_sized(size),
                             }
@@ -152,7 +152,7 @@ fn soak(name: &str, heap: Arc<Heap>, rounds: usize) -> Figures {
             before = now;
             assert_eq!(
                 summary.filler_bytes as u64,
-                stats.waste_bytes() + stats.plab.unused_bytes() + stats.middle_waste_bytes(),
+                stats.waste_bytes() + stats.cpu_lab.unused_bytes() + stats.middle_waste_bytes(),
                 "{name} round {round}: fillers are the round's counted waste"
             );
             collection.reset();
@@ -166,15 +166,15 @@ fn soak(name: &str, heap: Arc<Heap>, rounds: usize) -> Figures {
     let totals = heap.stats().totals;
     figures.migrations = migrations.load(Ordering::Relaxed);
     figures.aborts =
-        totals.plab.rseq_aborts + totals.levels.iter().map(|l| l.rseq_aborts).sum::<u64>();
-    figures.out_of_range_cpus = totals.plab.out_of_range_cpus
+        totals.cpu_lab.rseq_aborts + totals.levels.iter().map(|l| l.rseq_aborts).sum::<u64>();
+    figures.out_of_range_cpus = totals.cpu_lab.out_of_range_cpus
         + totals
             .levels
             .iter()
             .map(|l| l.out_of_range_cpus)
             .sum::<u64>();
-    figures.fallbacks =
-        totals.plab.fallback_allocs + totals.levels.iter().map(|l| l.rseq_fallbacks).sum::<u64>();
+    figures.fallbacks = totals.cpu_lab.fallback_allocs
+        + totals.levels.iter().map(|l| l.rseq_fallbacks).sum::<u64>();
     figures
 }
 
@@ -185,7 +185,7 @@ fn every_mode_under_migrations_and_signals() {
         ("shared", Mode::Shared, None),
         ("tlab", Mode::Tlab, None),
         ("hab", Mode::Hab, Some("cpu:64KiB,core:256KiB")),
-        ("plab", Mode::Plab, None),
+        ("plab", Mode::CpuLab, None),
         ("flip", Mode::Flip, None),
     ];
     let per_round = (THREADS * ALLOCS_PER_ROUND) as u64;
@@ -213,7 +213,7 @@ fn every_mode_under_migrations_and_signals() {
             THREADS,
             figures.allocations,
             figures.collections,
-            heap.stats().plab_collections,
+            heap.stats().cpu_lab_collections,
             figures.migrations,
             figures.aborts,
             figures.fallbacks,
@@ -224,7 +224,7 @@ fn every_mode_under_migrations_and_signals() {
         );
         if mode == Mode::Flip {
             assert!(
-                heap.stats().plab_collections > 0,
+                heap.stats().cpu_lab_collections > 0,
                 "flip switched to per-CPU LABs"
             );
         }

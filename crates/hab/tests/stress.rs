@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::{assert_disjoint_inside, heap, watchdog, write_header, Rng};
 use hab::{
-    AllocError, Collection, CollectionError, Heap, HeapConfig, HeapConfigBuilder, Mode, Mutator,
-    TlabPolicy, TlabStats,
+    AllocError, AllocationStats, Collection, CollectionError, Heap, HeapConfig, HeapConfigBuilder,
+    Mode, Mutator, TlabPolicy,
 };
 
 const THREADS: usize = 64;
@@ -64,7 +64,7 @@ struct World {
     /// Reset generation: which objects a reset killed.
     generation: AtomicU64,
     /// Heap totals at the last reset.
-    base: Mutex<TlabStats>,
+    base: Mutex<AllocationStats>,
     /// The objects each generation's walk met, in address order, indexed by generation.
     snapshots: Mutex<Vec<Vec<(usize, usize)>>>,
 }
@@ -96,7 +96,7 @@ impl World {
             most_stopped: AtomicUsize::new(0),
             tried: AtomicU64::new(0),
             generation: AtomicU64::new(0),
-            base: Mutex::new(TlabStats::default()),
+            base: Mutex::new(AllocationStats::default()),
             snapshots: Mutex::new(Vec::new()),
         })
     }

@@ -41,18 +41,18 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
         ],
     ),
     (
-        "alloc-object, 16 B, plab (256 KiB LABs)",
+        "alloc-object, 16 B, cpu-lab (256 KiB LABs)",
         &[
             "--workload",
             "alloc-object",
             "--tlab-size",
             "256KiB",
             "--mode",
-            "plab",
+            "cpu-lab",
         ],
     ),
 ];
-/// valgrind does not implement rseq: `plab` runs count the same sections on glibc's area
+/// valgrind does not implement rseq: `cpu-lab` runs count the same sections on glibc's area
 /// without a registration, which is exact for one thread (nothing can interrupt them).
 const PLAB_ENV: [(&str, &str); 1] = [("HAB_RSEQ", "unregistered")];
 const RUN_TAIL: [&str; 9] = [
@@ -112,7 +112,7 @@ pub fn measure(progress: &ProgressBar) -> Result<Costs, String> {
                 .chain(&RUN_TAIL)
                 .copied()
                 .collect();
-            let env: &[(&str, &str)] = if args.contains(&"plab") {
+            let env: &[(&str, &str)] = if args.contains(&"cpu-lab") {
                 &PLAB_ENV
             } else {
                 &[]
@@ -185,12 +185,12 @@ pub fn render(costs: &Costs) -> String {
                 check(*count <= 10.0)
             );
         }
-        if let Some(plab) = costs.instructions("plab") {
+        if let Some(plab) = costs.instructions("cpu-lab") {
             // The loop around the allocation: header store, counter, compare, branch.
             let path = plab - 4.0;
             let _ = writeln!(
                 s,
-                "`plab` allocates through `PlabPath::alloc_sized`, the per-CPU fast path a \
+                "`plab` allocates through `CpuLabPath::alloc_sized`, the per-CPU fast path a \
                  `Mutator` lends while its thread allocates in per-CPU LABs. Under valgrind it \
                  runs with `HAB_RSEQ=unregistered`: valgrind does not implement rseq, so the \
                  sections run on glibc's area without a registration (exact with one thread). \

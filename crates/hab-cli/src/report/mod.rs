@@ -358,19 +358,19 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
             r.waste_bytes,
             r.collections,
             r.foreign_allocs,
-            r.plab.labs,
-            r.plab.partial_waste_bytes,
+            r.cpu_lab.labs,
+            r.cpu_lab.partial_waste_bytes,
             spec.command()
         );
     }
     let mut vm = String::from(
         "workload,mode,tlab,middle,threads,heap_bytes,ms,ops_per_sec,op,collections,\
-         plab_collections,gc_ms,live_bytes_after_gc,tlabs,partial_tlabs,tlab_waste_bytes,\
+         cpu_lab_collections,gc_ms,live_bytes_after_gc,tlabs,partial_tlabs,tlab_waste_bytes,\
          plab_labs,plab_transactions,plab_failed,plab_invalid,plab_sidelined,plab_partial,\
          plab_partial_waste_bytes,command\n",
     );
     for r in vm::results(vm_runs) {
-        let p = &r.plab;
+        let p = &r.cpu_lab;
         let _ = writeln!(
             vm,
             "{},{},{},\"{}\",{},{},{:.3},{:.1},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
@@ -384,7 +384,7 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
             r.ops_per_sec,
             r.op,
             r.collections,
-            r.plab_collections,
+            r.cpu_lab_collections,
             r.gc_ms,
             r.live_bytes_after_gc,
             r.tlabs,

@@ -9,7 +9,7 @@ use super::{check, jaffer, spread, Measured, Scale};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 const THREADS: [usize; 2] = [1, 2];
-const MODES: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::Plab];
+const MODES: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::CpuLab];
 
 pub(super) fn run(scale: &Scale, mode: Mode, threads: usize) -> RunSpec {
     RunSpec {
@@ -34,7 +34,7 @@ pub fn render(scale: &Scale, measured: &Measured) -> String {
         s,
         "## Per-CPU LABs (`plab`) against TLABs and a shared CAS\n"
     );
-    let restartable = get(Mode::Plab, 1).plab_restartable;
+    let restartable = get(Mode::CpuLab, 1).cpu_labs_restartable;
     let _ = writeln!(
         s,
         "`alloc-object`, 16-byte objects, {} per thread, a {} heap, as in Jaffer's experiment. \
@@ -56,7 +56,7 @@ pub fn render(scale: &Scale, measured: &Measured) -> String {
     );
     let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |");
     for threads in THREADS {
-        let runs = [Mode::Shared, Mode::Tlab, Mode::Plab].map(|mode| get(mode, threads));
+        let runs = [Mode::Shared, Mode::Tlab, Mode::CpuLab].map(|mode| get(mode, threads));
         let [shared, tlab, plab] = runs.map(|run| run.ns_per_alloc);
         let _ = writeln!(
             s,
@@ -83,7 +83,7 @@ pub fn render(scale: &Scale, measured: &Measured) -> String {
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     for threads in THREADS {
-        let RunResult { plab, .. } = get(Mode::Plab, threads);
+        let RunResult { cpu_lab: plab, .. } = get(Mode::CpuLab, threads);
         let _ = writeln!(
             s,
             "| {threads} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",

@@ -40,7 +40,7 @@ pub fn render(
     };
     let chat = |mode| {
         let runs = vm::find(vm_runs, &vm::chat(scale, mode, 50));
-        let lab_bytes = runs.mean(|r| r.tlab_bytes + r.plab.lab_bytes);
+        let lab_bytes = runs.mean(|r| r.tlab_bytes + r.cpu_lab.lab_bytes);
         format!(
             "{:.0} ({:.1} %)",
             runs.mean(|r| r.collections),
@@ -76,8 +76,8 @@ pub fn render(
         ns(&jaffer::run(scale, Mode::Tlab, 2, 16)),
     );
     let plab = (
-        ns(&plab::run(scale, Mode::Plab, 1)),
-        ns(&plab::run(scale, Mode::Plab, 2)),
+        ns(&plab::run(scale, Mode::CpuLab, 1)),
+        ns(&plab::run(scale, Mode::CpuLab, 2)),
     );
     let rows = [
         (
@@ -114,8 +114,8 @@ pub fn render(
             "`plab`",
             format!("{:.2}", plab.0),
             format!("{:.2}", plab.1),
-            instructions("plab"),
-            chat(Mode::Plab),
+            instructions("cpu-lab"),
+            chat(Mode::CpuLab),
             "many more threads than CPUs: LAB waste bounded by the CPUs, not the threads".into(),
         ),
         (

@@ -15,14 +15,20 @@ use super::{check, seed_claim, Figures, Scale};
 use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
 
 const WAREHOUSE_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
-const LAB_MODES: [Mode; 3] = [Mode::Tlab, Mode::Plab, Mode::Flip];
+const LAB_MODES: [Mode; 3] = [Mode::Tlab, Mode::CpuLab, Mode::Flip];
 const ROOMS: [usize; 2] = [10, 50];
 /// The seed's young generation for both experiments.
 const SMALL_SPACE_BYTES: usize = 4 << 20;
 const CHAT_LAB_BYTES: usize = 64 << 10;
 /// Orders each warehouse keeps alive: 64 warehouses fit the small space three times over.
 const LIVE_ORDERS: usize = 25;
-const ALL_MODES: [Mode; 5] = [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip];
+const ALL_MODES: [Mode; 5] = [
+    Mode::Shared,
+    Mode::Tlab,
+    Mode::Hab,
+    Mode::CpuLab,
+    Mode::Flip,
+];
 
 fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
     VmRunSpec {
@@ -173,7 +179,7 @@ pub fn render(
     let chat_50 = |mode| find(runs, &chat(scale, mode, 50)).mean(|r| r.collections);
     let (tlab, plab, flip) = (
         chat_50(Mode::Tlab),
-        chat_50(Mode::Plab),
+        chat_50(Mode::CpuLab),
         chat_50(Mode::Flip),
     );
     s += &seed_claim(
@@ -276,9 +282,9 @@ fn render_warehouses(
             s,
             "| {threads} | {} | {} | {} | {:.2} | {:.2} | {} | {} |",
             cell(Mode::Tlab),
-            cell(Mode::Plab),
+            cell(Mode::CpuLab),
             cell(Mode::Flip),
-            rate(Mode::Plab) / rate(Mode::Tlab),
+            rate(Mode::CpuLab) / rate(Mode::Tlab),
             rate(Mode::Flip) / rate(Mode::Tlab),
             jvm_cell(super::jvm::WAREHOUSES_ADAPTIVE),
             jvm_cell(super::jvm::WAREHOUSES_FIXED)
@@ -340,7 +346,7 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
         scale.chat_messages,
         approximate(CHAT_LAB_BYTES),
         approximate(SMALL_SPACE_BYTES),
-        chat(scale, Mode::Plab, 50).command()
+        chat(scale, Mode::CpuLab, 50).command()
     );
     let mut header = String::from("| | ");
     let mut rule = String::from("| --- |");
@@ -364,34 +370,37 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
         }),
         ("GC time (ms)", |r| r.spread(|r| r.gc_ms, 1.0)),
         ("collections using TLABs", |r| {
-            format!("{:.1}", r.mean(|r| r.collections - r.plab_collections))
+            format!("{:.1}", r.mean(|r| r.collections - r.cpu_lab_collections))
         }),
         ("collections using per-CPU LABs", |r| {
-            format!("{:.1}", r.mean(|r| r.plab_collections))
+            format!("{:.1}", r.mean(|r| r.cpu_lab_collections))
         }),
         ("LABs allocated", |r| {
-            format!("{:.0}", r.mean(|r| r.tlabs + r.plab.labs))
+            format!("{:.0}", r.mean(|r| r.tlabs + r.cpu_lab.labs))
         }),
         ("MiB allocated in LABs", |r| {
             format!(
                 "{:.1}",
-                r.mean(|r| r.tlab_bytes + r.plab.lab_bytes) / (1 << 20) as f64
+                r.mean(|r| r.tlab_bytes + r.cpu_lab.lab_bytes) / (1 << 20) as f64
             )
         }),
         ("successful transactions", |r| {
-            format!("{:.0}", r.mean(|r| r.plab.transactions))
+            format!("{:.0}", r.mean(|r| r.cpu_lab.transactions))
         }),
         ("failed transactions", |r| {
-            format!("{:.1}", r.mean(|r| r.plab.failed_transactions))
+            format!("{:.1}", r.mean(|r| r.cpu_lab.failed_transactions))
         }),
         ("invalid transactions", |r| {
-            format!("{:.1}", r.mean(|r| r.plab.invalid_transactions))
+            format!("{:.1}", r.mean(|r| r.cpu_lab.invalid_transactions))
         }),
         ("sidelined LABs", |r| {
-            format!("{:.1}", r.mean(|r| r.plab.sidelined_labs))
+            format!("{:.1}", r.mean(|r| r.cpu_lab.sidelined_labs))
         }),
         ("partially used LABs", |r| {
-            format!("{:.0}", r.mean(|r| r.partial_tlabs + r.plab.partial_labs))
+            format!(
+                "{:.0}",
+                r.mean(|r| r.partial_tlabs + r.cpu_lab.partial_labs)
+            )
         }),
         ("MiB wasted in partially used LABs", |r| {
             format!("{:.2}", r.mean(wasted_bytes) / (1 << 20) as f64)
@@ -461,7 +470,7 @@ fn render_chat(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot, 
     let rooms = 50;
     let get = |mode| find(runs, &chat(scale, mode, rooms));
     let tlab = get(Mode::Tlab);
-    for mode in [Mode::Plab, Mode::Flip] {
+    for mode in [Mode::CpuLab, Mode::Flip] {
         let other = get(mode);
         let collections = other.mean(|r| r.collections) / tlab.mean(|r| r.collections);
         let waste = other.mean(wasted_bytes) / tlab.mean(wasted_bytes);
@@ -550,7 +559,7 @@ fn beans_disagree(hotspot: &HotSpot) -> String {
 
 /// Bytes left unused in retired LABs (TLABs and per-CPU LABs).
 pub(super) fn wasted_bytes(result: &VmRunResult) -> u64 {
-    result.tlab_waste_bytes + result.plab.partial_waste_bytes
+    result.tlab_waste_bytes + result.cpu_lab.partial_waste_bytes
 }
 
 fn render_trees(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot) {

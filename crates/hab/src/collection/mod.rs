@@ -103,8 +103,8 @@ impl<'h> Collection<'h> {
                 waste.add((end - start) as u64);
             });
         }
-        if let Some(plabs) = heap.plabs() {
-            plabs.retire_all(space, &heap.collector().plab);
+        if let Some(plabs) = heap.cpu_labs() {
+            plabs.retire_all(space, &heap.collector().cpu_lab);
         }
         let range = heap.global().range();
         Collection {
@@ -274,13 +274,14 @@ impl Drop for Collection<'_> {
         allocator.end_cycle(CycleWaste {
             unused_tlab_bytes: cycle_totals.waste_bytes(),
             // Per-CPU LABs and, for threads without rseq, the per-CPU CAS buffers.
-            unused_lab_bytes: cycle_totals.plab.unused_bytes() + cycle_totals.middle_waste_bytes(),
+            unused_lab_bytes: cycle_totals.cpu_lab.unused_bytes()
+                + cycle_totals.middle_waste_bytes(),
             running_threads,
         });
         if self.next_range.is_some() {
             heap.global().reset_range(start, end);
         }
-        if let Some(plabs) = heap.plabs() {
+        if let Some(plabs) = heap.cpu_labs() {
             plabs.resize(config, end - start, heap.topology().online_cpus().len());
         }
         heap.count_collection(cycle_in_cpu_labs);

@@ -37,11 +37,12 @@ pub enum Mode {
     /// buffer of the CPU, core, … the thread runs on), which are carved from the global heap.
     Hab,
     /// No TLAB: every object is bumped in the LAB of the CPU the thread runs on, inside a
-    /// restartable sequence (per-processor LABs, Garthwaite et al.). LABs are
-    /// [`max_tlab_bytes`](HeapConfig::max_tlab_bytes) large and come from the global heap,
-    /// sidelined ones first. Where rseq does not work, per-CPU compare-and-swap buffers.
-    Plab,
-    /// Starts as [`Mode::Tlab`]; at each collection switches to [`Mode::Plab`] when the memory
+    /// restartable sequence (Garthwaite et al.'s per-processor LABs, which here are per
+    /// logical CPU). LABs are sized like TLABs (see [`TlabPolicy`]) and come from the global
+    /// heap, sidelined ones first. Where rseq does not work, per-CPU compare-and-swap buffers.
+    /// Named `cpu-lab`; `plab`, the seed's term, is accepted as an alias.
+    CpuLab,
+    /// Starts as [`Mode::Tlab`]; at each collection switches to [`Mode::CpuLab`] when the memory
     /// left unused in TLABs exceeded the largest LAB × the CPUs, and back when the memory left
     /// unused in per-CPU LABs exceeded the largest LAB × the allocating threads (§5.2).
     Flip,
@@ -49,7 +50,13 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order the CLI lists them.
-    pub const ALL: [Mode; 5] = [Mode::Shared, Mode::Tlab, Mode::Hab, Mode::Plab, Mode::Flip];
+    pub const ALL: [Mode; 5] = [
+        Mode::Shared,
+        Mode::Tlab,
+        Mode::Hab,
+        Mode::CpuLab,
+        Mode::Flip,
+    ];
 
     /// The mode's name as the CLI and the statistics spell it.
     pub const fn name(self) -> &'static str {
@@ -57,7 +64,7 @@ impl Mode {
             Mode::Shared => "shared",
             Mode::Tlab => "tlab",
             Mode::Hab => "hab",
-            Mode::Plab => "plab",
+            Mode::CpuLab => "cpu-lab",
             Mode::Flip => "flip",
         }
     }
@@ -73,11 +80,13 @@ impl FromStr for Mode {
     type Err = ConfigError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
+        // `plab`: the seed's name for per-processor LABs, kept as an alias.
+        let text = if text == "plab" { "cpu-lab" } else { text };
         Mode::ALL
             .into_iter()
             .find(|mode| mode.name() == text)
             .ok_or_else(|| {
-                ConfigError::invalid("mode", text, "one of: shared, tlab, hab, plab, flip")
+                ConfigError::invalid("mode", text, "one of: shared, tlab, hab, cpu-lab, flip")
             })
     }
 }
@@ -706,7 +715,7 @@ fn check_middle(
                 "mode hab needs at least one middle level",
             ))
         }
-        (Mode::Shared | Mode::Tlab | Mode::Plab | Mode::Flip, false) => {
+        (Mode::Shared | Mode::Tlab | Mode::CpuLab | Mode::Flip, false) => {
             return Err(ConfigError::new(
                 "middle",
                 format!("middle levels need mode hab, not {mode}"),
@@ -892,6 +901,12 @@ mod tests {
     fn names_parse() {
         assert_eq!("shared".parse::<Mode>().unwrap(), Mode::Shared);
         assert_eq!("tlab".parse::<Mode>().unwrap(), Mode::Tlab);
+        assert_eq!("cpu-lab".parse::<Mode>().unwrap(), Mode::CpuLab);
+        assert_eq!(
+            "plab".parse::<Mode>().unwrap(),
+            Mode::CpuLab,
+            "the seed's name stays an alias"
+        );
         assert_eq!("tlabs".parse::<Mode>().unwrap_err().field(), "mode");
         assert_eq!(
             "adaptive".parse::<TlabPolicy>().unwrap(),

@@ -3,15 +3,15 @@
 //! runs on that CPU, bumps and commits (nine instructions); a miss looks the CPU up again, then
 //! takes the mutator's slow path.
 //!
-//! A mutator lends it as a [`PlabPath`] (borrowed, for a loop) or turns into a
-//! [`PlabMutator`] (owned, for a runtime that keeps it between allocations). Either way the
+//! A mutator lends it as a [`CpuLabPath`] (borrowed, for a loop) or turns into a
+//! [`CpuLabMutator`] (owned, for a runtime that keeps it between allocations). Either way the
 //! mutator cannot park while the path exists, so the mode cannot change under it.
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use crate::heap::mutator::Mutator;
-use crate::labs::cpu_labs::Plabs;
+use crate::labs::cpu_labs::CpuLabs;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::slow_path::SlowPath;
@@ -30,7 +30,7 @@ pub(crate) struct LabCursor {
 impl LabCursor {
     /// A cursor at the CPU the thread runs on, if the LABs are restartable and glibc's rseq
     /// area is at a fixed offset from the thread pointer.
-    pub(crate) fn new(plabs: &Plabs) -> Option<LabCursor> {
+    pub(crate) fn new(plabs: &CpuLabs) -> Option<LabCursor> {
         let area_offset = rseq::fixed_area_offset()?;
         let slots = plabs.lab_slots()?;
         // SAFETY: `area_offset` is the fixed rseq area offset.
@@ -76,7 +76,7 @@ impl LabCursor {
             .allocator
             .cpu_labs
             .as_ref()
-            .and_then(Plabs::lab_slots)
+            .and_then(CpuLabs::lab_slots)
             .expect("a cursor exists only over restartable LABs");
         // SAFETY: `area_offset` is the fixed rseq area offset.
         let cpu = unsafe { rseq::cpu_hint(area_offset) };
@@ -98,7 +98,7 @@ impl LabCursor {
 }
 
 /// The `plab` fast path, borrowed from a [`Mutator`] with [`Mutator::plab`].
-pub struct PlabPath<'m> {
+pub struct CpuLabPath<'m> {
     cursor: LabCursor,
     /// The mutator's heap and cell, not its address: the loop's stores cannot reach them.
     slow_path: SlowPath<'m>,
@@ -106,9 +106,9 @@ pub struct PlabPath<'m> {
     _running: PhantomData<&'m mut Mutator>,
 }
 
-impl<'m> PlabPath<'m> {
+impl<'m> CpuLabPath<'m> {
     pub(crate) fn new(cursor: LabCursor, slow_path: SlowPath<'m>) -> Self {
-        PlabPath {
+        CpuLabPath {
             cursor,
             slow_path,
             _running: PhantomData,
@@ -125,7 +125,7 @@ impl<'m> PlabPath<'m> {
         self.cursor.alloc(self.slow_path, size)
     }
 
-    /// [`alloc_sized`](PlabPath::alloc_sized) followed by an allocation prefetch, outside the
+    /// [`alloc_sized`](CpuLabPath::alloc_sized) followed by an allocation prefetch, outside the
     /// restartable section (see [`Mutator::alloc_sized_prefetching`]).
     #[inline]
     pub fn alloc_sized_prefetching(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
@@ -135,22 +135,22 @@ impl<'m> PlabPath<'m> {
     }
 }
 
-impl std::fmt::Debug for PlabPath<'_> {
+impl std::fmt::Debug for CpuLabPath<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlabPath")
+        f.debug_struct("CpuLabPath")
             .field("mutator", &self.slow_path.cell.id)
             .finish_non_exhaustive()
     }
 }
 
-/// A [`Mutator`] that owns its `plab` fast path (see [`Mutator::into_plab`]).
+/// A [`Mutator`] that owns its `plab` fast path (see [`Mutator::into_cpu_lab`]).
 ///
 /// ```
 /// use hab::{HeaderWordModel, Heap, HeapConfig, Mode};
-/// let heap = Heap::new(HeapConfig::builder().mode(Mode::Plab).build()?, HeaderWordModel)?;
+/// let heap = Heap::new(HeapConfig::builder().mode(Mode::CpuLab).build()?, HeaderWordModel)?;
 /// let mutator = heap.attach();
 /// let size = mutator.checked_size(16)?;
-/// match mutator.into_plab() {
+/// match mutator.into_cpu_lab() {
 ///     Ok(mut plab) => {
 ///         let object = plab.alloc_sized(size)?;
 ///         // SAFETY: `object` is 16 fresh bytes owned by this thread.
@@ -162,17 +162,17 @@ impl std::fmt::Debug for PlabPath<'_> {
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct PlabMutator {
+pub struct CpuLabMutator {
     cursor: LabCursor,
     mutator: Mutator,
 }
 
-impl PlabMutator {
+impl CpuLabMutator {
     pub(crate) fn new(cursor: LabCursor, mutator: Mutator) -> Self {
-        PlabMutator { cursor, mutator }
+        CpuLabMutator { cursor, mutator }
     }
 
-    /// As [`PlabPath::alloc_sized`].
+    /// As [`CpuLabPath::alloc_sized`].
     #[inline]
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
         self.cursor.alloc(self.mutator.slow_path(), size)
@@ -189,9 +189,9 @@ impl PlabMutator {
     }
 }
 
-impl std::fmt::Debug for PlabMutator {
+impl std::fmt::Debug for CpuLabMutator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlabMutator")
+        f.debug_struct("CpuLabMutator")
             .field("mutator", &self.mutator)
             .finish_non_exhaustive()
     }

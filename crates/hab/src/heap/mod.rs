@@ -27,7 +27,7 @@ use crate::heap::error::HeapError;
 use crate::heap::mutator::Mutator;
 use crate::heap::registry::Registry;
 use crate::heap::stats::HeapStats;
-use crate::labs::cpu_labs::Plabs;
+use crate::labs::cpu_labs::CpuLabs;
 use crate::labs::sizing::{DecayingAverage, TlabSizer};
 use crate::memory::global::GlobalHeap;
 use crate::memory::object_model::ObjectModel;
@@ -36,7 +36,7 @@ use crate::memory::space::{self, Space};
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::Allocator;
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
-use crate::mutator::stats::{Counters, TlabStats};
+use crate::mutator::stats::{AllocationStats, Counters};
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::platform::process::{self, Epoch};
 use crate::platform::topology::{Level, Topology};
@@ -65,7 +65,7 @@ pub struct Heap {
     /// Collections that ended a cycle spent in per-CPU LABs.
     cpu_lab_collections: AtomicU64,
     /// Heap-wide counters when the last collection ended, to measure a cycle's waste.
-    totals_at_last_collection: Mutex<TlabStats>,
+    totals_at_last_collection: Mutex<AllocationStats>,
     /// Counters of work done by collections rather than by a mutator (middle-level tails
     /// retired at collections).
     collector: Counters,
@@ -135,7 +135,7 @@ impl Heap {
         Ok(Arc::new(Heap {
             allocator: Allocator::new(config, space, topology, cpu_id),
             cpu_lab_collections: AtomicU64::new(0),
-            totals_at_last_collection: Mutex::new(TlabStats::default()),
+            totals_at_last_collection: Mutex::new(AllocationStats::default()),
             collector: Counters::default(),
             registry: Mutex::new(Registry::new(allocating_threads)),
             resumed: Epoch::default(),
@@ -217,20 +217,20 @@ impl Heap {
         for cell in &registry.mutators {
             totals += cell.counters.snapshot();
         }
-        totals.plab.rseq_aborts += self.plabs().map_or(0, Plabs::inline_aborts);
+        totals.cpu_lab.rseq_aborts += self.cpu_labs().map_or(0, CpuLabs::inline_aborts);
         let (start, end) = self.global().range();
         HeapStats {
             totals,
             live_mutators: registry.mutators.len(),
             collections: self.collections(),
-            plab_collections: self.cpu_lab_collections.load(Ordering::Relaxed),
+            cpu_lab_collections: self.cpu_lab_collections.load(Ordering::Relaxed),
             used_bytes: self.global().top() - start,
             capacity_bytes: end - start,
         }
     }
 
     /// Each live mutator's id and counters, in attach order.
-    pub fn mutator_stats(&self) -> Vec<(u64, TlabStats)> {
+    pub fn mutator_stats(&self) -> Vec<(u64, AllocationStats)> {
         self.registry()
             .mutators
             .iter()
@@ -264,13 +264,13 @@ impl Heap {
 
     /// Whether the `plab` or `flip` mode's per-CPU LABs use restartable sequences (`None` in
     /// other modes); otherwise they are compare-and-swap buffers.
-    pub fn plabs_restartable(&self) -> Option<bool> {
-        self.plabs().map(Plabs::is_restartable)
+    pub fn cpu_labs_restartable(&self) -> Option<bool> {
+        self.cpu_labs().map(CpuLabs::is_restartable)
     }
 
     /// Whether mutators allocate in per-CPU LABs in this cycle: always in the `plab` mode,
     /// after a flip in the `flip` mode.
-    pub fn allocates_in_plabs(&self) -> bool {
+    pub fn allocates_in_cpu_labs(&self) -> bool {
         self.allocator.allocates_in_cpu_labs()
     }
 
@@ -284,11 +284,11 @@ impl Heap {
         self.allocator.space.global()
     }
 
-    pub(crate) fn plabs(&self) -> Option<&Plabs> {
+    pub(crate) fn cpu_labs(&self) -> Option<&CpuLabs> {
         self.allocator.cpu_labs.as_ref()
     }
 
-    pub(crate) fn totals_at_last_collection(&self) -> MutexGuard<'_, TlabStats> {
+    pub(crate) fn totals_at_last_collection(&self) -> MutexGuard<'_, AllocationStats> {
         self.totals_at_last_collection
             .lock()
             .unwrap_or_else(|e| e.into_inner())

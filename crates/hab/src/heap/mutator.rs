@@ -1,7 +1,7 @@
 //! The mutator: one thread's handle on the heap, holding its TLAB.
 //!
 //! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. In the `plab`
-//! mode the TLAB stays empty; a [`PlabPath`] borrowed from the mutator holds the inline path
+//! mode the TLAB stays empty; a [`CpuLabPath`] borrowed from the mutator holds the inline path
 //! that bumps the CPU's LAB in a restartable section, as a JIT emits a different allocation
 //! sequence per mode. Everything else — taking a TLAB or a LAB, allocating outside one, the
 //! `shared` mode, following the `flip` mode — is the cold slow path.
@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::heap::cpu_lab_path::{LabCursor, PlabMutator, PlabPath};
+use crate::heap::cpu_lab_path::{CpuLabMutator, CpuLabPath, LabCursor};
 use crate::heap::Heap;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
@@ -26,7 +26,7 @@ use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::Allocator;
 use crate::mutator::cell::{MutatorCell, PARKED};
 use crate::mutator::slow_path::SlowPath;
-use crate::mutator::stats::TlabStats;
+use crate::mutator::stats::AllocationStats;
 
 /// A thread's allocation handle, holding its TLAB. `Send` but not `Sync`: one thread at a
 /// time allocates through it. Get one with [`Heap::attach`].
@@ -152,10 +152,10 @@ impl Mutator {
     ///
     /// ```
     /// use hab::{HeaderWordModel, Heap, HeapConfig, Mode};
-    /// let heap = Heap::new(HeapConfig::builder().mode(Mode::Plab).build()?, HeaderWordModel)?;
+    /// let heap = Heap::new(HeapConfig::builder().mode(Mode::CpuLab).build()?, HeaderWordModel)?;
     /// let mut mutator = heap.attach();
     /// let size = mutator.checked_size(16)?;
-    /// let mut allocate = |mutator: &mut hab::Mutator| match mutator.plab() {
+    /// let mut allocate = |mutator: &mut hab::Mutator| match mutator.cpu_lab() {
     ///     Some(mut plab) => plab.alloc_sized(size),
     ///     None => mutator.alloc_sized(size), // e.g. without rseq: still per-CPU LABs
     /// };
@@ -165,18 +165,18 @@ impl Mutator {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn plab(&mut self) -> Option<PlabPath<'_>> {
+    pub fn cpu_lab(&mut self) -> Option<CpuLabPath<'_>> {
         let cursor = self.lab_cursor()?;
-        Some(PlabPath::new(cursor, self.slow_path()))
+        Some(CpuLabPath::new(cursor, self.slow_path()))
     }
 
     /// This mutator, owning its `plab` fast path: the same as [`plab`](Mutator::plab) for a
     /// runtime that keeps the mutator in a structure of its own between allocations. Gives the
-    /// mutator back when it has no such path. [`PlabMutator::into_mutator`] returns it (e.g.
+    /// mutator back when it has no such path. [`CpuLabMutator::into_mutator`] returns it (e.g.
     /// to park it).
-    pub fn into_plab(mut self) -> Result<PlabMutator, Mutator> {
+    pub fn into_cpu_lab(mut self) -> Result<CpuLabMutator, Mutator> {
         match self.lab_cursor() {
-            Some(cursor) => Ok(PlabMutator::new(cursor, self)),
+            Some(cursor) => Ok(CpuLabMutator::new(cursor, self)),
             None => Err(self),
         }
     }
@@ -189,7 +189,7 @@ impl Mutator {
         if !self.slow_path().follow_mode() {
             return None;
         }
-        LabCursor::new(self.heap.plabs()?)
+        LabCursor::new(self.heap.cpu_labs()?)
     }
 
     /// Retires this thread's TLAB now (its tail becomes a filler, counted as collection waste),
@@ -203,7 +203,7 @@ impl Mutator {
     }
 
     /// This mutator's counters.
-    pub fn stats(&self) -> TlabStats {
+    pub fn stats(&self) -> AllocationStats {
         self.cell.counters.snapshot()
     }
 
@@ -293,7 +293,7 @@ impl ParkedMutator {
     }
 
     /// The mutator's counters.
-    pub fn stats(&self) -> TlabStats {
+    pub fn stats(&self) -> AllocationStats {
         self.cell.counters.snapshot()
     }
 

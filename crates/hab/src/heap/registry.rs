@@ -10,7 +10,7 @@ use crate::heap::Heap;
 use crate::labs::sizing::DecayingAverage;
 use crate::labs::tlab::Waste;
 use crate::mutator::cell::{MutatorCell, HELD, PARKED, RUNNING};
-use crate::mutator::stats::TlabStats;
+use crate::mutator::stats::AllocationStats;
 use crate::platform::process::{self, ForkGate};
 
 /// The registry, locked, with a [`ForkGate`] held so that no `fork` copies it locked.
@@ -38,7 +38,7 @@ pub(crate) struct Registry {
     pub(crate) stopping: bool,
     pub(crate) next_id: u64,
     /// Counters of mutators that detached.
-    pub(crate) detached: TlabStats,
+    pub(crate) detached: AllocationStats,
     /// Decaying average of threads that took a TLAB between collections.
     pub(crate) allocating_threads: DecayingAverage,
     /// Mutators of threads that did not survive a `fork` into this process.
@@ -51,7 +51,7 @@ impl Registry {
             mutators: Vec::new(),
             stopping: false,
             next_id: 0,
-            detached: TlabStats::default(),
+            detached: AllocationStats::default(),
             allocating_threads,
             forgotten_after_fork: 0,
         }

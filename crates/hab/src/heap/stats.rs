@@ -2,20 +2,20 @@
 
 use std::fmt;
 
-use crate::mutator::stats::{Approximate, TlabStats};
+use crate::mutator::stats::{AllocationStats, Approximate};
 
 /// Heap-wide figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HeapStats {
     /// Sum over every mutator that ever attached (live and detached).
-    pub totals: TlabStats,
+    pub totals: AllocationStats,
     /// Mutators attached now.
     pub live_mutators: usize,
     /// Collections finished.
     pub collections: u64,
     /// Of those, collections that ended a cycle in which mutators allocated in per-CPU LABs
     /// (`plab` mode, or `flip` mode in its per-CPU phase).
-    pub plab_collections: u64,
+    pub cpu_lab_collections: u64,
     /// Bytes of the allocation range handed out now (objects, TLABs and fillers).
     pub used_bytes: usize,
     /// Bytes of the current allocation range.

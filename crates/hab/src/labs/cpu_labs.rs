@@ -1,7 +1,7 @@
 //! The `plab` mode: objects carved straight from the LAB of the CPU the thread runs on, with no
 //! TLAB (Garthwaite et al.'s per-processor LABs, over Linux restartable sequences).
 //!
-//! Fast path (inline, in [`PlabPath::alloc_sized`](crate::PlabPath::alloc_sized)): one
+//! Fast path (inline, in [`CpuLabPath::alloc_sized`](crate::CpuLabPath::alloc_sized)): one
 //! restartable bump of the `{top, end}` pair of the CPU the thread last ran on, which the
 //! section checks it still runs on ([`rseq::lab_bump`]); `Mutator::alloc_sized` in this mode
 //! goes straight to the slow path. Slow path (here): a bump-or-claim section either
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::HeapConfig;
 use crate::labs::sizing;
-use crate::labs::stats::PlabCounters;
+use crate::labs::stats::CpuLabCounters;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, LevelCountersByLevel, RefillContext};
 use crate::levels::sideline::{self, Sideline};
@@ -36,7 +36,7 @@ use crate::platform::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
 use crate::platform::topology::{Level, Topology};
 
 /// A heap's per-CPU LABs.
-pub(crate) struct Plabs {
+pub(crate) struct CpuLabs {
     /// Restartable LABs, where rseq works on the real machine.
     slots: Option<LabSlots>,
     /// Rests of LABs that could not be installed.
@@ -51,7 +51,7 @@ pub(crate) struct Plabs {
     reserve_bytes: usize,
 }
 
-impl Plabs {
+impl CpuLabs {
     /// LABs sized for `config`; restartable ones when `restartable` (the topology is the real
     /// machine's, which numbers every possible CPU).
     pub(crate) fn new(
@@ -62,7 +62,7 @@ impl Plabs {
     ) -> Self {
         let max_lab_bytes = config.max_tlab_bytes();
         let cpus = topology.online_cpus().len();
-        Plabs {
+        CpuLabs {
             slots: restartable.then(|| LabSlots::new(topology.cpu_slots())),
             sideline: Sideline::new(),
             fallback: [MiddleLevel::new(
@@ -117,7 +117,7 @@ impl Plabs {
 
     /// Empties every LAB and discards the sidelined ones at a collection: fillers over their
     /// free memory, counted in `counters`.
-    pub(crate) fn retire_all(&self, space: &Space, counters: &PlabCounters) {
+    pub(crate) fn retire_all(&self, space: &Space, counters: &CpuLabCounters) {
         let reserve = self.reserve_bytes;
         if let Some(slots) = &self.slots {
             for cpu in 0..slots.cpus() {
@@ -142,7 +142,7 @@ impl Plabs {
 }
 
 /// Covers a LAB's free tail `[start, end)` with a filler and counts it.
-fn retire_tail(space: &Space, counters: &PlabCounters, start: usize, end: usize) {
+fn retire_tail(space: &Space, counters: &CpuLabCounters, start: usize, end: usize) {
     if end > start {
         // SAFETY: the caller emptied the LAB (a committed claim, or a collection with every
         // mutator stopped), so it owns the tail.
@@ -152,12 +152,12 @@ fn retire_tail(space: &Space, counters: &PlabCounters, start: usize, end: usize)
     }
 }
 
-/// The slow path: allocates `bytes` (at most [`Plabs::max_object_bytes`]) in a per-CPU LAB.
+/// The slow path: allocates `bytes` (at most [`CpuLabs::max_object_bytes`]) in a per-CPU LAB.
 /// `None` when the heap has no room for a new LAB.
 pub(crate) fn alloc(
     context: RefillContext<'_>,
-    plabs: &Plabs,
-    stats: &PlabCounters,
+    plabs: &CpuLabs,
+    stats: &CpuLabCounters,
     level_counters: &LevelCountersByLevel,
     simulated: &mut SimulatedCpu,
     bytes: usize,
@@ -188,12 +188,12 @@ pub(crate) fn alloc(
 #[cold]
 fn refill(
     space: &Space,
-    plabs: &Plabs,
+    plabs: &CpuLabs,
     slots: &LabSlots,
     area: *mut u8,
     claimed_cpu: usize,
     bytes: usize,
-    stats: &PlabCounters,
+    stats: &CpuLabCounters,
 ) -> Option<usize> {
     let reserve = plabs.reserve_bytes;
     let min = bytes + reserve;
@@ -244,8 +244,8 @@ fn refill(
 /// retires it when every sideline slot is taken.
 fn sideline_or_retire(
     space: &Space,
-    plabs: &Plabs,
-    stats: &PlabCounters,
+    plabs: &CpuLabs,
+    stats: &CpuLabCounters,
     start: usize,
     end: usize,
 ) {
@@ -267,8 +267,8 @@ fn sideline_or_retire(
 #[cold]
 fn alloc_in_fallback(
     context: RefillContext<'_>,
-    plabs: &Plabs,
-    stats: &PlabCounters,
+    plabs: &CpuLabs,
+    stats: &CpuLabCounters,
     level_counters: &LevelCountersByLevel,
     simulated: &mut SimulatedCpu,
     bytes: usize,

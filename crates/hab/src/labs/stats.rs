@@ -9,7 +9,7 @@ figures! {
     /// al.'s Table 2. A *transaction* installs a new LAB as a CPU's; it *fails* when its
     /// section aborted or found the CPU's LAB refilled by another thread, and is *invalid*
     /// when it could not install at all (the LAB is then sidelined).
-    PlabStats, PlabCounters {
+    CpuLabStats, CpuLabCounters {
         /// LABs taken, from the global heap or the sideline.
         labs,
         /// Their bytes.
@@ -46,7 +46,7 @@ figures! {
     }
 }
 
-impl PlabStats {
+impl CpuLabStats {
     /// Bytes of LABs left unused: partial waste and discarded sidelined LABs.
     pub fn unused_bytes(&self) -> u64 {
         self.partial_waste_bytes + self.discarded_sidelined_bytes

@@ -232,7 +232,7 @@ impl MiddleLevel {
 }
 
 /// What the protocol needs from the thread running it and from the heap around it.
-pub(crate) trait Surroundings {
+pub(crate) trait RefillThread {
     /// Address that offsets are counted from (the reservation's start).
     fn base(&self) -> usize;
     /// The domain at `level` of the CPU the thread runs on now.
@@ -281,7 +281,7 @@ pub(crate) fn carve(
     index: usize,
     min: usize,
     desired: usize,
-    env: &mut impl Surroundings,
+    env: &mut impl RefillThread,
 ) -> Option<Chunk> {
     let Some(level) = levels.get(index) else {
         return env.carve_global(min, desired);
@@ -335,7 +335,7 @@ fn refill(
     seen: u64,
     min: usize,
     desired: usize,
-    env: &mut impl Surroundings,
+    env: &mut impl RefillThread,
 ) -> Option<Chunk> {
     let level = &levels[index];
     let buffer = &level.buffers[domain].0;
@@ -371,7 +371,7 @@ fn refill(
 mod tests {
     use super::*;
 
-    /// Surroundings with a bump "global heap" over offsets and a fixed domain.
+    /// RefillThread with a bump "global heap" over offsets and a fixed domain.
     struct Fixed {
         domain: usize,
         global_top: usize,
@@ -380,7 +380,7 @@ mod tests {
         served: Vec<(usize, usize)>,
     }
 
-    impl Surroundings for Fixed {
+    impl RefillThread for Fixed {
         fn base(&self) -> usize {
             0
         }
@@ -587,7 +587,7 @@ mod model_check {
         tails: Vec<(usize, usize)>,
     }
 
-    impl Surroundings for Thread<'_> {
+    impl RefillThread for Thread<'_> {
         fn base(&self) -> usize {
             0
         }

@@ -7,7 +7,7 @@
 //! aborting, uses the level's compare-and-swap buffers instead (separate memory), counted as
 //! a fallback.
 
-use crate::levels::middle::{self, portion, Chunk, MiddleLevel, Surroundings, WORD};
+use crate::levels::middle::{self, portion, Chunk, MiddleLevel, RefillThread, WORD};
 use crate::levels::sideline::{self, Sideline};
 use crate::platform::rseq::{self, Outcome, Packed, Slots};
 
@@ -44,7 +44,7 @@ pub(crate) fn carve(
     buffers: &PerCpuBuffers,
     min: usize,
     desired: usize,
-    env: &mut impl Surroundings,
+    env: &mut impl RefillThread,
 ) -> Carved {
     let Some(area) = rseq::current_area() else {
         return Carved::Fallback;
@@ -96,7 +96,7 @@ fn refill(
     seen: Packed,
     min: usize,
     desired: usize,
-    env: &mut impl Surroundings,
+    env: &mut impl RefillThread,
 ) -> Carved {
     let level = &levels[index];
     let base = env.base();
@@ -177,7 +177,7 @@ mod tests {
     use crate::levels::middle::MiddleLevel;
     use crate::platform::topology::Level;
 
-    /// Surroundings whose global heap hands out chunks from offset 0 up, and which can make
+    /// RefillThread whose global heap hands out chunks from offset 0 up, and which can make
     /// another thread's install happen while a refill is between its refusal and its install.
     struct Interfering<'a> {
         buffers: &'a PerCpuBuffers,
@@ -188,7 +188,7 @@ mod tests {
         tails: Vec<(usize, usize)>,
     }
 
-    impl Surroundings for Interfering<'_> {
+    impl RefillThread for Interfering<'_> {
         fn base(&self) -> usize {
             0
         }

@@ -1,7 +1,7 @@
 //! How a refill travels up the levels: the thread's side of the middle-level protocol (which
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
-use crate::levels::middle::{self, Chunk, MiddleLevel, Surroundings};
+use crate::levels::middle::{self, Chunk, MiddleLevel, RefillThread};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::cpu_id::{CpuIdReader, SimulatedCpu};
@@ -59,7 +59,7 @@ impl Refill<'_> {
     }
 }
 
-impl Surroundings for Refill<'_> {
+impl RefillThread for Refill<'_> {
     fn base(&self) -> usize {
         self.context.space.base()
     }

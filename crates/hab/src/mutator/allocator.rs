@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::{HeapConfig, MiddleLevelSpec, Mode};
-use crate::labs::cpu_labs::Plabs;
+use crate::labs::cpu_labs::CpuLabs;
 use crate::labs::flip::{CycleWaste, FlipPolicy};
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::RefillContext;
@@ -40,7 +40,7 @@ pub(crate) struct Allocator {
     /// `None` in the `shared` mode: every object is carved from the global heap.
     pub(crate) tlab_source: Option<TlabSource>,
     /// The per-CPU LABs of the `cpu-lab` and `flip` modes.
-    pub(crate) cpu_labs: Option<Plabs>,
+    pub(crate) cpu_labs: Option<CpuLabs>,
     /// The `flip` mode's policy.
     flip: Option<FlipPolicy>,
     /// Whether mutators allocate in per-CPU LABs this cycle; changes only at collections.
@@ -64,14 +64,14 @@ impl Allocator {
         };
         let cpu_labs = || {
             let restartable = per_cpu_works(&topology, &cpu_id);
-            Plabs::new(&config, reserve_bytes, &topology, restartable)
+            CpuLabs::new(&config, reserve_bytes, &topology, restartable)
         };
         let flip = || FlipPolicy::new(config.max_tlab_bytes(), topology.online_cpus().len());
         let (tlab_source, cpu_labs, flip, in_cpu_labs) = match config.mode() {
             Mode::Shared => (None, None, None, false),
             Mode::Tlab => (Some(TlabSource::GlobalHeap), None, None, false),
             Mode::Hab => (Some(TlabSource::Levels(levels())), None, None, false),
-            Mode::Plab => (Some(TlabSource::GlobalHeap), Some(cpu_labs()), None, true),
+            Mode::CpuLab => (Some(TlabSource::GlobalHeap), Some(cpu_labs()), None, true),
             Mode::Flip => (
                 Some(TlabSource::GlobalHeap),
                 Some(cpu_labs()),

@@ -87,7 +87,7 @@ impl SlowPath<'_> {
         let object = cpu_labs::alloc(
             allocator.refill_context(),
             cpu_labs,
-            &cell.counters.plab,
+            &cell.counters.cpu_lab,
             &cell.counters.levels,
             &mut local.simulated_cpu,
             bytes,

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::ops::AddAssign;
 
-use crate::labs::stats::{PlabCounters, PlabStats};
+use crate::labs::stats::{CpuLabCounters, CpuLabStats};
 use crate::labs::tlab::{Retired, Waste};
 use crate::levels::stats::{LevelCounters, LevelStats};
 use crate::platform::counter::{percent, Counter};
@@ -27,7 +27,7 @@ use crate::platform::topology::Level;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TlabStats {
+pub struct AllocationStats {
     /// The size the thread's next TLAB will have (for totals: the sum over threads).
     pub desired_size_bytes: u64,
     /// TLABs taken.
@@ -49,10 +49,10 @@ pub struct TlabStats {
     /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
     pub levels: [LevelStats; Level::ALL.len()],
     /// Per-CPU LABs of the `plab` and `flip` modes.
-    pub plab: PlabStats,
+    pub cpu_lab: CpuLabStats,
 }
 
-impl TlabStats {
+impl AllocationStats {
     /// Bytes allocated in objects, inside and outside TLABs.
     pub fn allocated_bytes(&self) -> u64 {
         self.tlab_allocated_bytes + self.slow_alloc_bytes
@@ -65,8 +65,8 @@ impl TlabStats {
 
     /// The counts accumulated since `earlier`, a snapshot of the same counters taken before
     /// (the desired size is this snapshot's).
-    pub fn since(&self, earlier: &TlabStats) -> TlabStats {
-        TlabStats {
+    pub fn since(&self, earlier: &AllocationStats) -> AllocationStats {
+        AllocationStats {
             desired_size_bytes: self.desired_size_bytes,
             refills: self.refills.saturating_sub(earlier.refills),
             tlab_bytes: self.tlab_bytes.saturating_sub(earlier.tlab_bytes),
@@ -83,7 +83,7 @@ impl TlabStats {
             gc_waste_bytes: self.gc_waste_bytes.saturating_sub(earlier.gc_waste_bytes),
             partial_tlabs: self.partial_tlabs.saturating_sub(earlier.partial_tlabs),
             levels: std::array::from_fn(|i| self.levels[i].since(&earlier.levels[i])),
-            plab: self.plab.since(&earlier.plab),
+            cpu_lab: self.cpu_lab.since(&earlier.cpu_lab),
         }
     }
 
@@ -105,8 +105,8 @@ impl TlabStats {
     }
 }
 
-impl AddAssign for TlabStats {
-    fn add_assign(&mut self, other: TlabStats) {
+impl AddAssign for AllocationStats {
+    fn add_assign(&mut self, other: AllocationStats) {
         self.desired_size_bytes += other.desired_size_bytes;
         self.refills += other.refills;
         self.tlab_bytes += other.tlab_bytes;
@@ -116,14 +116,14 @@ impl AddAssign for TlabStats {
         self.refill_waste_bytes += other.refill_waste_bytes;
         self.gc_waste_bytes += other.gc_waste_bytes;
         self.partial_tlabs += other.partial_tlabs;
-        self.plab += other.plab;
+        self.cpu_lab += other.cpu_lab;
         for (mine, theirs) in self.levels.iter_mut().zip(other.levels) {
             *mine += theirs;
         }
     }
 }
 
-impl fmt::Display for TlabStats {
+impl fmt::Display for AllocationStats {
     /// `desired_size: 1MiB slow allocs: 0 refill waste: 0B alloc: 800MiB refills: 800
     /// waste 0.0% gc: 0B slow: 0B`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -155,11 +155,11 @@ impl fmt::Display for TlabStats {
                 }
             }
         }
-        let plab = &self.plab;
+        let plab = &self.cpu_lab;
         if plab.labs + plab.fallback_allocs > 0 {
             write!(
                 f,
-                " plab: {} labs {} transactions ({} failed, {} invalid) {} sidelined {} partial {} unused {} aborts {} fallback allocs",
+                " cpu-lab: {} labs {} transactions ({} failed, {} invalid) {} sidelined {} partial {} unused {} aborts {} fallback allocs",
                 plab.labs,
                 plab.transactions,
                 plab.failed_transactions,
@@ -208,7 +208,7 @@ pub(crate) struct Counters {
     pub(crate) gc_waste_bytes: Counter,
     pub(crate) partial_tlabs: Counter,
     pub(crate) levels: [LevelCounters; Level::ALL.len()],
-    pub(crate) plab: PlabCounters,
+    pub(crate) cpu_lab: CpuLabCounters,
 }
 
 impl Counters {
@@ -231,8 +231,8 @@ impl Counters {
         }
     }
 
-    pub(crate) fn snapshot(&self) -> TlabStats {
-        TlabStats {
+    pub(crate) fn snapshot(&self) -> AllocationStats {
+        AllocationStats {
             desired_size_bytes: self.desired_size_bytes.get(),
             refills: self.refills.get(),
             tlab_bytes: self.tlab_bytes.get(),
@@ -242,7 +242,7 @@ impl Counters {
             refill_waste_bytes: self.refill_waste_bytes.get(),
             gc_waste_bytes: self.gc_waste_bytes.get(),
             partial_tlabs: self.partial_tlabs.get(),
-            plab: self.plab.snapshot(),
+            cpu_lab: self.cpu_lab.snapshot(),
             levels: std::array::from_fn(|i| self.levels[i].snapshot()),
         }
     }

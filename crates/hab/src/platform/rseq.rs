@@ -72,7 +72,8 @@ pub enum RseqMechanism {
     /// Hab registers an area per thread itself (glibc did not: an older or other C library,
     /// or `GLIBC_TUNABLES=glibc.pthread.rseq=0`), and unregisters it when the thread exits.
     Own,
-    /// glibc's area used *without* a registration (`HAB_RSEQ=unregistered`), for tools that do
+    /// glibc's area used *without* a registration (`HAB_RSEQ=unregistered`, honoured only
+    /// when the crate is built with its `instruction-counting` feature), for tools that do
     /// not implement rseq, such as valgrind: the sections run the same instructions but the
     /// kernel never aborts them, so this is correct only while one thread allocates. Used to
     /// count instructions, never to run concurrent work.
@@ -99,8 +100,9 @@ impl fmt::Display for RseqMechanism {
 }
 
 /// The mechanism, decided once per process. `HAB_RSEQ=off` in the environment forces the
-/// fallback (for tests of it); `HAB_RSEQ=unregistered` picks
-/// [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind).
+/// fallback (for tests of it). With the `instruction-counting` feature, `HAB_RSEQ=unregistered`
+/// picks [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind); a
+/// measurement hook, not part of the library's behaviour otherwise.
 pub fn mechanism() -> &'static RseqMechanism {
     static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
     MECHANISM.get_or_init(|| {
@@ -109,6 +111,7 @@ pub fn mechanism() -> &'static RseqMechanism {
             return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
         }
         let discovered = imp::discover();
+        #[cfg(feature = "instruction-counting")]
         if requested.is_some_and(|value| value == "unregistered")
             && matches!(discovered, RseqMechanism::Unavailable(_))
         {
