@@ -40,34 +40,55 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Layers
+//!
+//! The source tree has one folder per layer, each importing only from the layers below it
+//! (`tests/layering.rs` checks it; `docs/ARCHITECTURE.md` walks through them):
+//!
+//! | layer | what it holds |
+//! | --- | --- |
+//! | `memory` | the reservation, the global heap, the object model and fillers (`Space`), words |
+//! | `platform` | restartable sequences, the machine's topology, CPU-id sources, forks, counters |
+//! | `config` | what the runtime asks for: [`HeapConfig`] and its builder |
+//! | `levels` | the middle levels: their protocol, compare-and-swap and restartable buffers, sideline |
+//! | `labs` | TLABs and their sizing, the per-CPU LABs, the flip policy |
+//! | `mutator` | a mutator's state machine, the allocator the paths read, the slow path |
+//! | `heap` | [`Heap`], its registry of mutators, the [`Mutator`] handles and fast paths |
+//! | `collection` | stopping the world, [`Collection`]: walk, verify, next range |
+//!
 //! ## Glossary
 //!
 //! | term | meaning | where |
 //! | --- | --- | --- |
-//! | global heap | the allocation range inside one `mmap` reservation; CAS bump on its top | `global.rs`, `reservation.rs` |
-//! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `tlab.rs` |
-//! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB of the `plab` mode | |
-//! | per-CPU LAB | `plab` mode: a `{top, end}` pair per CPU, bumped in restartable sections | `plab.rs`, `rseq.rs` |
-//! | plab path | the `plab` fast path as a value a mutator lends: a CPU and its LAB | `plab_path.rs` |
-//! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `rseq.rs` |
-//! | transaction | installing a new per-CPU LAB; failed if interrupted or refused, invalid if it could not install | `plab.rs` |
-//! | sideline | chunks a refill could not install, kept for later refills | `sideline.rs` |
-//! | flip | the mode that switches between TLABs and per-CPU LABs at collections | `heap.rs` |
-//! | mutator | a thread's handle: its TLAB, sizing state and counters | `mutator.rs` |
-//! | sizing policy | how big the next TLAB is: fixed, adaptive (HotSpot), growing (Agesen) | `sizing.rs` |
-//! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `middle.rs` |
-//! | domain | the CPUs sharing a buffer: one CPU, a core, an LLC, a package, a NUMA node | `topology.rs` |
-//! | CLAB, PLAB | the seeds' per-core and per-processor buffers: the `core` and `package` levels | `middle.rs` |
-//! | foreign allocation | a chunk carved from a domain other than the thread's at commit | `hierarchy.rs` |
-//! | CPU id | which CPU the thread runs on: rseq area, `sched_getcpu`, RDPID, simulated | `cpu_id.rs` |
-//! | allocation prefetch | a `prefetchw` of the line a little beyond the newest object, for loops that outrun memory | `prefetch.rs` |
-//! | filler | a dead object written over unused LAB space, so the heap stays walkable | `object_model.rs` |
-//! | retire | end a LAB: filler over its tail, tail counted as waste | `tlab.rs` |
-//! | refill waste | tail of a TLAB retired to take a new one | `stats.rs` |
-//! | slow allocation | an object allocated outside a TLAB | `mutator.rs` |
-//! | park | a thread at a safepoint or in a safe region; collections may touch its TLAB | `mutator.rs` |
-//! | collection | stop the world, retire every LAB, walk, install the next range, resize | `collection.rs` |
-//! | thread identity | the thread a mutator runs on (name, kernel id, since when), and what `fork` keeps | `process.rs` |
+//! | global heap | the allocation range inside one `mmap` reservation; CAS bump on its top | `memory/global.rs`, `memory/reservation.rs` |
+//! | space | the global heap with the object model's fillers: what the layers below the heap take | `memory/space.rs` |
+//! | word | 8 bytes; the unit of the offsets packed into middle-level, sideline and per-CPU states | `memory/words.rs` |
+//! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `labs/tlab.rs` |
+//! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB | |
+//! | per-CPU LAB | `cpu-lab` mode ([`Mode::CpuLab`]): a `{top, end}` pair per CPU that objects are bumped in, in restartable sections (the Garthwaite seed's per-processor LABs) | `labs/cpu_labs.rs`, `platform/rseq.rs` |
+//! | CPU LAB path | the `cpu-lab` fast path as a value a mutator lends: a CPU and its LAB ([`CpuLabPath`], [`CpuLabMutator`]) | `heap/cpu_lab_path.rs` |
+//! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `platform/rseq.rs` |
+//! | transaction | installing a new per-CPU LAB; failed if interrupted or refused, invalid if it could not install | `labs/cpu_labs.rs` |
+//! | sideline | chunks a refill could not install, kept for later refills | `levels/sideline.rs` |
+//! | flip | the mode that switches between TLABs and per-CPU LABs at collections; its policy | `labs/flip.rs` |
+//! | allocator | what the allocation paths read: memory, machine, and the mode's parts, built once | `mutator/allocator.rs` |
+//! | mutator | a thread's handle: its TLAB, sizing state and counters | `heap/mutator.rs`, `mutator/cell.rs` |
+//! | slow path | what an allocation does when the object does not fit: keep or refill, outside, per-CPU LAB | `mutator/slow_path.rs` |
+//! | sizing policy | how big the next TLAB (or per-CPU LAB) is: fixed, adaptive (HotSpot), growing (Agesen) | `labs/sizing.rs` |
+//! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `levels/middle.rs` |
+//! | refill thread | the thread running a middle-level refill: where it runs, where its events are counted | `levels/refill.rs` |
+//! | domain | the CPUs sharing a buffer: one CPU, a core, an LLC, a package, a NUMA node | `platform/topology.rs` |
+//! | CLAB, PLAB | the Kirsch seed's per-core and per-processor buffers: the `core` and `package` levels (never the per-CPU LAB mode, nor HotSpot's promotion LABs) | `levels/middle.rs` |
+//! | foreign allocation | a chunk carved from a domain other than the thread's at commit | `levels/refill.rs` |
+//! | CPU id | which CPU the thread runs on: rseq area, `sched_getcpu`, RDPID, simulated | `platform/cpu_id.rs` |
+//! | allocation prefetch | a `prefetchw` of the line a little beyond the newest object, for loops that outrun memory | `platform/prefetch.rs` |
+//! | filler | a dead object written over unused LAB space, so the heap stays walkable | `memory/object_model.rs`, `memory/space.rs` |
+//! | retire | end a LAB: filler over its tail, tail counted as waste | `labs/tlab.rs` |
+//! | refill waste | tail of a TLAB retired to take a new one | `mutator/stats.rs` |
+//! | slow allocation | an object allocated outside a TLAB | `mutator/slow_path.rs` |
+//! | park | a thread at a safepoint or in a safe region; collections may touch its TLAB | `mutator/cell.rs` |
+//! | collection | stop the world, retire every LAB, walk, install the next range, resize | `collection/` |
+//! | thread identity | the thread a mutator runs on (name, kernel id, since when), and what `fork` keeps | `platform/process.rs` |
 //!
 //! ## When the world cannot stop
 //!

@@ -1,0 +1,190 @@
+//! Restartable sequences: per-CPU buffers updated with no atomic instruction.
+//!
+//! A thread registers a `struct rseq` area with the kernel (glibc ≥ 2.35 does it for every
+//! thread; otherwise Hab registers its own). Before a critical section the thread stores the
+//! address of the section's descriptor in the area's `rseq_cs`; if the kernel preempts,
+//! migrates or signals the thread between the section's start and its commit, it resumes it at
+//! the section's abort handler instead. A section that reads `cpu_id_start`, works on that
+//! CPU's slot and commits with one store is therefore atomic with respect to every other
+//! thread that touches the slot only from inside such sections on that CPU.
+//!
+//! A per-CPU buffer here is one word, so that both the bump and the install of a new buffer
+//! commit with a single store: the top (in words from the heap's base) in the low [`TOP_BITS`]
+//! bits, the words left in the high bits. Bumping `n` words adds `n` and subtracts `n` shifted
+//! into the high bits; that subtraction borrows exactly when fewer than `n` words are left, so
+//! the check and the new value cost three instructions.
+//!
+//! x86_64 Linux only; elsewhere [`mechanism`] reports rseq as unavailable and callers use
+//! their compare-and-swap fallback.
+//!
+//! Here: the kernel-facing constants, the packed word and the mechanism. Beside it:
+//! `registration.rs` (where a thread's area is: glibc's, or Hab's own), `x86_64.rs` (the
+//! sections, all from one `section!` macro), `portable.rs` (other platforms), `slots.rs` (the
+//! per-CPU arrays the sections work on) and `tests.rs`.
+
+// Elsewhere the sections are stubs that always give up, so much of this file is unused there.
+#![cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
+use std::fmt;
+use std::sync::OnceLock;
+
+/// Bits of a packed per-CPU word holding the top, in words from the heap's base (room for a
+/// 16 TiB heap and the carry of a bump that fills a buffer up to its end).
+pub(crate) const TOP_BITS: u32 = 42;
+const TOP_MASK: u64 = (1 << TOP_BITS) - 1;
+/// The largest per-CPU buffer, in bytes: what is left is counted in the 22 high bits.
+pub(crate) const MAX_BUFFER_BYTES: usize = ((1usize << (64 - TOP_BITS)) - 1) * 8;
+/// Distance between two CPUs' slots: two cache lines, so that neighbours never share one.
+const SLOT_SHIFT: u32 = 7;
+pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
+/// Aborts in a row after which a thread gives up and takes the fallback (e.g. a debugger
+/// single-stepping through the section makes it abort forever).
+pub(crate) const MAX_ABORTS: u64 = 64;
+/// The signature glibc registers with on x86_64; Hab's own registrations use it too.
+pub(crate) const SIGNATURE: u32 = 0x5305_3053;
+
+/// A per-CPU word: words left and top.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Packed(pub(crate) u64);
+
+impl Packed {
+    /// A buffer at `top_words` with `left_words` free words.
+    pub(crate) fn new(top_words: u64, left_words: u64) -> Packed {
+        debug_assert!(top_words <= TOP_MASK && left_words < 1 << (64 - TOP_BITS));
+        Packed(left_words << TOP_BITS | top_words)
+    }
+
+    pub(crate) fn top_words(self) -> u64 {
+        self.0 & TOP_MASK
+    }
+
+    pub(crate) fn left_words(self) -> u64 {
+        self.0 >> TOP_BITS
+    }
+}
+
+/// How this process gets an rseq area for its threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RseqMechanism {
+    /// glibc registered an area for every thread, at this offset from the thread pointer.
+    Glibc {
+        /// `__rseq_offset`.
+        offset: isize,
+    },
+    /// Hab registers an area per thread itself (glibc did not: an older or other C library,
+    /// or `GLIBC_TUNABLES=glibc.pthread.rseq=0`), and unregisters it when the thread exits.
+    Own,
+    /// glibc's area used *without* a registration (`HAB_RSEQ=unregistered`, honoured only
+    /// when the crate is built with its `instruction-counting` feature), for tools that do
+    /// not implement rseq, such as valgrind: the sections run the same instructions but the
+    /// kernel never aborts them, so this is correct only while one thread allocates. Used to
+    /// count instructions, never to run concurrent work.
+    Unregistered {
+        /// `__rseq_offset`.
+        offset: isize,
+    },
+    /// No rseq: per-CPU buffers fall back to compare-and-swap.
+    Unavailable(String),
+}
+
+impl fmt::Display for RseqMechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RseqMechanism::Glibc { offset } => write!(f, "glibc's registration (offset {offset})"),
+            RseqMechanism::Own => f.write_str("Hab's own registration per thread"),
+            RseqMechanism::Unregistered { offset } => write!(
+                f,
+                "glibc's area unregistered (offset {offset}; single-threaded instruction counting only)"
+            ),
+            RseqMechanism::Unavailable(why) => write!(f, "unavailable: {why}"),
+        }
+    }
+}
+
+/// The mechanism, decided once per process. `HAB_RSEQ=off` in the environment forces the
+/// fallback (for tests of it). With the `instruction-counting` feature, `HAB_RSEQ=unregistered`
+/// picks [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind); a
+/// measurement hook, not part of the library's behaviour otherwise.
+pub fn mechanism() -> &'static RseqMechanism {
+    static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
+    MECHANISM.get_or_init(|| {
+        let requested = std::env::var_os("HAB_RSEQ");
+        if requested.as_ref().is_some_and(|value| value == "off") {
+            return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
+        }
+        let discovered = imp::discover();
+        #[cfg(feature = "instruction-counting")]
+        if requested.is_some_and(|value| value == "unregistered")
+            && matches!(discovered, RseqMechanism::Unavailable(_))
+        {
+            if let Some((offset, _)) = imp::glibc_symbols() {
+                return RseqMechanism::Unregistered { offset };
+            }
+        }
+        discovered
+    })
+}
+
+/// Where glibc's registration put every thread's area: `__rseq_offset` from the thread
+/// pointer, or why glibc registered none. The one place the process looks glibc's symbols up.
+pub(crate) fn glibc_area_offset() -> Result<isize, String> {
+    match imp::glibc_symbols() {
+        None => Err(
+            "__rseq_offset not found: this C library does not register rseq areas \
+             (glibc >= 2.35 does)"
+                .to_string(),
+        ),
+        Some((_, 0)) => Err(
+            "glibc did not register rseq areas (__rseq_size is 0: the kernel \
+             lacks rseq, or GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+                .to_string(),
+        ),
+        Some((offset, _)) => Ok(offset),
+    }
+}
+
+/// `__rseq_offset`, whether or not glibc registered areas (for tests of an unregistered area).
+#[cfg(test)]
+pub(crate) fn glibc_offset_even_unregistered() -> Option<isize> {
+    imp::glibc_symbols().map(|(offset, _)| offset)
+}
+
+/// The offset of every thread's area from its thread pointer, when it is the same for all
+/// threads (glibc's area): the inline `plab` fast path addresses the area through `fs` with it.
+#[inline]
+pub(crate) fn fixed_area_offset() -> Option<isize> {
+    match mechanism() {
+        RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => Some(*offset),
+        _ => None,
+    }
+}
+
+/// The calling thread's registered area, registering it first if Hab owns registrations; `None`
+/// when rseq is unavailable or this thread's registration failed.
+#[inline]
+pub(crate) fn current_area() -> Option<*mut u8> {
+    match mechanism() {
+        RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => {
+            Some(imp::glibc_area(*offset))
+        }
+        RseqMechanism::Own => imp::own_area(),
+        RseqMechanism::Unavailable(_) => None,
+    }
+}
+
+mod slots;
+pub(crate) use slots::*;
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[path = "x86_64.rs"]
+mod imp;
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[path = "portable.rs"]
+mod imp;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod registration;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+//! Other platforms: no restartable sequences. Every function says so, and the per-CPU
+//! buffers and LABs take their compare-and-swap paths.
+
+use super::{LabBump, LabInstall, Outcome, Packed, RseqMechanism};
+
+pub(super) fn discover() -> RseqMechanism {
+    RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())
+}
+
+pub(super) fn glibc_area(_: isize) -> *mut u8 {
+    std::ptr::null_mut()
+}
+
+pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
+    None
+}
+
+pub(super) fn own_area() -> Option<*mut u8> {
+    None
+}
+
+pub(super) unsafe fn bump(_: *mut u8, _: *mut u64, _: usize, _: u64, _: u64) -> (Outcome, u64) {
+    (Outcome::GaveUp, 0)
+}
+
+pub(super) unsafe fn install(
+    _: *mut u8,
+    _: *mut u64,
+    _: usize,
+    _: Packed,
+    _: Packed,
+) -> (Outcome, u64) {
+    (Outcome::GaveUp, 0)
+}
+
+pub(super) unsafe fn lab_bump_or_claim(
+    _: *mut u8,
+    _: *mut usize,
+    _: usize,
+    _: usize,
+    _: usize,
+) -> (LabBump, u64) {
+    (LabBump::GaveUp, 0)
+}
+
+pub(super) unsafe fn lab_install(
+    _: *mut u8,
+    _: *mut usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+) -> (LabInstall, u64) {
+    (LabInstall::GaveUp, 0)
+}
+
+pub(super) unsafe fn lab_bump(_: isize, _: *mut usize, _: u32, _: usize) -> usize {
+    0
+}
+
+pub(super) unsafe fn cpu_hint(_: isize) -> u32 {
+    0
+}
+
+#[cfg(test)]
+pub(super) unsafe fn bump_injected(
+    _: *mut u8,
+    _: *mut u64,
+    _: usize,
+    _: u64,
+    _: u64,
+    _: u64,
+) -> (Outcome, u64) {
+    (Outcome::GaveUp, 0)
+}
+
+#[cfg(test)]
+pub(super) unsafe fn bump_widened(
+    _: *mut u8,
+    _: *mut u64,
+    _: usize,
+    _: u64,
+    _: u64,
+) -> (Outcome, u64) {
+    (Outcome::GaveUp, 0)
+}
+
+#[cfg(test)]
+pub(super) unsafe fn install_injected(
+    _: *mut u8,
+    _: *mut u64,
+    _: usize,
+    _: Packed,
+    _: Packed,
+    _: u64,
+) -> (Outcome, u64) {
+    (Outcome::GaveUp, 0)
+}
+
+#[cfg(test)]
+pub(super) unsafe fn lab_bump_or_claim_injected(
+    _: *mut u8,
+    _: *mut usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: u64,
+) -> (LabBump, u64) {
+    (LabBump::GaveUp, 0)
+}
+
+#[cfg(test)]
+pub(super) unsafe fn lab_install_injected(
+    _: *mut u8,
+    _: *mut usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: u64,
+) -> (LabInstall, u64) {
+    (LabInstall::GaveUp, 0)
+}
+
+#[cfg(test)]
+pub(super) unsafe fn lab_bump_injected(_: isize, _: *mut usize, _: u32, _: usize, _: u64) -> usize {
+    0
+}

@@ -1,0 +1,406 @@
+//! The per-CPU arrays the sections work on, and what a section made of a request: `Slots`
+//! (one packed `{top, left}` word per CPU, for the `cpu` middle level) and `LabSlots` (one
+//! `{top, end}` LAB per CPU, for the `cpu-lab` mode), each on a cache line of its own.
+
+use std::sync::atomic::Ordering;
+
+use super::{imp, Packed, SLOT_BYTES, TOP_BITS};
+
+/// How a critical section ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Committed on `cpu`; `before` is the slot's word before the commit.
+    Done { cpu: usize, before: Packed },
+    /// Not committed: the slot of `cpu` had too little left (bump) or no longer held the
+    /// expected word (install). `seen` is the slot's word.
+    Refused { cpu: usize, seen: Packed },
+    /// Not committed: the thread runs on another CPU than the install expected.
+    Moved,
+    /// Not committed: the thread runs on a CPU at or beyond the slots (a topology that does
+    /// not cover every CPU the kernel numbers). The caller takes its compare-and-swap path.
+    OutOfRange,
+    /// Aborted [`MAX_ABORTS`] times in a row.
+    GaveUp,
+}
+
+/// Per-CPU slots: one packed word per CPU, [`SLOT_BYTES`] apart.
+pub(crate) struct Slots {
+    base: *mut u64,
+    cpus: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the slots are only read and written through restartable sequences (one writer per
+// CPU at a time, guaranteed by the kernel) or by a collection while every mutator is stopped.
+unsafe impl Send for Slots {}
+// SAFETY: as above.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    /// Empty slots for `cpus` CPUs.
+    pub(crate) fn new(cpus: usize) -> Slots {
+        let cpus = cpus.max(1);
+        let layout = std::alloc::Layout::from_size_align(cpus * SLOT_BYTES, SLOT_BYTES)
+            .expect("CPU counts are small");
+        // SAFETY: the layout has a non-zero size.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Slots { base, cpus, layout }
+    }
+
+    pub(crate) fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// Reads a slot outside a critical section (a snapshot; only exact while no thread can
+    /// run a section on that CPU, e.g. during a collection).
+    pub(crate) fn load(&self, cpu: usize) -> Packed {
+        assert!(cpu < self.cpus);
+        // SAFETY: `cpu` is in bounds; a volatile read of an aligned word that threads write
+        // with plain stores cannot tear on x86_64.
+        Packed(unsafe { self.slot(cpu).read_volatile() })
+    }
+
+    /// Writes a slot outside a critical section. Only while no thread can run a section.
+    pub(crate) fn store(&self, cpu: usize, word: Packed) {
+        assert!(cpu < self.cpus);
+        // SAFETY: `cpu` is in bounds; the caller guarantees no concurrent section.
+        unsafe { self.slot(cpu).write_volatile(word.0) };
+    }
+
+    fn slot(&self, cpu: usize) -> *mut u64 {
+        self.base.wrapping_byte_add(cpu * SLOT_BYTES)
+    }
+
+    /// Bumps the current CPU's slot by `words` (at least 1, fewer than 2^22) if it has that
+    /// many left.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered rseq area ([`current_area`]).
+    #[inline]
+    /// Also returns how many times the section aborted and restarted.
+    pub(crate) unsafe fn bump(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::bump(area, self.base, self.cpus, words, words << TOP_BITS) }
+    }
+
+    /// [`bump`](Slots::bump) with an abort injected at instruction boundary `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_injected(
+        &self,
+        area: *mut u8,
+        words: u64,
+        inject_at: u64,
+    ) -> (Outcome, u64) {
+        // SAFETY: forwarded.
+        unsafe {
+            imp::bump_injected(
+                area,
+                self.base,
+                self.cpus,
+                words,
+                words << TOP_BITS,
+                inject_at,
+            )
+        }
+    }
+
+    /// [`bump`](Slots::bump) with a widened window, for tests of the abort path.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_widened(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
+        // SAFETY: forwarded.
+        unsafe { imp::bump_widened(area, self.base, self.cpus, words, words << TOP_BITS) }
+    }
+
+    /// Replaces the slot of `cpu` (< `cpus()`) by `new` if the thread still runs on `cpu` and
+    /// the slot still holds `expected`.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[inline]
+    /// Also returns how many times the section aborted and restarted.
+    pub(crate) unsafe fn install(
+        &self,
+        area: *mut u8,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+    ) -> (Outcome, u64) {
+        assert!(cpu < self.cpus);
+        // SAFETY: forwarded; `cpu` is in bounds.
+        unsafe { imp::install(area, self.base, cpu, expected, new) }
+    }
+
+    /// [`install`](Slots::install) with an abort injected at instruction boundary
+    /// `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump`](Slots::bump).
+    #[cfg(test)]
+    pub(crate) unsafe fn install_injected(
+        &self,
+        area: *mut u8,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+        inject_at: u64,
+    ) -> (Outcome, u64) {
+        assert!(cpu < self.cpus);
+        // SAFETY: forwarded; `cpu` is in bounds.
+        unsafe { imp::install_injected(area, self.base, cpu, expected, new, inject_at) }
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.base.cast(), self.layout) };
+    }
+}
+
+/// How a `plab`-mode bump-or-claim section ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LabBump {
+    /// The object fits: it starts at `address`, in the LAB of `cpu`.
+    Object { cpu: usize, address: usize },
+    /// It does not fit: the section emptied the LAB of `cpu`, whose state was `{top, end}`;
+    /// when `top <= end`, its free tail `[top, end + reserve)` is now the thread's.
+    Claimed { cpu: usize, top: usize, end: usize },
+    /// The thread runs on a CPU at or beyond the slots: nothing was touched.
+    OutOfRange,
+    /// Aborted [`MAX_ABORTS`] times in a row.
+    GaveUp,
+}
+
+/// How a `plab`-mode install section ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LabInstall {
+    /// The new LAB is `cpu`'s.
+    Done { cpu: usize },
+    /// `cpu`'s LAB still has free memory (another thread installed one first): not installed.
+    Occupied { cpu: usize },
+    /// The thread runs on a CPU at or beyond the slots: not installed.
+    OutOfRange,
+    /// Aborted [`MAX_ABORTS`] times in a row.
+    GaveUp,
+}
+
+/// The LAB of an empty slot: `top > end`, so nothing fits and nothing is free. The slot's
+/// third word counts the aborts of the inline path on that CPU.
+pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
+
+/// Per-CPU LABs of the `plab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
+/// apart. `end` is soft: an object of `n` bytes fits when `top + n <= end`, and a LAB with
+/// `top <= end` owns `[top, end + reserve)` (the reserve keeps every tail fillable). A slot
+/// with `top > end` owns nothing.
+///
+/// The array covers the CPU ids of the topology; the sections check the CPU they run on
+/// against that count and report [`LabBump::OutOfRange`] beyond it. One more slot, past the
+/// last CPU's, stays empty forever: [`slot_of`](LabSlots::slot_of) hands it out for a CPU
+/// beyond the array, so the inline path, which trusts its slot, finds nothing fits there and
+/// takes the slow path.
+pub(crate) struct LabSlots {
+    slots: Slots,
+    cpus: usize,
+}
+
+impl LabSlots {
+    /// Empty LABs for CPU ids below `cpus` (at least 1), and the empty slot past them.
+    pub(crate) fn new(cpus: usize) -> LabSlots {
+        let cpus = cpus.max(1);
+        let slots = LabSlots {
+            slots: Slots::new(cpus + 1),
+            cpus,
+        };
+        for cpu in 0..=cpus {
+            slots.write(cpu, EMPTY_LAB);
+        }
+        slots
+    }
+
+    /// How many CPUs have a LAB.
+    pub(crate) fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// The first slot's address.
+    pub(crate) fn base(&self) -> *mut usize {
+        self.slots.base.cast()
+    }
+
+    /// Reads a LAB outside a section (exact only while no thread can run a section).
+    pub(crate) fn load(&self, cpu: usize) -> (usize, usize) {
+        assert!(cpu < self.cpus);
+        let slot = self.slots.slot(cpu).cast::<usize>();
+        // SAFETY: `cpu` is in bounds; the two words are aligned and inside the slot.
+        unsafe { (slot.read_volatile(), slot.add(1).read_volatile()) }
+    }
+
+    /// The slot of `cpu`, for the inline fast path ([`lab_bump`]): the empty slot past the
+    /// array for a CPU beyond it.
+    pub(crate) fn slot_of(&self, cpu: u32) -> *mut usize {
+        let index = (cpu as usize).min(self.cpus);
+        self.slots.slot(index).cast()
+    }
+
+    /// Aborts of the inline path counted in the slot at `index` (`0..=cpus()`, the last
+    /// being the empty slot of CPUs beyond the array).
+    fn inline_aborts_at(&self, index: usize) -> u64 {
+        assert!(index <= self.cpus);
+        let counter = self.slots.slot(index).cast::<u64>().wrapping_add(2);
+        // SAFETY: `index` is in bounds, so the counter is an aligned word inside a live slot;
+        // the abort handler updates it only with locked adds, so an atomic load is race-free.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(counter) }.load(Ordering::Relaxed)
+    }
+
+    /// Aborts of the inline path, all CPUs.
+    pub(crate) fn inline_aborts(&self) -> u64 {
+        (0..=self.cpus)
+            .map(|index| self.inline_aborts_at(index))
+            .sum()
+    }
+
+    /// Writes a LAB outside a section: only while no thread can run a section.
+    pub(crate) fn store(&self, cpu: usize, lab: (usize, usize)) {
+        assert!(cpu < self.cpus);
+        self.write(cpu, lab);
+    }
+
+    fn write(&self, index: usize, (top, end): (usize, usize)) {
+        assert!(index <= self.cpus);
+        let slot = self.slots.slot(index).cast::<usize>();
+        // SAFETY: `index` is in bounds; as in `load`; the caller guarantees no concurrent
+        // section.
+        unsafe {
+            slot.write_volatile(top);
+            slot.add(1).write_volatile(end);
+        }
+    }
+
+    /// Carves `bytes` from the current CPU's LAB, or, when they do not fit, empties the LAB
+    /// and hands its free tail to the caller. Also returns the aborts.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area ([`current_area`]); `bytes` is below
+    /// 2^40.
+    pub(crate) unsafe fn bump_or_claim(
+        &self,
+        area: *mut u8,
+        bytes: usize,
+        reserve: usize,
+    ) -> (LabBump, u64) {
+        // SAFETY: forwarded; the section checks the CPU against `cpus`.
+        unsafe { imp::lab_bump_or_claim(area, self.base(), self.cpus, bytes, reserve) }
+    }
+
+    /// [`bump_or_claim`](LabSlots::bump_or_claim) with an abort injected at instruction
+    /// boundary `inject_at` (1 for the first; 0 injects none).
+    ///
+    /// # Safety
+    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_or_claim_injected(
+        &self,
+        area: *mut u8,
+        bytes: usize,
+        reserve: usize,
+        inject_at: u64,
+    ) -> (LabBump, u64) {
+        // SAFETY: forwarded.
+        unsafe {
+            imp::lab_bump_or_claim_injected(area, self.base(), self.cpus, bytes, reserve, inject_at)
+        }
+    }
+
+    /// Installs the LAB `{top, end}` as the current CPU's if that CPU's LAB owns no free
+    /// memory. Also returns the aborts.
+    ///
+    /// # Safety
+    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    pub(crate) unsafe fn install(
+        &self,
+        area: *mut u8,
+        reserve: usize,
+        top: usize,
+        end: usize,
+    ) -> (LabInstall, u64) {
+        // SAFETY: forwarded; the section checks the CPU against `cpus`.
+        unsafe { imp::lab_install(area, self.base(), self.cpus, reserve, top, end) }
+    }
+
+    /// [`install`](LabSlots::install) with an abort injected at instruction boundary
+    /// `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    #[cfg(test)]
+    pub(crate) unsafe fn install_injected(
+        &self,
+        area: *mut u8,
+        reserve: usize,
+        top: usize,
+        end: usize,
+        inject_at: u64,
+    ) -> (LabInstall, u64) {
+        // SAFETY: forwarded.
+        unsafe {
+            imp::lab_install_injected(area, self.base(), self.cpus, reserve, top, end, inject_at)
+        }
+    }
+}
+
+/// The `plab` fast path: carves `bytes` from the LAB `slot` of CPU `cpu`, in one restartable
+/// section addressed through `fs` (nine instructions), if the thread runs on `cpu`; 0 when it
+/// runs elsewhere, the object does not fit, or the section was interrupted (the caller then
+/// looks up its CPU again, or takes its slow path). Keeping the CPU and its slot in registers
+/// across allocations, instead of indexing the array by the CPU id each time, keeps the slot's
+/// address constant, so the processor forwards each stored `top` to the next load at once.
+///
+/// # Safety
+/// `area_offset` is [`fixed_area_offset`]; `slot` is the slot of CPU `cpu` in live
+/// [`LabSlots`].
+#[inline(always)]
+pub(crate) unsafe fn lab_bump(
+    area_offset: isize,
+    slot: *mut usize,
+    cpu: u32,
+    bytes: usize,
+) -> usize {
+    // SAFETY: forwarded.
+    unsafe { imp::lab_bump(area_offset, slot, cpu, bytes) }
+}
+
+/// [`lab_bump`] with an abort injected at instruction boundary `inject_at`.
+///
+/// # Safety
+/// As for [`lab_bump`].
+#[cfg(test)]
+pub(crate) unsafe fn lab_bump_injected(
+    area_offset: isize,
+    slot: *mut usize,
+    cpu: u32,
+    bytes: usize,
+    inject_at: u64,
+) -> usize {
+    // SAFETY: forwarded.
+    unsafe { imp::lab_bump_injected(area_offset, slot, cpu, bytes, inject_at) }
+}
+
+/// The CPU the thread ran on when the kernel last returned to it: a hint for [`lab_bump`]'s
+/// `cpu`, checked again inside the section.
+///
+/// # Safety
+/// `area_offset` is [`fixed_area_offset`].
+#[inline]
+pub(crate) unsafe fn cpu_hint(area_offset: isize) -> u32 {
+    // SAFETY: forwarded.
+    unsafe { imp::cpu_hint(area_offset) }
+}

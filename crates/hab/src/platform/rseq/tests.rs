@@ -1,0 +1,558 @@
+//! The sections under the kernel: bumps, installs and claims on every CPU, aborts injected
+//! at every instruction boundary, migrations and signal storms.
+
+use super::*;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+fn area() -> Option<*mut u8> {
+    let area = current_area();
+    if area.is_none() {
+        eprintln!("rseq unavailable here: {}", mechanism());
+    }
+    area
+}
+
+fn pin(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[test]
+fn packed_words_split_top_and_left() {
+    let word = Packed::new(12345, 678);
+    assert_eq!((word.top_words(), word.left_words()), (12345, 678));
+    let max = Packed::new(TOP_MASK, (MAX_BUFFER_BYTES / 8) as u64);
+    assert_eq!(max.left_words() * 8, MAX_BUFFER_BYTES as u64);
+}
+
+/// On one pinned CPU: bumps take words in order, refuse when too few are left, and an
+/// install replaces the slot only if it still holds what the thread saw.
+#[test]
+fn bump_and_install_on_one_cpu() {
+    std::thread::spawn(|| {
+        let Some(area) = area() else { return };
+        assert!(pin(0));
+        let slots = Slots::new(online_cpus());
+        // SAFETY (both): `area` is this thread's registered area.
+        let bump = |words| unsafe { slots.bump(area, words) }.0;
+        let install = |cpu, old, new| unsafe { slots.install(area, cpu, old, new) }.0;
+        let done = |top, left| Outcome::Done {
+            cpu: 0,
+            before: Packed::new(top, left),
+        };
+        let refused = |top, left| Outcome::Refused {
+            cpu: 0,
+            seen: Packed::new(top, left),
+        };
+
+        assert_eq!(bump(2), refused(0, 0), "an empty slot refuses");
+        assert!(matches!(
+            install(0, Packed(0), Packed::new(100, 5)),
+            Outcome::Done { cpu: 0, .. }
+        ));
+        assert_eq!(bump(2), done(100, 5));
+        assert_eq!(bump(3), done(102, 3));
+        assert_eq!(bump(1), refused(105, 0), "too few words left");
+        // A stale expectation does not install.
+        assert_eq!(
+            install(0, Packed::new(100, 5), Packed::new(200, 9)),
+            refused(105, 0)
+        );
+        // Nor does the wrong CPU.
+        if online_cpus() > 1 {
+            assert_eq!(install(1, Packed(0), Packed::new(200, 9)), Outcome::Moved);
+        }
+        assert_eq!(slots.load(0), Packed::new(105, 0));
+    })
+    .join()
+    .unwrap();
+}
+
+extern "C" fn ignore(_: libc::c_int) {}
+
+/// Many more threads than CPUs bump and refill per-CPU slots while they keep moving
+/// between CPUs and a storm of signals hits them: every word handed out is handed out
+/// once, and the sections did abort.
+#[test]
+fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
+    if area().is_none() {
+        return;
+    }
+    const THREADS: usize = 128;
+    const BUMPS: usize = 4000;
+    const CHUNK_WORDS: u64 = 64;
+    // SAFETY: installs a handler that does nothing, with SA_RESTART.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+    }
+    let cpus = online_cpus();
+    let slots = Arc::new(Slots::new(cpus));
+    let next_chunk = Arc::new(AtomicU64::new(0));
+    let aborts = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    // Workers stay alive until the storm has stopped: signalling an exited thread is UB.
+    let finished = Arc::new(AtomicU64::new(0));
+    let released = Arc::new(AtomicBool::new(false));
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let storm = {
+        let (threads, done) = (threads.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut signals = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                for &thread in threads.lock().unwrap().iter() {
+                    // SAFETY: the thread id belongs to a live worker (workers are only
+                    // joined after `done` is set and this thread stopped).
+                    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+                    signals += 1;
+                }
+                std::thread::yield_now();
+            }
+            signals
+        })
+    };
+    let workers: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let (slots, next_chunk, aborts, threads) = (
+                slots.clone(),
+                next_chunk.clone(),
+                aborts.clone(),
+                threads.clone(),
+            );
+            let (finished, released) = (finished.clone(), released.clone());
+            std::thread::spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
+                let me = unsafe { libc::pthread_self() };
+                threads.lock().unwrap().push(me);
+                let area = current_area().expect("registered");
+                let mut words = Vec::with_capacity(BUMPS);
+                let mut sidelined = Vec::new();
+                let mut bumps = 0;
+                while bumps < BUMPS {
+                    if bumps % 64 == 0 {
+                        pin((index + bumps / 64) % cpus);
+                    }
+                    // SAFETY: `area` is this thread's registered area.
+                    let widened = |words| unsafe { slots.bump_widened(area, words) };
+                    // SAFETY: as above.
+                    let plain = |words| unsafe { slots.bump(area, words) };
+                    let (outcome, aborted) = if bumps % 8 == 0 { widened(2) } else { plain(2) };
+                    aborts.fetch_add(aborted, Ordering::Relaxed);
+                    match outcome {
+                        Outcome::Done { before, .. } => {
+                            words.push(before.top_words());
+                            bumps += 1;
+                        }
+                        Outcome::Refused { cpu, seen } => {
+                            let start = next_chunk.fetch_add(CHUNK_WORDS, Ordering::Relaxed);
+                            let new = Packed::new(start, CHUNK_WORDS);
+                            // SAFETY: as above.
+                            let (installed, aborted) =
+                                unsafe { slots.install(area, cpu, seen, new) };
+                            aborts.fetch_add(aborted, Ordering::Relaxed);
+                            if !matches!(installed, Outcome::Done { .. }) {
+                                sidelined.push(start);
+                            }
+                        }
+                        Outcome::Moved | Outcome::OutOfRange | Outcome::GaveUp => {}
+                    }
+                }
+                finished.fetch_add(1, Ordering::Release);
+                while !released.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                (words, sidelined)
+            })
+        })
+        .collect();
+    while finished.load(Ordering::Acquire) < THREADS as u64 {
+        std::thread::yield_now();
+    }
+    done.store(true, Ordering::Relaxed);
+    let signals = storm.join().unwrap();
+    released.store(true, Ordering::Release);
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut words: Vec<u64> = results
+        .iter()
+        .flat_map(|(w, _)| w.iter().copied())
+        .collect();
+    let sidelined: Vec<u64> = results
+        .iter()
+        .flat_map(|(_, s)| s.iter().copied())
+        .collect();
+    words.sort_unstable();
+    for pair in words.windows(2) {
+        assert!(
+            pair[1] >= pair[0] + 2,
+            "words {} and {} overlap",
+            pair[0],
+            pair[1]
+        );
+    }
+    for chunk in &sidelined {
+        let inside = words.partition_point(|&w| w < *chunk);
+        assert!(
+            words.get(inside).is_none_or(|&w| w >= chunk + CHUNK_WORDS),
+            "a sidelined chunk was used"
+        );
+    }
+    assert_eq!(words.len(), THREADS * BUMPS);
+    let total_aborts = aborts.load(Ordering::Relaxed);
+    eprintln!(
+        "{signals} signals, {total_aborts} aborts, {} sidelined chunks",
+        sidelined.len()
+    );
+    assert!(
+        total_aborts > 0,
+        "the storm should have aborted some sections"
+    );
+}
+
+/// The `plab` sections with an abort forced at an instruction boundary of every
+/// bump-or-claim (each boundary in turn), while 64 threads move between CPUs and carve objects, claim tails and
+/// install LABs: every call aborts once and retries, and no byte is handed out twice.
+#[test]
+fn lab_sections_with_injected_aborts_never_hand_out_a_byte_twice() {
+    if area().is_none() {
+        return;
+    }
+    const THREADS: usize = 64;
+    const CALLS: usize = 3000;
+    const LAB_BYTES: usize = 512;
+    let cpus = online_cpus();
+    let slots = Arc::new(LabSlots::new(cpus));
+    // Fake heap addresses: LABs are carved upwards from here, never dereferenced.
+    let next_lab = Arc::new(AtomicU64::new(1 << 20));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let (slots, next_lab) = (slots.clone(), next_lab.clone());
+            std::thread::spawn(move || {
+                let area = current_area().expect("registered");
+                // (start, bytes) of every piece this thread was handed.
+                let mut pieces = Vec::new();
+                let mut aborts = 0;
+                for call in 0..CALLS {
+                    if call % 32 == 0 {
+                        pin((index + call / 32) % cpus);
+                    }
+                    let bytes = 8 * (1 + call % 7);
+                    // SAFETY: `area` is this thread's registered area.
+                    let inject_at = 1 + (call % CLAIM_POINTS) as u64;
+                    let (outcome, aborted) =
+                        unsafe { slots.bump_or_claim_injected(area, bytes, 0, inject_at) };
+                    aborts += aborted;
+                    match outcome {
+                        LabBump::Object { address, .. } => pieces.push((address, bytes)),
+                        LabBump::Claimed { top, end, .. } => {
+                            if top < end {
+                                pieces.push((top, end - top));
+                            }
+                            let lab =
+                                next_lab.fetch_add(LAB_BYTES as u64, Ordering::Relaxed) as usize;
+                            pieces.push((lab, bytes));
+                            // SAFETY: as above.
+                            let (installed, _) =
+                                unsafe { slots.install(area, 0, lab + bytes, lab + LAB_BYTES) };
+                            if matches!(installed, LabInstall::Occupied { .. }) {
+                                pieces.push((lab + bytes, LAB_BYTES - bytes));
+                            }
+                        }
+                        LabBump::GaveUp | LabBump::OutOfRange => {
+                            panic!("{outcome:?} after one injected abort")
+                        }
+                    }
+                }
+                (pieces, aborts)
+            })
+        })
+        .collect();
+    let mut pieces = Vec::new();
+    for worker in workers {
+        let (mine, aborts) = worker.join().unwrap();
+        assert!(aborts >= CALLS as u64, "every call aborts at least once");
+        pieces.extend(mine);
+    }
+    for cpu in 0..cpus {
+        let (top, end) = slots.load(cpu);
+        if top < end {
+            pieces.push((top, end - top));
+        }
+    }
+    pieces.sort_unstable();
+    for pair in pieces.windows(2) {
+        let ((a, a_len), (b, _)) = (pair[0], pair[1]);
+        assert!(
+            a + a_len <= b,
+            "pieces at {a:#x}+{a_len} and {b:#x} overlap"
+        );
+    }
+    let handed: usize = pieces.iter().map(|&(_, len)| len).sum();
+    let carved = next_lab.load(Ordering::Relaxed) as usize - (1 << 20);
+    assert_eq!(handed, carved, "every byte of every LAB is accounted for");
+}
+
+/// The inline `plab` bump carves from the LAB of the CPU it was given only while the thread
+/// runs on that CPU, and refuses an object that does not fit.
+#[test]
+fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
+    std::thread::spawn(|| {
+        let Some(offset) = fixed_area_offset() else {
+            eprintln!("no fixed rseq area offset here: {}", mechanism());
+            return;
+        };
+        if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
+            return;
+        }
+        assert!(pin(0));
+        let slots = LabSlots::new(online_cpus().max(2));
+        slots.store(0, (1000, 1064));
+        // SAFETY: `offset` is glibc's area offset; the slots are live.
+        let bump = |cpu, bytes| unsafe { lab_bump(offset, slots.slot_of(cpu), cpu, bytes) };
+        assert_eq!(bump(0, 16), 1000);
+        assert_eq!(bump(0, 48), 1016);
+        assert_eq!(bump(0, 8), 0, "full");
+        assert_eq!(slots.load(0), (1064, 1064));
+        if online_cpus() > 1 {
+            slots.store(1, (2000, 3000));
+            assert_eq!(bump(1, 16), 0, "the thread is not on CPU 1");
+            assert_eq!(slots.load(1), (2000, 3000));
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// Instructions in each section's body, from the arming store to the commit: an abort
+/// can land before each of them. A refusal leaves at its branch, before the commit: the
+/// `_REFUSED` counts end there.
+const BUMP_POINTS: usize = 10;
+const BUMP_REFUSED_POINTS: usize = 9;
+const INSTALL_POINTS: usize = 9;
+const INSTALL_REFUSED_POINTS: usize = 8;
+const CLAIM_POINTS: usize = 12;
+const LAB_INSTALL_POINTS: usize = 12;
+const LAB_INSTALL_REFUSED_POINTS: usize = 9;
+const INLINE_POINTS: usize = 7;
+
+/// Runs `section(k)` from a fresh state for every injection point `k` (0: none) and one
+/// beyond the last, retrying a point whose abort count a real preemption may have raised.
+/// Checks that a section with an injected abort ends exactly as one without: `outcome`
+/// gives what the section returned and the state it left.
+fn at_every_boundary<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    points: usize,
+    mut section: impl FnMut(u64) -> (T, u64),
+) {
+    let (expected, _) = section(0);
+    for k in 1..=points as u64 + 1 {
+        let (outcome, aborts) = (0..3)
+            .map(|_| section(k))
+            .min_by_key(|(_, aborts)| *aborts)
+            .expect("three tries");
+        assert_eq!(outcome, expected, "{name}: abort injected at boundary {k}");
+        let injected = u64::from(k <= points as u64);
+        assert_eq!(
+            aborts, injected,
+            "{name}: aborts with an injection at boundary {k}"
+        );
+    }
+}
+
+/// An abort at every instruction boundary of every restartable section (the per-CPU
+/// level's bump and install, the `plab` bump-or-claim and install, and the inline `plab`
+/// bump), in the spirit of librseq's injection points: each section restarts (or, inline,
+/// returns 0 for the slow path) and ends with the same result and the same memory as
+/// without the abort. Every byte is accounted for.
+#[test]
+fn an_abort_at_every_instruction_boundary_changes_nothing() {
+    std::thread::spawn(|| {
+        let Some(area) = area() else { return };
+        assert!(pin(0));
+        let cpus = online_cpus();
+
+        // Per-CPU level: a bump that fits, one that is refused, an install.
+        for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
+            at_every_boundary("bump", points, |k| {
+                let slots = Slots::new(cpus);
+                slots.store(0, Packed::new(100, 5));
+                // SAFETY: `area` is this thread's registered area.
+                let (outcome, aborts) = unsafe { slots.bump_injected(area, words, k) };
+                ((outcome, slots.load(0)), aborts)
+            });
+        }
+        for (expected, points) in [
+            (Packed::new(100, 5), INSTALL_POINTS),
+            (Packed::new(100, 4), INSTALL_REFUSED_POINTS),
+        ] {
+            at_every_boundary("install", points, |k| {
+                let slots = Slots::new(cpus);
+                slots.store(0, Packed::new(100, 5));
+                let new = Packed::new(300, 9);
+                // SAFETY: as above; CPU 0 is in bounds.
+                let (outcome, aborts) =
+                    unsafe { slots.install_injected(area, 0, expected, new, k) };
+                ((outcome, slots.load(0)), aborts)
+            });
+        }
+
+        // `plab` LABs: an object that fits, one that claims the tail, an install into an
+        // empty slot and one refused by an occupied slot.
+        for bytes in [16, 64] {
+            at_every_boundary("bump_or_claim", CLAIM_POINTS, |k| {
+                let slots = LabSlots::new(cpus);
+                slots.store(0, (1000, 1040));
+                // SAFETY: as above.
+                let (outcome, aborts) = unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) };
+                ((outcome, slots.load(0)), aborts)
+            });
+        }
+        for (occupant, points) in [
+            // Claimed: `top` is `end + reserve`, the LAB owns nothing.
+            ((1048, 1040), LAB_INSTALL_POINTS),
+            ((1000, 1040), LAB_INSTALL_REFUSED_POINTS),
+        ] {
+            at_every_boundary("lab install", points, |k| {
+                let slots = LabSlots::new(cpus);
+                slots.store(0, occupant);
+                // SAFETY: as above.
+                let (outcome, aborts) = unsafe { slots.install_injected(area, 8, 2000, 2992, k) };
+                ((outcome, slots.load(0)), aborts)
+            });
+        }
+
+        // The inline bump gives up at once on an abort: the caller's slow path retries.
+        let Some(offset) = fixed_area_offset() else {
+            eprintln!("no fixed rseq area offset here: {}", mechanism());
+            return;
+        };
+        if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
+            return;
+        }
+        for k in 1..=INLINE_POINTS as u64 + 1 {
+            let (object, lab, counted) = (0..3)
+                .map(|_| {
+                    let slots = LabSlots::new(cpus);
+                    slots.store(0, (1000, 1040));
+                    // SAFETY: `offset` is glibc's area offset; the slots are live.
+                    let object = unsafe { lab_bump_injected(offset, slots.slot_of(0), 0, 16, k) };
+                    (object, slots.load(0), slots.inline_aborts())
+                })
+                .min_by_key(|&(_, _, counted)| counted)
+                .expect("three tries");
+            if k <= INLINE_POINTS as u64 {
+                assert_eq!((object, lab, counted), (0, (1000, 1040), 1), "boundary {k}");
+            } else {
+                assert_eq!(
+                    (object, lab, counted),
+                    (1000, (1016, 1040), 0),
+                    "boundary {k}"
+                );
+            }
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// The highest CPU other than 0 this thread may run on, if any.
+fn a_cpu_beyond_zero() -> Option<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, filled by the kernel.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        set
+    };
+    // SAFETY: reads bits inside the set.
+    (1..libc::CPU_SETSIZE as usize)
+        .rev()
+        .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+}
+
+/// A thread on a CPU beyond the slots (a topology smaller than the machine): every
+/// section says so and writes nothing; the inline path finds the empty slot past the
+/// array and returns 0.
+#[test]
+fn a_cpu_beyond_the_slots_touches_no_slot() {
+    std::thread::spawn(|| {
+        let Some(area) = area() else { return };
+        let Some(cpu) = a_cpu_beyond_zero() else {
+            eprintln!("skipped: this thread may only run on cpu 0");
+            return;
+        };
+        assert!(pin(cpu));
+        let slots = Slots::new(1);
+        slots.store(0, Packed::new(100, 5));
+        // SAFETY: `area` is this thread's registered area.
+        let (outcome, _) = unsafe { slots.bump(area, 2) };
+        assert_eq!(outcome, Outcome::OutOfRange);
+        assert_eq!(slots.load(0), Packed::new(100, 5));
+
+        let labs = LabSlots::new(1);
+        labs.store(0, (1000, 1040));
+        // SAFETY: as above.
+        let (claimed, _) = unsafe { labs.bump_or_claim(area, 16, 8) };
+        assert_eq!(claimed, LabBump::OutOfRange);
+        labs.store(0, EMPTY_LAB);
+        // SAFETY: as above.
+        let (installed, _) = unsafe { labs.install(area, 8, 2000, 2992) };
+        assert_eq!(installed, LabInstall::OutOfRange);
+        assert_eq!(labs.load(0), EMPTY_LAB, "nothing installed");
+        labs.store(0, (1000, 1040));
+        assert_eq!(
+            labs.slot_of(cpu as u32),
+            labs.slot_of(1),
+            "the empty slot past the array"
+        );
+        if let (Some(offset), RseqMechanism::Glibc { .. }) = (fixed_area_offset(), mechanism()) {
+            // SAFETY: `offset` is glibc's area offset; `slot_of` gives a live slot.
+            let object = unsafe { lab_bump(offset, labs.slot_of(cpu as u32), cpu as u32, 16) };
+            assert_eq!(object, 0);
+            assert_eq!(labs.load(0), (1000, 1040), "CPU 0's LAB untouched");
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// A child process made by fork keeps a working registration.
+#[test]
+fn a_forked_child_can_bump() {
+    if area().is_none() {
+        return;
+    }
+    let slots = Slots::new(online_cpus());
+    // SAFETY: the child only runs async-signal-safe code (rseq sections, plain memory,
+    // _exit) before exiting.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = (|| {
+            let area = current_area()?;
+            for cpu in 0..slots.cpus() {
+                slots.store(cpu, Packed::new(0, 1000));
+            }
+            // SAFETY: the child inherited this thread's registration.
+            let (outcome, _) = unsafe { slots.bump(area, 4) };
+            matches!(outcome, Outcome::Done { .. }).then_some(())
+        })();
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(if ok.is_some() { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status}"
+    );
+}

@@ -1,0 +1,510 @@
+//! The restartable sections, x86_64: one `section!` macro writes the scaffolding (descriptor,
+//! re-arm, refusal exits, abort handler with its signature) around each section's body; the
+//! bump, install, bump-or-claim, LAB install and inline LAB bump sections are built from it.
+
+use std::arch::asm;
+
+pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
+use super::{LabBump, LabInstall, Outcome, Packed, MAX_ABORTS, SIGNATURE, SLOT_SHIFT};
+
+/// A restartable section: `$body` runs between the start and the commit, ending with the
+/// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address
+/// in the area's `rseq_cs` before every try (the kernel clears it on abort), and, out of
+/// line, the refusal exits `7` (status 0), `9` (status 3: the thread moved) and `14`
+/// (status 4: a CPU beyond the slots), and the abort handler (preceded by the signature)
+/// that retries from the re-arm step, giving up with status 2 after `MAX_ABORTS` aborts in
+/// a row. Status 1: committed. `{area}`, `{status}`, `{aborts}` and `{scratch}` are
+/// operands every caller passes; the second bracket holds extra register operands.
+///
+/// `section!(inject [...], [inout("rcx") k => _,], ...)` is the same section with an
+/// injection point before every instruction of the body, for tests: the `k`-th point
+/// (from 1, counted across tries) jumps to the abort handler exactly as the kernel does
+/// after a preemption there. The points change no flag and no register but `rcx`; `k = 0`
+/// never injects.
+macro_rules! section {
+    (plain [$($body:literal),* $(,)?], [$($extra:tt)*], $($operands:tt)*) => {
+        section!(@emit [$($body,)*], [$($extra)*], $($operands)*)
+    };
+    (inject [$($body:literal),* $(,)?], [$($extra:tt)*], $($operands:tt)*) => {
+        section!(@emit [$(
+            "lea rcx, [rcx - 1]", "jrcxz 21f", "jmp 22f", "21:", "jmp 6f", "22:", $body,
+        )*], [$($extra)*], $($operands)*)
+    };
+    (@emit [$($line:literal,)*], [$($extra:tt)*], $($operands:tt)*) => {
+        asm!(
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "3:",
+            ".long 0, 0",
+            ".quad 4f, (5f - 4f), 6f",
+            ".popsection",
+            "mov {status:e}, 1",
+            "2:",
+            "lea {scratch}, [rip + 3b]",
+            "mov qword ptr [{area} + 8], {scratch}",
+            "4:",
+            $($line,)*
+            "5:",
+            ".pushsection .text.hab_rseq_abort, \"ax\"",
+            "7:",
+            "mov {status:e}, 0",
+            "jmp 8f",
+            "9:",
+            "mov {status:e}, 3",
+            "jmp 8f",
+            "14:",
+            "mov {status:e}, 4",
+            "jmp 8f",
+            ".byte 0x0f, 0xb9, 0x3d",
+            ".long {signature}",
+            "6:",
+            "add {aborts}, 1",
+            "cmp {aborts}, {max_aborts}",
+            "jb 2b",
+            "mov {status:e}, 2",
+            "jmp 8f",
+            ".popsection",
+            "8:",
+            $($operands)*
+            signature = const SIGNATURE,
+            max_aborts = const MAX_ABORTS,
+            slot_shift = const SLOT_SHIFT,
+            $($extra)*
+            options(nostack),
+        )
+    };
+}
+
+/// The bump section; `$widen` are instructions placed between the load and the commit
+/// (empty except in tests, which widen the window to make aborts likely). A CPU at or
+/// beyond `$cpus` exits with status 4 before touching memory.
+macro_rules! bump_section {
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr
+     $(, $widen:literal)*) => {{
+        let mut aborts: u64 = 0;
+        let (status, slot, word): (u64, u64, u64);
+        section!(
+            $mode [
+                "mov {slot:e}, dword ptr [{area}]",
+                "cmp {slot}, {cpus}",
+                "jae 14f",
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                "mov {word}, qword ptr [{slot}]",
+                $($widen,)*
+                "lea {scratch}, [{word} + {words}]",
+                "sub {scratch}, {high}",
+                "jb 7f",
+                "mov qword ptr [{slot}], {scratch}",
+            ],
+            [$($extra)*],
+            area = in(reg) $area,
+            base = in(reg) $base,
+            cpus = in(reg) $cpus,
+            words = in(reg) $words,
+            high = in(reg) $high,
+            aborts = inout(reg) aborts,
+            status = out(reg) status,
+            slot = out(reg) slot,
+            word = out(reg) word,
+            scratch = out(reg) _,
+        );
+        (outcome(status, slot, $base, word), aborts)
+    }};
+}
+
+/// Declares a section's function and, for tests, its `_injected` twin, which takes the
+/// injection point last (see `section!`). `$section` is the section's macro; the twin
+/// differs only in the `rcx` operand that drives the injection.
+macro_rules! section_fns {
+    (
+        $(#[$attribute:meta])*
+        fn $name:ident / $injected:ident ($($arg:ident: $type:ty),* $(,)?) -> $result:ty
+        = $section:ident;
+        $safety:literal
+    ) => {
+        $(#[$attribute])*
+        ///
+        #[doc = concat!("Why the section is sound: ", $safety)]
+        pub(super) unsafe fn $name($($arg: $type),*) -> $result {
+            // SAFETY: the caller upholds the contract above, and the paragraph above says
+            // why the section is sound under it.
+            unsafe { $section!(plain [], $($arg),*) }
+        }
+
+        /// The same section with an abort injected at instruction boundary `inject_at`.
+        ///
+        /// # Safety
+        /// As for the section without injection.
+        #[cfg(test)]
+        pub(super) unsafe fn $injected($($arg: $type,)* inject_at: u64) -> $result {
+            // SAFETY: as without injection; the injection points touch only `rcx`.
+            unsafe { $section!(inject [inout("rcx") inject_at => _,], $($arg),*) }
+        }
+    };
+}
+
+section_fns! {
+    /// See `Slots::bump`: `high` is `words` shifted into the high bits. Registers: the
+    /// inputs are never written (the kernel restarts at the abort handler with the
+    /// registers as they are); the outputs are early-clobber temporaries.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area; `base` points to `cpus` slots.
+    #[inline]
+    fn bump / bump_injected(area: *mut u8, base: *mut u64, cpus: usize, words: u64, high: u64)
+        -> (Outcome, u64) = bump_section;
+    "The caller guarantees `area` is registered and `base` holds `cpus` slots; the section \
+     writes only the slot of the CPU it runs on, after checking that CPU is below `cpus`, \
+     with its last instruction."
+}
+
+/// `bump` with a window of a few microseconds between the load and the commit, so that
+/// signals and preemptions land inside the section and abort it.
+///
+/// # Safety
+/// As for [`bump`].
+#[cfg(test)]
+pub(super) unsafe fn bump_widened(
+    area: *mut u8,
+    base: *mut u64,
+    cpus: usize,
+    words: u64,
+    high: u64,
+) -> (Outcome, u64) {
+    // SAFETY: as in `bump`; the widening loop touches only the scratch register, before
+    // its first use in the section body.
+    unsafe {
+        bump_section!(
+            plain [],
+            area,
+            base,
+            cpus,
+            words,
+            high,
+            "mov {scratch:e}, 4000",
+            "12:",
+            "pause",
+            "sub {scratch:e}, 1",
+            "jnz 12b"
+        )
+    }
+}
+
+/// The per-CPU install section: commits `new` to the slot of `cpu` if the thread runs on
+/// `cpu` and the slot holds `expected`.
+macro_rules! install_section {
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpu:expr, $expected:expr,
+     $new:expr) => {{
+        let mut aborts: u64 = 0;
+        let (status, slot, word): (u64, u64, u64);
+        section!(
+            $mode [
+                "mov {slot:e}, dword ptr [{area}]",
+                "cmp {slot}, {cpu}",
+                "jne 9f",
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                "mov {scratch}, qword ptr [{slot}]",
+                "cmp {scratch}, {expected}",
+                "jne 7f",
+                "mov qword ptr [{slot}], {new}",
+            ],
+            [$($extra)*],
+            area = in(reg) $area,
+            base = in(reg) $base,
+            cpu = in(reg) $cpu,
+            expected = in(reg) $expected.0,
+            new = in(reg) $new.0,
+            aborts = inout(reg) aborts,
+            status = out(reg) status,
+            slot = out(reg) slot,
+            scratch = out(reg) word,
+        );
+        (outcome(status, slot, $base, word), aborts)
+    }};
+}
+
+section_fns! {
+    /// See `Slots::install`.
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area; `cpu` is below the number of slots
+    /// at `base`.
+    #[inline]
+    fn install / install_injected(
+        area: *mut u8,
+        base: *mut u64,
+        cpu: usize,
+        expected: Packed,
+        new: Packed,
+    ) -> (Outcome, u64) = install_section;
+    "As in `bump`; the section commits with its single store of `new`, to the slot of \
+     `cpu` (in bounds, by the caller), only when the thread runs on `cpu`."
+}
+
+/// The bump-or-claim section. A CPU at or beyond `$cpus` exits with status 4 before
+/// touching memory.
+macro_rules! claim_section {
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $bytes:expr,
+     $reserve:expr) => {{
+        let mut aborts: u64 = 0;
+        let (status, slot, top, end): (u64, u64, usize, usize);
+        section!(
+            $mode [
+                "mov {slot:e}, dword ptr [{area}]",
+                "cmp {slot}, {cpus}",
+                "jae 14f",
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                "mov {top}, qword ptr [{slot}]",
+                "mov {end}, qword ptr [{slot} + 8]",
+                "lea {scratch}, [{top} + {bytes}]",
+                "lea {claim}, [{end} + {reserve}]",
+                "cmp {scratch}, {end}",
+                "cmova {scratch}, {claim}",
+                "mov qword ptr [{slot}], {scratch}",
+            ],
+            [$($extra)*],
+            area = in(reg) $area,
+            base = in(reg) $base,
+            cpus = in(reg) $cpus,
+            bytes = in(reg) $bytes,
+            reserve = in(reg) $reserve,
+            aborts = inout(reg) aborts,
+            status = out(reg) status,
+            slot = out(reg) slot,
+            top = out(reg) top,
+            end = out(reg) end,
+            claim = out(reg) _,
+            scratch = out(reg) _,
+        );
+        let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
+        let outcome = match status {
+            1 if top + $bytes <= end => LabBump::Object { cpu, address: top },
+            1 => LabBump::Claimed { cpu, top, end },
+            4 => LabBump::OutOfRange,
+            _ => LabBump::GaveUp,
+        };
+        (outcome, aborts)
+    }};
+}
+
+section_fns! {
+    /// See `LabSlots::bump_or_claim`. One store commits either the bumped top or, when the
+    /// object does not fit, `end + reserve` (a conditional move picks which).
+    ///
+    /// # Safety
+    /// `area` is the calling thread's registered area; `base` points to `cpus` LAB slots.
+    fn lab_bump_or_claim / lab_bump_or_claim_injected(
+        area: *mut u8,
+        base: *mut usize,
+        cpus: usize,
+        bytes: usize,
+        reserve: usize,
+    ) -> (LabBump, u64) = claim_section;
+    "The section writes only the slot of the CPU it runs on, after checking that CPU is \
+     below `cpus`, with its last instruction."
+}
+
+/// The LAB install section: first closes the slot (`end = 0`: nothing fits), then writes
+/// `top`, then commits `end`: a section interrupted half-way leaves a slot that owns
+/// nothing, and the thread still owns its LAB. A CPU at or beyond `$cpus` exits with
+/// status 4 before touching memory.
+macro_rules! lab_install_section {
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $reserve:expr,
+     $top:expr, $end:expr) => {{
+        let mut aborts: u64 = 0;
+        let (status, slot): (u64, u64);
+        section!(
+            $mode [
+                "mov {slot:e}, dword ptr [{area}]",
+                "cmp {slot}, {cpus}",
+                "jae 14f",
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                "mov {scratch}, qword ptr [{slot} + 8]",
+                "add {scratch}, {reserve}",
+                "cmp qword ptr [{slot}], {scratch}",
+                "jb 7f",
+                "mov qword ptr [{slot} + 8], 0",
+                "mov qword ptr [{slot}], {top}",
+                "mov qword ptr [{slot} + 8], {end}",
+            ],
+            [$($extra)*],
+            area = in(reg) $area,
+            base = in(reg) $base,
+            cpus = in(reg) $cpus,
+            reserve = in(reg) $reserve,
+            top = in(reg) $top,
+            end = in(reg) $end,
+            aborts = inout(reg) aborts,
+            status = out(reg) status,
+            slot = out(reg) slot,
+            scratch = out(reg) _,
+        );
+        let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
+        let outcome = match status {
+            1 => LabInstall::Done { cpu },
+            0 => LabInstall::Occupied { cpu },
+            4 => LabInstall::OutOfRange,
+            _ => LabInstall::GaveUp,
+        };
+        (outcome, aborts)
+    }};
+}
+
+section_fns! {
+    /// See `LabSlots::install`.
+    ///
+    /// # Safety
+    /// As for `lab_bump_or_claim`.
+    fn lab_install / lab_install_injected(
+        area: *mut u8,
+        base: *mut usize,
+        cpus: usize,
+        reserve: usize,
+        top: usize,
+        end: usize,
+    ) -> (LabInstall, u64) = lab_install_section;
+    "As in `lab_bump_or_claim`; the stores before the commit only make the slot own \
+     nothing."
+}
+
+/// The inline LAB bump. Moving, refusal and abort all return 0; there is no retry loop
+/// and no status register. The abort handler counts the abort in the third word of
+/// `slot` with one locked add (only aborts pay for it), which readers load atomically.
+macro_rules! inline_bump_section {
+    ([$($injection:literal),*], [$($extra:tt)*], $area_offset:expr, $slot:expr, $cpu:expr,
+     $bytes:expr) => {{
+        let object: usize;
+        asm!(
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "3:",
+            ".long 0, 0",
+            ".quad 4f, (5f - 4f), 6f",
+            ".popsection",
+            "lea {scratch}, [rip + 3b]",
+            "mov qword ptr fs:[{area} + 8], {scratch}",
+            "4:",
+            $($injection,)*
+            "cmp dword ptr fs:[{area}], {cpu:e}",
+            $($injection,)*
+            "jne 7f",
+            $($injection,)*
+            "mov {object}, qword ptr [{slot}]",
+            $($injection,)*
+            "lea {scratch}, [{object} + {bytes}]",
+            $($injection,)*
+            "cmp {scratch}, qword ptr [{slot} + 8]",
+            $($injection,)*
+            "ja 7f",
+            $($injection,)*
+            "mov qword ptr [{slot}], {scratch}",
+            "5:",
+            ".pushsection .text.hab_rseq_abort, \"ax\"",
+            "7:",
+            "xor {object:e}, {object:e}",
+            "jmp 5b",
+            ".byte 0x0f, 0xb9, 0x3d",
+            ".long {signature}",
+            "6:",
+            "lock add qword ptr [{slot} + 16], 1",
+            "xor {object:e}, {object:e}",
+            "jmp 5b",
+            ".popsection",
+            area = in(reg) $area_offset,
+            slot = in(reg) $slot,
+            cpu = in(reg) $cpu,
+            bytes = in(reg) $bytes,
+            object = out(reg) object,
+            scratch = out(reg) _,
+            signature = const SIGNATURE,
+            $($extra)*
+            options(nostack),
+        );
+        object
+    }};
+}
+
+/// See `super::lab_bump`.
+///
+/// # Safety
+/// As for `super::lab_bump`.
+#[inline(always)]
+pub(super) unsafe fn lab_bump(
+    area_offset: isize,
+    slot: *mut usize,
+    cpu: u32,
+    bytes: usize,
+) -> usize {
+    // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only
+    // `slot`, the slot of the CPU it checked it runs on, with its last instruction; inputs
+    // are never written.
+    unsafe { inline_bump_section!([], [], area_offset, slot, cpu, bytes) }
+}
+
+/// `lab_bump` with an abort injected at instruction boundary `inject_at` (as in
+/// `section!`).
+///
+/// # Safety
+/// As for `lab_bump`.
+#[cfg(test)]
+pub(super) unsafe fn lab_bump_injected(
+    area_offset: isize,
+    slot: *mut usize,
+    cpu: u32,
+    bytes: usize,
+    inject_at: u64,
+) -> usize {
+    // SAFETY: as in `lab_bump`; the injection points touch only `rcx`.
+    unsafe {
+        inline_bump_section!(
+            ["lea rcx, [rcx - 1]", "jrcxz 21f", "jmp 22f", "21:", "jmp 6f", "22:"],
+            [inout("rcx") inject_at => _,],
+            area_offset,
+            slot,
+            cpu,
+            bytes
+        )
+    }
+}
+
+/// See `super::cpu_hint`.
+///
+/// # Safety
+/// As for `super::cpu_hint`.
+#[inline]
+pub(super) unsafe fn cpu_hint(area_offset: isize) -> u32 {
+    let cpu: u32;
+    // SAFETY: `fs:[area_offset]` is the calling thread's area; a 4-byte read.
+    unsafe {
+        asm!(
+            "mov {cpu:e}, dword ptr fs:[{area}]",
+            area = in(reg) area_offset,
+            cpu = out(reg) cpu,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    cpu
+}
+
+/// Turns the registers a section left into an outcome: for statuses 0 and 1, `slot` is
+/// the address of the slot the section used and `word` what it read there.
+fn outcome(status: u64, slot: u64, base: *mut u64, word: u64) -> Outcome {
+    let cpu = ((slot as usize).wrapping_sub(base as usize)) >> SLOT_SHIFT;
+    match status {
+        1 => Outcome::Done {
+            cpu,
+            before: Packed(word),
+        },
+        0 => Outcome::Refused {
+            cpu,
+            seen: Packed(word),
+        },
+        3 => Outcome::Moved,
+        4 => Outcome::OutOfRange,
+        _ => Outcome::GaveUp,
+    }
+}
