@@ -1,5 +1,5 @@
 //! Time per allocation of a 16-byte object (header written), single thread:
-//! `tlab` through `alloc_sized` (the bare fast path) and `alloc` (with size checks), `plab`
+//! `tlab` through `alloc_sized` (the bare fast path) and `alloc` (with size checks), `cpu-lab`
 //! through the mutator's `CpuLabPath` (a restartable section per object), and `shared` (a CAS
 //! on the global top per object).
 //!
@@ -42,15 +42,15 @@ fn allocate(mutator: &mut Mutator, count: u64, checked: bool) -> Duration {
     start.elapsed()
 }
 
-/// As `allocate`, through the `plab` fast path (the mutator's own when it has none here).
-fn allocate_plab(mutator: &mut Mutator, count: u64) -> Duration {
+/// As `allocate`, through the `cpu-lab` fast path (the mutator's own when it has none here).
+fn allocate_cpu_lab(mutator: &mut Mutator, count: u64) -> Duration {
     let size = mutator.checked_size(OBJECT_BYTES).unwrap();
     let start = Instant::now();
     let mut done = 0;
     while done < count {
         let result = match mutator.cpu_lab() {
-            Some(mut plab) => loop {
-                match plab.alloc_sized(size) {
+            Some(mut path) => loop {
+                match path.alloc_sized(size) {
                     Ok(object) => {
                         // SAFETY: `object` is 16 fresh bytes owned by this thread.
                         unsafe { HeaderWordModel::write_header(object, OBJECT_BYTES) };
@@ -107,8 +107,8 @@ fn fast_path(c: &mut Criterion) {
     }
     let heap = heap(Mode::CpuLab);
     let mut mutator = heap.attach();
-    group.bench_function("plab", |b| {
-        b.iter_custom(|iters| allocate_plab(&mut mutator, iters))
+    group.bench_function("cpu_lab", |b| {
+        b.iter_custom(|iters| allocate_cpu_lab(&mut mutator, iters))
     });
     group.finish();
 }
