@@ -324,86 +324,134 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `DIR/data/*.csv`: every measured point, one row per run (times with min, median and max
-/// over the repetitions).
+/// One row of `alloc-runs.csv`: a workload run (times with min, median and max over the
+/// repetitions).
+#[derive(serde::Serialize)]
+struct AllocRow<'a> {
+    workload: String,
+    mode: String,
+    tlab: String,
+    middle: &'a str,
+    threads: usize,
+    object_bytes: usize,
+    objects_per_thread: usize,
+    heap_bytes: usize,
+    zero: String,
+    ms_min: f64,
+    ms_median: f64,
+    ms_max: f64,
+    ns_per_object: f64,
+    objects_per_sec: f64,
+    refills: u64,
+    slow_allocs: u64,
+    waste_bytes: u64,
+    collections: u64,
+    foreign_allocs: u64,
+    cpu_lab_labs: u64,
+    cpu_lab_partial_waste_bytes: u64,
+    command: String,
+}
+
+/// One row of `vm-runs.csv`: a run of a workload on Hab's VM.
+#[derive(serde::Serialize)]
+struct VmRow<'a> {
+    workload: String,
+    mode: String,
+    tlab: String,
+    middle: &'a str,
+    threads: usize,
+    heap_bytes: usize,
+    ms: f64,
+    ops_per_sec: f64,
+    op: &'a str,
+    collections: u64,
+    cpu_lab_collections: u64,
+    gc_ms: f64,
+    live_bytes_after_gc: usize,
+    tlabs: u64,
+    partial_tlabs: u64,
+    tlab_waste_bytes: u64,
+    cpu_lab_labs: u64,
+    cpu_lab_transactions: u64,
+    cpu_lab_failed: u64,
+    cpu_lab_invalid: u64,
+    cpu_lab_sidelined: u64,
+    cpu_lab_partial: u64,
+    cpu_lab_partial_waste_bytes: u64,
+    command: &'a str,
+}
+
+/// Writes `rows` to `path` as CSV with a header row.
+fn write_csv<T: serde::Serialize>(
+    path: &Path,
+    rows: impl IntoIterator<Item = T>,
+) -> Result<(), String> {
+    let fail = |e: csv::Error| format!("cannot write {}: {e}", path.display());
+    let mut writer = csv::Writer::from_path(path).map_err(fail)?;
+    for row in rows {
+        writer.serialize(row).map_err(fail)?;
+    }
+    writer
+        .flush()
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `DIR/data/*.csv`: every measured point, one row per run.
 fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(), String> {
     let dir = out.join("data");
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut alloc = String::from(
-        "workload,mode,tlab,middle,threads,object_bytes,objects_per_thread,heap_bytes,zero,\
-         ms_min,ms_median,ms_max,ns_per_object,objects_per_sec,refills,slow_allocs,waste_bytes,\
-         collections,foreign_allocs,plab_labs,plab_partial_waste_bytes,command\n",
-    );
-    for (spec, r) in &measured.runs {
-        let max = r.elapsed_ms.iter().copied().fold(f64::MIN, f64::max);
-        let _ = writeln!(
-            alloc,
-            "{},{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.4},{:.0},{},{},{},{},{},{},{},\"{}\"",
-            r.workload,
-            r.mode,
-            spec.tlab,
-            r.middle,
-            r.threads,
-            r.object_size,
-            r.objects,
-            r.heap_bytes,
-            r.zero,
-            r.elapsed_ms_min,
-            r.elapsed_ms_median,
-            max,
-            r.ns_per_alloc,
-            r.allocs_per_sec,
-            r.refills,
-            r.slow_allocs,
-            r.waste_bytes,
-            r.collections,
-            r.foreign_allocs,
-            r.cpu_lab.labs,
-            r.cpu_lab.partial_waste_bytes,
-            spec.command()
-        );
-    }
-    let mut vm = String::from(
-        "workload,mode,tlab,middle,threads,heap_bytes,ms,ops_per_sec,op,collections,\
-         cpu_lab_collections,gc_ms,live_bytes_after_gc,tlabs,partial_tlabs,tlab_waste_bytes,\
-         plab_labs,plab_transactions,plab_failed,plab_invalid,plab_sidelined,plab_partial,\
-         plab_partial_waste_bytes,command\n",
-    );
-    for r in vm::results(vm_runs) {
-        let p = &r.cpu_lab;
-        let _ = writeln!(
-            vm,
-            "{},{},{},\"{}\",{},{},{:.3},{:.1},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
-            r.workload,
-            r.mode,
-            r.tlab_policy,
-            r.middle,
-            r.threads,
-            r.heap_bytes,
-            r.elapsed_ms,
-            r.ops_per_sec,
-            r.op,
-            r.collections,
-            r.cpu_lab_collections,
-            r.gc_ms,
-            r.live_bytes_after_gc,
-            r.tlabs,
-            r.partial_tlabs,
-            r.tlab_waste_bytes,
-            p.labs,
-            p.transactions,
-            p.failed_transactions,
-            p.invalid_transactions,
-            p.sidelined_labs,
-            p.partial_labs,
-            p.partial_waste_bytes,
-            r.command
-        );
-    }
-    for (name, text) in [("alloc-runs.csv", alloc), ("vm-runs.csv", vm)] {
-        fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))?;
-    }
-    Ok(())
+    let alloc = measured.runs.iter().map(|(spec, r)| AllocRow {
+        workload: r.workload.to_string(),
+        mode: r.mode.to_string(),
+        tlab: spec.tlab.to_string(),
+        middle: &r.middle,
+        threads: r.threads,
+        object_bytes: r.object_size,
+        objects_per_thread: r.objects,
+        heap_bytes: r.heap_bytes,
+        zero: r.zero.to_string(),
+        ms_min: r.elapsed_ms_min,
+        ms_median: r.elapsed_ms_median,
+        ms_max: r.elapsed_ms.iter().copied().fold(f64::MIN, f64::max),
+        ns_per_object: r.ns_per_alloc,
+        objects_per_sec: r.allocs_per_sec,
+        refills: r.refills,
+        slow_allocs: r.slow_allocs,
+        waste_bytes: r.waste_bytes,
+        collections: r.collections,
+        foreign_allocs: r.foreign_allocs,
+        cpu_lab_labs: r.cpu_lab.labs,
+        cpu_lab_partial_waste_bytes: r.cpu_lab.partial_waste_bytes,
+        command: spec.command(),
+    });
+    write_csv(&dir.join("alloc-runs.csv"), alloc)?;
+    let vm = vm::results(vm_runs).map(|r| VmRow {
+        workload: r.workload.to_string(),
+        mode: r.mode.to_string(),
+        tlab: r.tlab_policy.to_string(),
+        middle: &r.middle,
+        threads: r.threads,
+        heap_bytes: r.heap_bytes,
+        ms: r.elapsed_ms,
+        ops_per_sec: r.ops_per_sec,
+        op: r.op,
+        collections: r.collections,
+        cpu_lab_collections: r.cpu_lab_collections,
+        gc_ms: r.gc_ms,
+        live_bytes_after_gc: r.live_bytes_after_gc,
+        tlabs: r.tlabs,
+        partial_tlabs: r.partial_tlabs,
+        tlab_waste_bytes: r.tlab_waste_bytes,
+        cpu_lab_labs: r.cpu_lab.labs,
+        cpu_lab_transactions: r.cpu_lab.transactions,
+        cpu_lab_failed: r.cpu_lab.failed_transactions,
+        cpu_lab_invalid: r.cpu_lab.invalid_transactions,
+        cpu_lab_sidelined: r.cpu_lab.sidelined_labs,
+        cpu_lab_partial: r.cpu_lab.partial_labs,
+        cpu_lab_partial_waste_bytes: r.cpu_lab.partial_waste_bytes,
+        command: &r.command,
+    });
+    write_csv(&dir.join("vm-runs.csv"), vm)
 }
 
 fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
@@ -507,7 +555,30 @@ pub fn check(holds: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::{seed_claim, verdicts};
+    use super::{seed_claim, verdicts, write_csv};
+
+    #[test]
+    fn csv_rows_get_a_header_and_quoting() {
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            mode: &'a str,
+            ms: f64,
+            command: &'a str,
+        }
+        let path = std::env::temp_dir().join(format!("hab-csv-{}.csv", std::process::id()));
+        let rows = [Row {
+            mode: "cpu-lab",
+            ms: 1.5,
+            command: "hab run --middle core:1MiB,package:4MiB",
+        }];
+        write_csv(&path, rows).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            text,
+            "mode,ms,command\ncpu-lab,1.5,\"hab run --middle core:1MiB,package:4MiB\"\n"
+        );
+    }
 
     #[test]
     fn the_claims_list_has_each_seed_with_its_verdict() {
