@@ -103,8 +103,8 @@ impl<'h> Collection<'h> {
                 waste.add((end - start) as u64);
             });
         }
-        if let Some(plabs) = heap.cpu_labs() {
-            plabs.retire_all(space, &heap.collector().cpu_lab);
+        if let Some(cpu_labs) = heap.cpu_labs() {
+            cpu_labs.retire_all(space, &heap.collector().cpu_lab);
         }
         let range = heap.global().range();
         Collection {
@@ -281,8 +281,8 @@ impl Drop for Collection<'_> {
         if self.next_range.is_some() {
             heap.global().reset_range(start, end);
         }
-        if let Some(plabs) = heap.cpu_labs() {
-            plabs.resize(config, end - start, heap.topology().online_cpus().len());
+        if let Some(cpu_labs) = heap.cpu_labs() {
+            cpu_labs.resize(config, end - start, heap.topology().online_cpus().len());
         }
         heap.count_collection(cycle_in_cpu_labs);
         heap.release_mutators();

@@ -27,7 +27,7 @@ impl Heap {
     /// returns the collection. Mutators that unpark meanwhile wait until it ends.
     ///
     /// **This wait has no bound.** A mutator whose thread never parks keeps it waiting
-    /// forever: a running [`Mutator`] held by the calling thread (park it first), one that was
+    /// forever: a running [`Mutator`](crate::Mutator) held by the calling thread (park it first), one that was
     /// leaked (`mem::forget`), or one whose thread died without unwinding. Mutators of threads
     /// lost in a `fork` are forgotten, not waited for. Where that risk is not acceptable, use
     /// [`collection_within`](Heap::collection_within), which gives up and names the mutators

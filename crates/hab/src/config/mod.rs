@@ -40,7 +40,7 @@ pub enum Mode {
     /// restartable sequence (Garthwaite et al.'s per-processor LABs, which here are per
     /// logical CPU). LABs are sized like TLABs (see [`TlabPolicy`]) and come from the global
     /// heap, sidelined ones first. Where rseq does not work, per-CPU compare-and-swap buffers.
-    /// Named `cpu-lab`; `plab`, the seed's term, is accepted as an alias.
+    /// Named `cpu-lab`; `cpu-lab`, the seed's term, is accepted as an alias.
     CpuLab,
     /// Starts as [`Mode::Tlab`]; at each collection switches to [`Mode::CpuLab`] when the memory
     /// left unused in TLABs exceeded the largest LAB × the CPUs, and back when the memory left
@@ -80,7 +80,7 @@ impl FromStr for Mode {
     type Err = ConfigError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        // `plab`: the seed's name for per-processor LABs, kept as an alias.
+        // `cpu-lab`: the seed's name for per-processor LABs, kept as an alias.
         let text = if text == "plab" { "cpu-lab" } else { text };
         Mode::ALL
             .into_iter()

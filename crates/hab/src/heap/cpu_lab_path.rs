@@ -1,4 +1,4 @@
-//! The `plab` mode's fast path as a value: the CPU the thread last ran on and that CPU's LAB,
+//! The `cpu-lab` mode's fast path as a value: the CPU the thread last ran on and that CPU's LAB,
 //! kept in registers by the caller's loop. A restartable section checks that the thread still
 //! runs on that CPU, bumps and commits (nine instructions); a miss looks the CPU up again, then
 //! takes the mutator's slow path.
@@ -17,7 +17,7 @@ use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::slow_path::SlowPath;
 use crate::platform::rseq;
 
-/// Where the next `plab` allocation goes: a CPU and its LAB, and the rseq area's offset from
+/// Where the next `cpu-lab` allocation goes: a CPU and its LAB, and the rseq area's offset from
 /// the thread pointer. Plain values, so that a loop holds them in registers.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LabCursor {
@@ -30,9 +30,9 @@ pub(crate) struct LabCursor {
 impl LabCursor {
     /// A cursor at the CPU the thread runs on, if the LABs are restartable and glibc's rseq
     /// area is at a fixed offset from the thread pointer.
-    pub(crate) fn new(plabs: &CpuLabs) -> Option<LabCursor> {
+    pub(crate) fn new(cpu_labs: &CpuLabs) -> Option<LabCursor> {
         let area_offset = rseq::fixed_area_offset()?;
-        let slots = plabs.lab_slots()?;
+        let slots = cpu_labs.lab_slots()?;
         // SAFETY: `area_offset` is the fixed rseq area offset.
         let cpu = unsafe { rseq::cpu_hint(area_offset) };
         Some(LabCursor {
@@ -97,7 +97,7 @@ impl LabCursor {
     }
 }
 
-/// The `plab` fast path, borrowed from a [`Mutator`] with [`Mutator::plab`].
+/// The `cpu-lab` fast path, borrowed from a [`Mutator`] with [`Mutator::cpu_lab`].
 pub struct CpuLabPath<'m> {
     cursor: LabCursor,
     /// The mutator's heap and cell, not its address: the loop's stores cannot reach them.
@@ -143,7 +143,7 @@ impl std::fmt::Debug for CpuLabPath<'_> {
     }
 }
 
-/// A [`Mutator`] that owns its `plab` fast path (see [`Mutator::into_cpu_lab`]).
+/// A [`Mutator`] that owns its `cpu-lab` fast path (see [`Mutator::into_cpu_lab`]).
 ///
 /// ```
 /// use hab::{HeaderWordModel, Heap, HeapConfig, Mode};
@@ -151,11 +151,11 @@ impl std::fmt::Debug for CpuLabPath<'_> {
 /// let mutator = heap.attach();
 /// let size = mutator.checked_size(16)?;
 /// match mutator.into_cpu_lab() {
-///     Ok(mut plab) => {
-///         let object = plab.alloc_sized(size)?;
+///     Ok(mut path) => {
+///         let object = path.alloc_sized(size)?;
 ///         // SAFETY: `object` is 16 fresh bytes owned by this thread.
 ///         unsafe { HeaderWordModel::write_header(object, 16) };
-///         let parked = plab.into_mutator().park(); // at a safepoint
+///         let parked = path.into_mutator().park(); // at a safepoint
 ///         # drop(parked);
 ///     }
 ///     Err(_mutator) => { /* no rseq here: allocate through the mutator */ }

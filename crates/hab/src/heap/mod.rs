@@ -262,13 +262,13 @@ impl Heap {
             .collect()
     }
 
-    /// Whether the `plab` or `flip` mode's per-CPU LABs use restartable sequences (`None` in
+    /// Whether the `cpu-lab` or `flip` mode's per-CPU LABs use restartable sequences (`None` in
     /// other modes); otherwise they are compare-and-swap buffers.
     pub fn cpu_labs_restartable(&self) -> Option<bool> {
         self.cpu_labs().map(CpuLabs::is_restartable)
     }
 
-    /// Whether mutators allocate in per-CPU LABs in this cycle: always in the `plab` mode,
+    /// Whether mutators allocate in per-CPU LABs in this cycle: always in the `cpu-lab` mode,
     /// after a flip in the `flip` mode.
     pub fn allocates_in_cpu_labs(&self) -> bool {
         self.allocator.allocates_in_cpu_labs()

@@ -1,6 +1,6 @@
 //! The mutator: one thread's handle on the heap, holding its TLAB.
 //!
-//! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. In the `plab`
+//! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. In the `cpu-lab`
 //! mode the TLAB stays empty; a [`CpuLabPath`] borrowed from the mutator holds the inline path
 //! that bumps the CPU's LAB in a restartable section, as a JIT emits a different allocation
 //! sequence per mode. Everything else — taking a TLAB or a LAB, allocating outside one, the
@@ -144,7 +144,7 @@ impl Mutator {
         }
     }
 
-    /// The `plab` fast path, when this mutator allocates in per-CPU LABs (the `plab` mode, or
+    /// The `cpu-lab` fast path, when this mutator allocates in per-CPU LABs (the `cpu-lab` mode, or
     /// the `flip` mode after it flipped) and restartable sequences work with glibc's
     /// registration; `None` otherwise, and then [`alloc_sized`](Mutator::alloc_sized) is the
     /// fast path. The mode cannot change while the path is borrowed: collections need the
@@ -156,7 +156,7 @@ impl Mutator {
     /// let mut mutator = heap.attach();
     /// let size = mutator.checked_size(16)?;
     /// let mut allocate = |mutator: &mut hab::Mutator| match mutator.cpu_lab() {
-    ///     Some(mut plab) => plab.alloc_sized(size),
+    ///     Some(mut path) => path.alloc_sized(size),
     ///     None => mutator.alloc_sized(size), // e.g. without rseq: still per-CPU LABs
     /// };
     /// let object = allocate(&mut mutator)?;
@@ -170,7 +170,7 @@ impl Mutator {
         Some(CpuLabPath::new(cursor, self.slow_path()))
     }
 
-    /// This mutator, owning its `plab` fast path: the same as [`plab`](Mutator::plab) for a
+    /// This mutator, owning its `cpu-lab` fast path: the same as [`cpu_lab`](Mutator::cpu_lab) for a
     /// runtime that keeps the mutator in a structure of its own between allocations. Gives the
     /// mutator back when it has no such path. [`CpuLabMutator::into_mutator`] returns it (e.g.
     /// to park it).
@@ -181,7 +181,7 @@ impl Mutator {
         }
     }
 
-    /// Where the `plab` fast path starts: the LAB of the CPU the thread runs on now. Inline,
+    /// Where the `cpu-lab` fast path starts: the LAB of the CPU the thread runs on now. Inline,
     /// so that the mutator's address is never passed out of the caller's loop (which then
     /// keeps its fields in registers); what it calls takes the cell and the allocator.
     #[inline]

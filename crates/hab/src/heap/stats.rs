@@ -14,7 +14,7 @@ pub struct HeapStats {
     /// Collections finished.
     pub collections: u64,
     /// Of those, collections that ended a cycle in which mutators allocated in per-CPU LABs
-    /// (`plab` mode, or `flip` mode in its per-CPU phase).
+    /// (`cpu-lab` mode, or `flip` mode in its per-CPU phase).
     pub cpu_lab_collections: u64,
     /// Bytes of the allocation range handed out now (objects, TLABs and fillers).
     pub used_bytes: usize,

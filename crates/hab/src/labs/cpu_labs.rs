@@ -1,4 +1,4 @@
-//! The `plab` mode: objects carved straight from the LAB of the CPU the thread runs on, with no
+//! The `cpu-lab` mode: objects carved straight from the LAB of the CPU the thread runs on, with no
 //! TLAB (Garthwaite et al.'s per-processor LABs, over Linux restartable sequences).
 //!
 //! Fast path (inline, in [`CpuLabPath::alloc_sized`](crate::CpuLabPath::alloc_sized)): one
@@ -156,31 +156,31 @@ fn retire_tail(space: &Space, counters: &CpuLabCounters, start: usize, end: usiz
 /// `None` when the heap has no room for a new LAB.
 pub(crate) fn alloc(
     context: RefillContext<'_>,
-    plabs: &CpuLabs,
+    cpu_labs: &CpuLabs,
     stats: &CpuLabCounters,
     level_counters: &LevelCountersByLevel,
     simulated: &mut SimulatedCpu,
     bytes: usize,
 ) -> Option<usize> {
     let space = context.space;
-    if let (Some(slots), Some(area)) = (&plabs.slots, rseq::current_area()) {
+    if let (Some(slots), Some(area)) = (&cpu_labs.slots, rseq::current_area()) {
         // SAFETY: `area` is this thread's registered area; `bytes` is below the heap's
         // capacity, far below 2^40.
-        let (outcome, aborts) = unsafe { slots.bump_or_claim(area, bytes, plabs.reserve_bytes) };
+        let (outcome, aborts) = unsafe { slots.bump_or_claim(area, bytes, cpu_labs.reserve_bytes) };
         stats.rseq_aborts.add(aborts);
         match outcome {
             LabBump::Object { address, .. } => return Some(address),
             LabBump::Claimed { cpu, top, end } => {
                 if top <= end {
-                    retire_tail(space, stats, top, end + plabs.reserve_bytes);
+                    retire_tail(space, stats, top, end + cpu_labs.reserve_bytes);
                 }
-                return refill(space, plabs, slots, area, cpu, bytes, stats);
+                return refill(space, cpu_labs, slots, area, cpu, bytes, stats);
             }
             LabBump::OutOfRange => stats.out_of_range_cpus.add(1),
             LabBump::GaveUp => {}
         }
     }
-    alloc_in_fallback(context, plabs, stats, level_counters, simulated, bytes)
+    alloc_in_fallback(context, cpu_labs, stats, level_counters, simulated, bytes)
 }
 
 /// Takes a LAB, carves the object from its start and installs the rest as the CPU's LAB, or
@@ -188,16 +188,16 @@ pub(crate) fn alloc(
 #[cold]
 fn refill(
     space: &Space,
-    plabs: &CpuLabs,
+    cpu_labs: &CpuLabs,
     slots: &LabSlots,
     area: *mut u8,
     claimed_cpu: usize,
     bytes: usize,
     stats: &CpuLabCounters,
 ) -> Option<usize> {
-    let reserve = plabs.reserve_bytes;
+    let reserve = cpu_labs.reserve_bytes;
     let min = bytes + reserve;
-    let (start, len) = match plabs.sideline.take(words::words(min)) {
+    let (start, len) = match cpu_labs.sideline.take(words::words(min)) {
         Some((offset, len)) => {
             stats.sideline_reused.add(1);
             (words::address(space.base(), offset), words::bytes(len))
@@ -205,7 +205,7 @@ fn refill(
         None => {
             let (start, len) = space
                 .global()
-                .carve_between(min, plabs.lab_bytes().max(min))?;
+                .carve_between(min, cpu_labs.lab_bytes().max(min))?;
             space.global().zero_reused(start, len);
             (start, len)
         }
@@ -234,7 +234,7 @@ fn refill(
             }
             stats.failed_transactions.add(1);
             stats.invalid_transactions.add(1);
-            sideline_or_retire(space, plabs, stats, rest, end);
+            sideline_or_retire(space, cpu_labs, stats, rest, end);
         }
     }
     Some(start)
@@ -244,14 +244,14 @@ fn refill(
 /// retires it when every sideline slot is taken.
 fn sideline_or_retire(
     space: &Space,
-    plabs: &CpuLabs,
+    cpu_labs: &CpuLabs,
     stats: &CpuLabCounters,
     start: usize,
     end: usize,
 ) {
     let len_words = words::words(end - start);
     if len_words <= sideline::MAX_CHUNK_WORDS
-        && plabs
+        && cpu_labs
             .sideline
             .put(words::offset(space.base(), start), len_words)
     {
@@ -267,16 +267,16 @@ fn sideline_or_retire(
 #[cold]
 fn alloc_in_fallback(
     context: RefillContext<'_>,
-    plabs: &CpuLabs,
+    cpu_labs: &CpuLabs,
     stats: &CpuLabCounters,
     level_counters: &LevelCountersByLevel,
     simulated: &mut SimulatedCpu,
     bytes: usize,
 ) -> Option<usize> {
-    let request = bytes + plabs.reserve_bytes;
+    let request = bytes + cpu_labs.reserve_bytes;
     let chunk = refill::carve_chunk(
         context,
-        &plabs.fallback,
+        &cpu_labs.fallback,
         level_counters,
         simulated,
         request,

@@ -5,7 +5,7 @@ use std::ops::AddAssign;
 use crate::platform::counter::{figures, Counter};
 
 figures! {
-    /// What the per-CPU LABs of the `plab` and `flip` modes did: the rows of Garthwaite et
+    /// What the per-CPU LABs of the `cpu-lab` and `flip` modes did: the rows of Garthwaite et
     /// al.'s Table 2. A *transaction* installs a new LAB as a CPU's; it *fails* when its
     /// section aborted or found the CPU's LAB refilled by another thread, and is *invalid*
     /// when it could not install at all (the LAB is then sidelined).

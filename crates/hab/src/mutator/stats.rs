@@ -48,7 +48,7 @@ pub struct AllocationStats {
     pub partial_tlabs: u64,
     /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
     pub levels: [LevelStats; Level::ALL.len()],
-    /// Per-CPU LABs of the `plab` and `flip` modes.
+    /// Per-CPU LABs of the `cpu-lab` and `flip` modes.
     pub cpu_lab: CpuLabStats,
 }
 
@@ -155,26 +155,26 @@ impl fmt::Display for AllocationStats {
                 }
             }
         }
-        let plab = &self.cpu_lab;
-        if plab.labs + plab.fallback_allocs > 0 {
+        let labs = &self.cpu_lab;
+        if labs.labs + labs.fallback_allocs > 0 {
             write!(
                 f,
                 " cpu-lab: {} labs {} transactions ({} failed, {} invalid) {} sidelined {} partial {} unused {} aborts {} fallback allocs",
-                plab.labs,
-                plab.transactions,
-                plab.failed_transactions,
-                plab.invalid_transactions,
-                plab.sidelined_labs,
-                plab.partial_labs,
-                size.of(plab.unused_bytes()),
-                plab.rseq_aborts,
-                plab.fallback_allocs
+                labs.labs,
+                labs.transactions,
+                labs.failed_transactions,
+                labs.invalid_transactions,
+                labs.sidelined_labs,
+                labs.partial_labs,
+                size.of(labs.unused_bytes()),
+                labs.rseq_aborts,
+                labs.fallback_allocs
             )?;
-            if plab.out_of_range_cpus > 0 {
+            if labs.out_of_range_cpus > 0 {
                 write!(
                     f,
                     " ({} from cpus beyond the array)",
-                    plab.out_of_range_cpus
+                    labs.out_of_range_cpus
                 )?;
             }
         }

@@ -152,7 +152,7 @@ pub(crate) fn glibc_offset_even_unregistered() -> Option<isize> {
 }
 
 /// The offset of every thread's area from its thread pointer, when it is the same for all
-/// threads (glibc's area): the inline `plab` fast path addresses the area through `fs` with it.
+/// threads (glibc's area): the inline `cpu-lab` fast path addresses the area through `fs` with it.
 #[inline]
 pub(crate) fn fixed_area_offset() -> Option<isize> {
     match mechanism() {

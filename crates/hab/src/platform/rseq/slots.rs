@@ -166,7 +166,7 @@ impl Drop for Slots {
     }
 }
 
-/// How a `plab`-mode bump-or-claim section ended.
+/// How a `cpu-lab`-mode bump-or-claim section ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LabBump {
     /// The object fits: it starts at `address`, in the LAB of `cpu`.
@@ -180,7 +180,7 @@ pub(crate) enum LabBump {
     GaveUp,
 }
 
-/// How a `plab`-mode install section ended.
+/// How a `cpu-lab`-mode install section ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LabInstall {
     /// The new LAB is `cpu`'s.
@@ -197,7 +197,7 @@ pub(crate) enum LabInstall {
 /// third word counts the aborts of the inline path on that CPU.
 pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
 
-/// Per-CPU LABs of the `plab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
+/// Per-CPU LABs of the `cpu-lab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
 /// apart. `end` is soft: an object of `n` bytes fits when `top + n <= end`, and a LAB with
 /// `top <= end` owns `[top, end + reserve)` (the reserve keeps every tail fillable). A slot
 /// with `top > end` owns nothing.
@@ -357,7 +357,7 @@ impl LabSlots {
     }
 }
 
-/// The `plab` fast path: carves `bytes` from the LAB `slot` of CPU `cpu`, in one restartable
+/// The `cpu-lab` fast path: carves `bytes` from the LAB `slot` of CPU `cpu`, in one restartable
 /// section addressed through `fs` (nine instructions), if the thread runs on `cpu`; 0 when it
 /// runs elsewhere, the object does not fit, or the section was interrupted (the caller then
 /// looks up its CPU again, or takes its slow path). Keeping the CPU and its slot in registers

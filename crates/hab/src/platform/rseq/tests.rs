@@ -219,7 +219,7 @@ fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
     );
 }
 
-/// The `plab` sections with an abort forced at an instruction boundary of every
+/// The `cpu-lab` sections with an abort forced at an instruction boundary of every
 /// bump-or-claim (each boundary in turn), while 64 threads move between CPUs and carve objects, claim tails and
 /// install LABs: every call aborts once and retries, and no byte is handed out twice.
 #[test]
@@ -302,7 +302,7 @@ fn lab_sections_with_injected_aborts_never_hand_out_a_byte_twice() {
     assert_eq!(handed, carved, "every byte of every LAB is accounted for");
 }
 
-/// The inline `plab` bump carves from the LAB of the CPU it was given only while the thread
+/// The inline `cpu-lab` bump carves from the LAB of the CPU it was given only while the thread
 /// runs on that CPU, and refuses an object that does not fit.
 #[test]
 fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
@@ -370,7 +370,7 @@ fn at_every_boundary<T: PartialEq + std::fmt::Debug>(
 }
 
 /// An abort at every instruction boundary of every restartable section (the per-CPU
-/// level's bump and install, the `plab` bump-or-claim and install, and the inline `plab`
+/// level's bump and install, the `cpu-lab` bump-or-claim and install, and the inline `cpu-lab`
 /// bump), in the spirit of librseq's injection points: each section restarts (or, inline,
 /// returns 0 for the slow path) and ends with the same result and the same memory as
 /// without the abort. Every byte is accounted for.
@@ -406,7 +406,7 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
             });
         }
 
-        // `plab` LABs: an object that fits, one that claims the tail, an install into an
+        // `cpu-lab` LABs: an object that fits, one that claims the tail, an install into an
         // empty slot and one refused by an occupied slot.
         for bytes in [16, 64] {
             at_every_boundary("bump_or_claim", CLAIM_POINTS, |k| {
