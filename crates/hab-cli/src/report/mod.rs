@@ -381,6 +381,12 @@ struct VmRow<'a> {
     command: &'a str,
 }
 
+/// `value` to `decimals` places: the precision a measured figure carries in the CSV files.
+fn rounded(value: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (value * scale).round() / scale
+}
+
 /// Writes `rows` to `path` as CSV with a header row.
 fn write_csv<T: serde::Serialize>(
     path: &Path,
@@ -410,11 +416,11 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
         objects_per_thread: r.objects,
         heap_bytes: r.heap_bytes,
         zero: r.zero.to_string(),
-        ms_min: r.elapsed_ms_min,
-        ms_median: r.elapsed_ms_median,
-        ms_max: r.elapsed_ms.iter().copied().fold(f64::MIN, f64::max),
-        ns_per_object: r.ns_per_alloc,
-        objects_per_sec: r.allocs_per_sec,
+        ms_min: rounded(r.elapsed_ms_min, 3),
+        ms_median: rounded(r.elapsed_ms_median, 3),
+        ms_max: rounded(r.elapsed_ms.iter().copied().fold(f64::MIN, f64::max), 3),
+        ns_per_object: rounded(r.ns_per_alloc, 4),
+        objects_per_sec: rounded(r.allocs_per_sec, 0),
         refills: r.refills,
         slow_allocs: r.slow_allocs,
         waste_bytes: r.waste_bytes,
@@ -432,12 +438,12 @@ fn write_data(out: &Path, measured: &Measured, vm_runs: &[vm::Runs]) -> Result<(
         middle: &r.middle,
         threads: r.threads,
         heap_bytes: r.heap_bytes,
-        ms: r.elapsed_ms,
-        ops_per_sec: r.ops_per_sec,
+        ms: rounded(r.elapsed_ms, 3),
+        ops_per_sec: rounded(r.ops_per_sec, 1),
         op: r.op,
         collections: r.collections,
         cpu_lab_collections: r.cpu_lab_collections,
-        gc_ms: r.gc_ms,
+        gc_ms: rounded(r.gc_ms, 3),
         live_bytes_after_gc: r.live_bytes_after_gc,
         tlabs: r.tlabs,
         partial_tlabs: r.partial_tlabs,
@@ -555,7 +561,13 @@ pub fn check(holds: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::{seed_claim, verdicts, write_csv};
+    use super::{rounded, seed_claim, verdicts, write_csv};
+
+    #[test]
+    fn csv_figures_keep_their_precision() {
+        assert_eq!(rounded(3.4639710000000004, 3), 3.464);
+        assert_eq!(rounded(1105634534.7158186, 0), 1105634535.0);
+    }
 
     #[test]
     fn csv_rows_get_a_header_and_quoting() {

@@ -23,7 +23,6 @@ use crate::heap::Heap;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
-use crate::mutator::allocator::Allocator;
 use crate::mutator::cell::{MutatorCell, PARKED};
 use crate::mutator::slow_path::SlowPath;
 use crate::mutator::stats::AllocationStats;
@@ -38,8 +37,6 @@ pub struct Mutator {
     /// `cell`'s address, so that the fast path and the slow path it calls share one register.
     cell_address: NonNull<MutatorCell>,
     heap: Arc<Heap>,
-    /// The heap's allocation side, inside `heap`: what the slow path reads, one field away.
-    allocator_address: NonNull<Allocator>,
     alignment_bytes: usize,
     capacity_bytes: usize,
     _not_sync: PhantomData<Cell<()>>,
@@ -51,7 +48,6 @@ impl Mutator {
         let capacity_bytes = heap.config().capacity_bytes();
         Mutator {
             cell_address: NonNull::from(&*cell),
-            allocator_address: NonNull::from(heap.allocator()),
             cell,
             heap,
             alignment_bytes,
@@ -137,8 +133,7 @@ impl Mutator {
     #[inline]
     pub(crate) fn slow_path(&self) -> SlowPath<'_> {
         SlowPath {
-            // SAFETY: `allocator_address` is inside `heap`, alive as long as `self`.
-            allocator: unsafe { self.allocator_address.as_ref() },
+            allocator: self.heap.allocator(),
             // SAFETY: `cell_address` is `cell`, alive as long as `self`.
             cell: unsafe { self.cell_address.as_ref() },
         }
@@ -255,9 +250,8 @@ impl Mutator {
     }
 }
 
-// SAFETY: `cell_address` points into `cell` and `allocator_address` into `heap`, which the
-// mutator owns a share of; both pointees are `Sync` (`MutatorCell` and the heap), and the
-// other fields are `Send`.
+// SAFETY: `cell_address` points into `cell`, which the mutator owns a share of; the other
+// fields are `Send`, and `MutatorCell` is `Send + Sync`.
 unsafe impl Send for Mutator {}
 
 impl Drop for Mutator {

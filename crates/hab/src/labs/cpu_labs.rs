@@ -152,17 +152,20 @@ fn retire_tail(space: &Space, counters: &CpuLabCounters, start: usize, end: usiz
     }
 }
 
+/// The thread asking the per-CPU LABs for an object: what its refills read, and where its
+/// events are counted.
+pub(crate) struct Requester<'a> {
+    pub(crate) context: RefillContext<'a>,
+    pub(crate) stats: &'a CpuLabCounters,
+    /// For the compare-and-swap fallback, which carves through the `cpu` middle level.
+    pub(crate) level_counters: &'a LevelCountersByLevel,
+    pub(crate) simulated: &'a mut SimulatedCpu,
+}
+
 /// The slow path: allocates `bytes` (at most [`CpuLabs::max_object_bytes`]) in a per-CPU LAB.
 /// `None` when the heap has no room for a new LAB.
-pub(crate) fn alloc(
-    context: RefillContext<'_>,
-    cpu_labs: &CpuLabs,
-    stats: &CpuLabCounters,
-    level_counters: &LevelCountersByLevel,
-    simulated: &mut SimulatedCpu,
-    bytes: usize,
-) -> Option<usize> {
-    let space = context.space;
+pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> Option<usize> {
+    let (space, stats) = (thread.context.space, thread.stats);
     if let (Some(slots), Some(area)) = (&cpu_labs.slots, rseq::current_area()) {
         // SAFETY: `area` is this thread's registered area; `bytes` is below the heap's
         // capacity, far below 2^40.
@@ -180,7 +183,7 @@ pub(crate) fn alloc(
             LabBump::GaveUp => {}
         }
     }
-    alloc_in_fallback(context, cpu_labs, stats, level_counters, simulated, bytes)
+    alloc_in_fallback(cpu_labs, thread, bytes)
 }
 
 /// Takes a LAB, carves the object from its start and installs the rest as the CPU's LAB, or
@@ -265,15 +268,14 @@ fn sideline_or_retire(
 /// Allocates the object from the per-CPU compare-and-swap buffers. A request carries the
 /// filler reserve, so what the buffer adds beyond the object can always be filled.
 #[cold]
-fn alloc_in_fallback(
-    context: RefillContext<'_>,
-    cpu_labs: &CpuLabs,
-    stats: &CpuLabCounters,
-    level_counters: &LevelCountersByLevel,
-    simulated: &mut SimulatedCpu,
-    bytes: usize,
-) -> Option<usize> {
+fn alloc_in_fallback(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> Option<usize> {
     let request = bytes + cpu_labs.reserve_bytes;
+    let Requester {
+        context,
+        stats,
+        level_counters,
+        simulated,
+    } = thread;
     let chunk = refill::carve_chunk(
         context,
         &cpu_labs.fallback,

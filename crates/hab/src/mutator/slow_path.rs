@@ -6,7 +6,7 @@
 
 use std::ptr::NonNull;
 
-use crate::labs::cpu_labs;
+use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::Waste;
 use crate::levels::middle::Chunk;
 use crate::levels::refill;
@@ -84,14 +84,13 @@ impl SlowPath<'_> {
         let cell = self.cell;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (_, local) = unsafe { cell.running_parts() };
-        let object = cpu_labs::alloc(
-            allocator.refill_context(),
-            cpu_labs,
-            &cell.counters.cpu_lab,
-            &cell.counters.levels,
-            &mut local.simulated_cpu,
-            bytes,
-        );
+        let thread = Requester {
+            context: allocator.refill_context(),
+            stats: &cell.counters.cpu_lab,
+            level_counters: &cell.counters.levels,
+            simulated: &mut local.simulated_cpu,
+        };
+        let object = cpu_labs::alloc(cpu_labs, thread, bytes);
         match object {
             // SAFETY: a LAB address inside the reservation, not null.
             Some(object) => Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) }),
