@@ -17,8 +17,7 @@ pub const MIN_ALIGNMENT_BYTES: usize = 8;
 pub const MAX_ALIGNMENT_BYTES: usize = 4096;
 /// The largest heap capacity: 16 TiB, well inside the user address space of 64-bit Linux.
 pub const MAX_CAPACITY_BYTES: usize = 1 << 44;
-/// The size of a heap word, the unit of HotSpot's TLAB arithmetic.
-pub const WORD_BYTES: usize = 8;
+pub use crate::memory::words::WORD_BYTES;
 /// Agesen's initial TLAB size for the `growing` policy: 24 words.
 pub const GROWING_INITIAL_BYTES: usize = 24 * WORD_BYTES;
 

@@ -28,9 +28,8 @@ use crate::labs::sizing;
 use crate::labs::stats::CpuLabCounters;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, LevelCountersByLevel, RefillContext};
-use crate::levels::sideline::{self, Sideline};
+use crate::levels::sideline::Sideline;
 use crate::memory::space::Space;
-use crate::memory::words;
 use crate::platform::cpu_id::SimulatedCpu;
 use crate::platform::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
 use crate::platform::topology::{Level, Topology};
@@ -129,13 +128,12 @@ impl CpuLabs {
             }
         }
         let base = space.base();
-        self.sideline.drain(|offset, len| {
-            let (start, bytes) = (words::address(base, offset), words::bytes(len));
+        self.sideline.drain(base, |chunk| {
             // SAFETY: every mutator is stopped and the sideline no longer holds the chunk: the
             // collection owns it.
-            unsafe { space.write_filler(start, bytes) };
+            unsafe { space.write_filler(chunk.start, chunk.len) };
             counters.discarded_sidelined_labs.add(1);
-            counters.discarded_sidelined_bytes.add(bytes as u64);
+            counters.discarded_sidelined_bytes.add(chunk.len as u64);
         });
         self.fallback[0].retire_all(base, |start, end| retire_tail(space, counters, start, end));
     }
@@ -200,10 +198,10 @@ fn refill(
 ) -> Option<usize> {
     let reserve = cpu_labs.reserve_bytes;
     let min = bytes + reserve;
-    let (start, len) = match cpu_labs.sideline.take(words::words(min)) {
-        Some((offset, len)) => {
+    let (start, len) = match cpu_labs.sideline.take(space.base(), min) {
+        Some(chunk) => {
             stats.sideline_reused.add(1);
-            (words::address(space.base(), offset), words::bytes(len))
+            (chunk.start, chunk.len)
         }
         None => {
             let (start, len) = space
@@ -237,32 +235,16 @@ fn refill(
             }
             stats.failed_transactions.add(1);
             stats.invalid_transactions.add(1);
-            sideline_or_retire(space, cpu_labs, stats, rest, end);
+            // The LAB is this thread's: keep it for later refills, or retire it.
+            if cpu_labs.sideline.put(space.base(), rest, end) {
+                stats.sidelined_labs.add(1);
+                stats.sidelined_bytes.add((end - rest) as u64);
+            } else {
+                retire_tail(space, stats, rest, end);
+            }
         }
     }
     Some(start)
-}
-
-/// Keeps `[start, end)`, a LAB the thread owns but could not install, for later refills;
-/// retires it when every sideline slot is taken.
-fn sideline_or_retire(
-    space: &Space,
-    cpu_labs: &CpuLabs,
-    stats: &CpuLabCounters,
-    start: usize,
-    end: usize,
-) {
-    let len_words = words::words(end - start);
-    if len_words <= sideline::MAX_CHUNK_WORDS
-        && cpu_labs
-            .sideline
-            .put(words::offset(space.base(), start), len_words)
-    {
-        stats.sidelined_labs.add(1);
-        stats.sidelined_bytes.add((end - start) as u64);
-    } else {
-        retire_tail(space, stats, start, end);
-    }
 }
 
 /// Allocates the object from the per-CPU compare-and-swap buffers. A request carries the

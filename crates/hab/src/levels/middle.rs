@@ -9,8 +9,8 @@
 //!    domains of the level round-robin (a *foreign* allocation);
 //! 4. then the level above, and finally the global heap.
 //!
-//! A buffer is two words on a cache line of its own: `state` packs the top (an offset in words
-//! from the heap's base) with a generation that every refill increments, so a compare-and-swap
+//! A buffer is two words on a cache line of its own: `state` is a [`PackedWord`] of the top (an
+//! offset in words from the heap's base) and a generation that every refill increments, so a compare-and-swap
 //! on a stale top can never succeed after the buffer was refilled in between (no ABA); `end` is
 //! written only while `state` holds the marker and published by the release store that installs
 //! the new state. No lock anywhere; a thread that stops while holding the marker only sends the
@@ -20,16 +20,14 @@
 
 use crate::levels::per_cpu::{self, PerCpuBuffers};
 use crate::memory::global::CachePadded;
+use crate::memory::packed::PackedWord;
+use crate::memory::words::{self, WORD_BYTES};
 use crate::platform::sync::{AtomicU64, Ordering};
 use crate::platform::topology::Level;
 
-const OFFSET_BITS: u32 = 42;
-const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
-const GENERATION_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 /// `state` while one thread refills the buffer. Its offset bits (all ones) exceed any offset
 /// in a heap of at most 16 TiB, so no real state equals it.
 const REFILLING: u64 = u64::MAX;
-pub(crate) const WORD: usize = 8;
 
 /// A contiguous piece of the heap: `len` bytes from address `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,16 +48,20 @@ pub(crate) fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
     }
 }
 
-fn pack(top_words: u64, generation: u64) -> u64 {
-    (generation & GENERATION_MASK) << OFFSET_BITS | top_words
-}
-
+/// The top of a buffer whose `state` is not the marker.
 fn top_of(state: u64) -> u64 {
-    state & OFFSET_MASK
+    PackedWord::from_raw(state).offset_words()
 }
 
-fn next_generation(state: u64) -> u64 {
-    (state >> OFFSET_BITS) + 1
+/// [`portion`] of a chunk of `chunk_bytes` for a request of `desired_bytes`, leaving no tail
+/// shorter than the level's minimum.
+pub(crate) fn portion_bytes(
+    level: &MiddleLevel,
+    chunk_bytes: usize,
+    desired_bytes: usize,
+) -> usize {
+    let min_tail_bytes = words::bytes(level.min_tail_words) as u64;
+    portion(chunk_bytes as u64, desired_bytes as u64, min_tail_bytes) as usize
 }
 
 /// What one attempt on a buffer gave.
@@ -89,7 +91,7 @@ impl CasBuffer {
 
     /// Carves `desired` bytes, or what is left if at least `min`.
     fn try_carve(&self, base: usize, min: usize, desired: usize, min_tail_words: u64) -> Attempt {
-        let (min_words, desired_words) = ((min / WORD) as u64, (desired / WORD) as u64);
+        let (min_words, desired_words) = (words::words(min), words::words(desired));
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             if state == REFILLING {
@@ -101,16 +103,16 @@ impl CasBuffer {
                 return Attempt::Exhausted(state);
             }
             let take = portion(available, desired_words, min_tail_words);
-            let next = pack(top + take, state >> OFFSET_BITS);
+            let generation = PackedWord::from_raw(state).upper();
+            let next = PackedWord::new(top + take, generation).raw();
             match self
                 .state
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    let start = base + top as usize * WORD;
                     return Attempt::Carved(Chunk {
-                        start,
-                        len: take as usize * WORD,
+                        start: words::address(base, top),
+                        len: words::bytes(take),
                     });
                 }
                 Err(now) => state = now,
@@ -130,8 +132,9 @@ impl CasBuffer {
     /// Ends a claim: the buffer now spans `[top, end)` (words), in a new generation.
     fn install(&self, seen: u64, top_words: u64, end_words: u64) {
         self.end_words.store(end_words, Ordering::Relaxed);
-        self.state
-            .store(pack(top_words, next_generation(seen)), Ordering::Release);
+        let generation = PackedWord::from_raw(seen).upper() + 1;
+        let state = PackedWord::wrapping(top_words, generation);
+        self.state.store(state.raw(), Ordering::Release);
     }
 
     /// Empties the buffer at a collection and returns its free tail `[top, end)` in words.
@@ -179,7 +182,7 @@ impl MiddleLevel {
             buffer_bytes,
             buffers,
             per_cpu: None,
-            min_tail_words: min_tail_bytes.div_ceil(WORD) as u64,
+            min_tail_words: min_tail_bytes.div_ceil(WORD_BYTES) as u64,
         }
     }
 
@@ -225,7 +228,7 @@ impl MiddleLevel {
         for buffer in self.buffers.iter() {
             let (top, end) = buffer.0.take_tail();
             if end > top {
-                tail(base + top as usize * WORD, base + end as usize * WORD);
+                tail(words::address(base, top), words::address(base, end));
             }
         }
     }
@@ -343,23 +346,18 @@ fn refill(
     let base = env.base();
     env.retire_tail(
         index,
-        base + tail_top as usize * WORD,
-        base + tail_end as usize * WORD,
+        words::address(base, tail_top),
+        words::address(base, tail_end),
     );
     let Some(chunk) = carve(levels, index + 1, min, level.buffer_bytes.max(min), env) else {
         buffer.install(seen, tail_end, tail_end);
         return None;
     };
-    let start_words = ((chunk.start - base) / WORD) as u64;
-    let take = portion(
-        chunk.len as u64,
-        desired as u64,
-        level.min_tail_words * WORD as u64,
-    ) as usize;
+    let take = portion_bytes(level, chunk.len, desired);
     buffer.install(
         seen,
-        start_words + (take / WORD) as u64,
-        start_words + (chunk.len / WORD) as u64,
+        words::offset(base, chunk.start + take),
+        words::offset(base, chunk.start + chunk.len),
     );
     Some(Chunk {
         start: chunk.start,
@@ -510,7 +508,7 @@ mod tests {
         );
         assert_eq!(carve(&levels, 0, 8, 8, &mut env), None);
         assert_eq!(
-            levels[0].buffers[0].0.state.load(Ordering::Relaxed) & OFFSET_MASK,
+            top_of(levels[0].buffers[0].0.state.load(Ordering::Relaxed)),
             1536 / 8
         );
         let mut tails = vec![];
@@ -559,12 +557,21 @@ mod tests {
     }
 
     #[test]
-    fn states_pack_and_the_marker_is_not_a_state() {
-        let state = pack(12345, 7);
+    fn installs_advance_the_generation_and_the_marker_is_not_a_state() {
+        use crate::memory::packed::{MAX_OFFSET_WORDS, MAX_UPPER};
+        let buffer = CasBuffer::new();
+        buffer.install(PackedWord::new(0, 7).raw(), 12345, 20000);
+        let state = buffer.state.load(Ordering::Relaxed);
         assert_eq!(top_of(state), 12345);
-        assert_eq!(next_generation(state), 8);
-        assert_ne!(pack(OFFSET_MASK >> 1, GENERATION_MASK), REFILLING);
-        assert_eq!(top_of(pack(5, GENERATION_MASK + 1)), 5, "generations wrap");
+        assert_eq!(PackedWord::from_raw(state).upper(), 8);
+        assert_ne!(
+            PackedWord::new(MAX_OFFSET_WORDS >> 1, MAX_UPPER).raw(),
+            REFILLING
+        );
+        buffer.install(PackedWord::new(0, MAX_UPPER).raw(), 5, 20000);
+        let state = buffer.state.load(Ordering::Relaxed);
+        assert_eq!(top_of(state), 5, "generations wrap");
+        assert_eq!(PackedWord::from_raw(state).upper(), 0);
     }
 }
 

@@ -3,13 +3,14 @@
 //! never foreign. A refill takes a chunk from the level above outside any section, then
 //! installs it with the per-CPU compare-and-store; when that fails (another thread on the CPU
 //! installed one first, or the thread moved), the thread keeps its part of the chunk and
-//! sidelines the rest, which later refills take before going up. A thread without an rseq registration, or whose section keeps
-//! aborting, uses the level's compare-and-swap buffers instead (separate memory), counted as
+//! sidelines the rest, which later refills take before going up. A thread without an rseq
+//! registration, or whose section keeps aborting, uses the level's compare-and-swap buffers instead (separate memory), counted as
 //! a fallback.
 
-use crate::levels::middle::{self, portion, Chunk, MiddleLevel, RefillThread, WORD};
-use crate::levels::sideline::{self, Sideline};
-use crate::platform::rseq::{self, Outcome, Packed, Slots};
+use crate::levels::middle::{self, portion, portion_bytes, Chunk, MiddleLevel, RefillThread};
+use crate::levels::sideline::Sideline;
+use crate::memory::words;
+use crate::platform::rseq::{self, Outcome, PackedWord, Slots};
 
 /// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
 /// install.
@@ -52,7 +53,7 @@ pub(crate) fn carve(
     let slots = &buffers.slots;
     let level = &levels[index];
     let base = env.base();
-    let (min_words, mut want_words) = ((min / WORD) as u64, (desired / WORD) as u64);
+    let (min_words, mut want_words) = (words::words(min), words::words(desired));
     // A few rounds: another thread on this CPU may take what a refusal showed was left.
     for _ in 0..4 {
         // SAFETY: `area` is the calling thread's registered area.
@@ -61,10 +62,9 @@ pub(crate) fn carve(
         let (cpu, seen) = match outcome {
             Outcome::Done { cpu, before } => {
                 env.served_without_moving(index, level.level(), cpu);
-                let start = base + before.top_words() as usize * WORD;
                 return Carved::Chunk(Chunk {
-                    start,
-                    len: want_words as usize * WORD,
+                    start: words::address(base, before.offset_words()),
+                    len: words::bytes(want_words),
                 });
             }
             Outcome::Refused { cpu, seen } => (cpu, seen),
@@ -74,8 +74,9 @@ pub(crate) fn carve(
             }
             Outcome::Moved | Outcome::GaveUp => return Carved::Fallback,
         };
-        if seen.left_words() >= min_words {
-            want_words = portion(seen.left_words(), want_words, level.min_tail_words());
+        let left_words = seen.upper();
+        if left_words >= min_words {
+            want_words = portion(left_words, want_words, level.min_tail_words());
             continue;
         }
         return refill(levels, index, buffers, area, cpu, seen, min, desired, env);
@@ -93,20 +94,14 @@ fn refill(
     buffers: &PerCpuBuffers,
     area: *mut u8,
     cpu: usize,
-    seen: Packed,
+    seen: PackedWord,
     min: usize,
     desired: usize,
     env: &mut impl RefillThread,
 ) -> Carved {
     let level = &levels[index];
     let base = env.base();
-    let sidelined = buffers
-        .sideline
-        .take((min / WORD) as u64)
-        .map(|(offset, len)| Chunk {
-            start: base + offset as usize * WORD,
-            len: len as usize * WORD,
-        });
+    let sidelined = buffers.sideline.take(base, min);
     if sidelined.is_some() {
         env.sideline_reused(index);
     }
@@ -115,36 +110,23 @@ fn refill(
     else {
         return Carved::Exhausted;
     };
-    let take = portion(
-        chunk.len as u64,
-        desired as u64,
-        level.min_tail_words() * WORD as u64,
-    ) as usize;
-    let start_words = ((chunk.start - base) / WORD) as u64;
-    let rest_words = ((chunk.len - take) / WORD) as u64;
-    let new = Packed::new(start_words + (take / WORD) as u64, rest_words);
+    let take = portion_bytes(level, chunk.len, desired);
+    let (rest, end) = (chunk.start + take, chunk.start + chunk.len);
+    let new = PackedWord::new(words::offset(base, rest), words::words(end - rest));
     // SAFETY: `area` is the calling thread's registered area; `cpu` came from a section, so it
     // is below the number of slots.
     let (installed, aborts) = unsafe { buffers.slots.install(area, cpu, seen, new) };
     env.rseq_aborts(index, aborts);
-    let old_tail = base + seen.top_words() as usize * WORD;
     match installed {
         // The old buffer is unreachable now: its tail is this thread's to retire.
-        Outcome::Done { .. } => env.retire_tail(
-            index,
-            old_tail,
-            old_tail + seen.left_words() as usize * WORD,
-        ),
-        // Not installed: the rest of the chunk is this thread's; keep it for a later refill.
-        _ if rest_words == 0 => {}
-        _ if rest_words <= sideline::MAX_CHUNK_WORDS
-            && buffers
-                .sideline
-                .put(start_words + (take / WORD) as u64, rest_words) =>
-        {
-            env.sidelined(index);
+        Outcome::Done { .. } => {
+            let old_tail = words::address(base, seen.offset_words());
+            env.retire_tail(index, old_tail, old_tail + words::bytes(seen.upper()));
         }
-        _ => env.retire_tail(index, chunk.start + take, chunk.start + chunk.len),
+        // Not installed: the rest of the chunk is this thread's; keep it for a later refill.
+        _ if rest == end => {}
+        _ if buffers.sideline.put(base, rest, end) => env.sidelined(index),
+        _ => env.retire_tail(index, rest, end),
     }
     env.served_without_moving(index, level.level(), cpu);
     Carved::Chunk(Chunk {
@@ -159,16 +141,15 @@ pub(crate) fn retire_all(buffers: &PerCpuBuffers, base: usize, mut tail: impl Fn
     let slots = &buffers.slots;
     for cpu in 0..slots.cpus() {
         let word = slots.load(cpu);
-        if word.left_words() > 0 {
-            let start = base + word.top_words() as usize * WORD;
-            tail(start, start + word.left_words() as usize * WORD);
+        if word.upper() > 0 {
+            let start = words::address(base, word.offset_words());
+            tail(start, start + words::bytes(word.upper()));
         }
-        slots.store(cpu, Packed(0));
+        slots.store(cpu, PackedWord::from_raw(0));
     }
-    buffers.sideline.drain(|offset, len| {
-        let start = base + offset as usize * WORD;
-        tail(start, start + len as usize * WORD);
-    });
+    buffers
+        .sideline
+        .drain(base, |chunk| tail(chunk.start, chunk.start + chunk.len));
 }
 
 #[cfg(test)]
@@ -199,11 +180,11 @@ mod tests {
             if self.interfere {
                 // Another thread on every CPU installs a buffer first.
                 for cpu in 0..self.buffers.slots.cpus() {
-                    self.buffers.slots.store(cpu, Packed::new(1 << 30, 1));
+                    self.buffers.slots.store(cpu, PackedWord::new(1 << 30, 1));
                 }
             }
-            let start = self.next_words as usize * WORD;
-            self.next_words += (desired / WORD) as u64;
+            let start = words::bytes(self.next_words);
+            self.next_words += words::words(desired);
             Some(Chunk {
                 start,
                 len: desired,

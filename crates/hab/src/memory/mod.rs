@@ -6,11 +6,12 @@
 //!   refills from);
 //! - `object_model`: how the runtime's objects and fillers are read and written;
 //! - `size`: byte sizes as people write them (`"16MiB"`); `words`: the word unit of packed
-//!   offsets;
+//!   offsets; `packed`: one word holding an offset in words and a count;
 //! - `space`: the global heap and the filler rules together, what the layers above take.
 
 pub(crate) mod global;
 pub(crate) mod object_model;
+pub(crate) mod packed;
 pub(crate) mod reservation;
 pub(crate) mod size;
 pub(crate) mod space;

@@ -2,8 +2,9 @@
 //! Their packed states hold offsets in words from the heap's base, so that a 64-bit word can
 //! carry a top and a generation (or an end) for heaps of up to 2^42 words (32 TiB).
 
-/// Bytes of a word: the smallest alignment, and the unit of offsets in packed states.
-pub(crate) const WORD_BYTES: usize = 8;
+/// The size of a heap word: the smallest alignment, the unit of HotSpot's TLAB arithmetic and
+/// of the offsets in packed words.
+pub const WORD_BYTES: usize = 8;
 
 /// The whole words in `bytes`.
 #[inline]

@@ -9,8 +9,8 @@
 //! thread that touches the slot only from inside such sections on that CPU.
 //!
 //! A per-CPU buffer here is one word, so that both the bump and the install of a new buffer
-//! commit with a single store: the top (in words from the heap's base) in the low [`TOP_BITS`]
-//! bits, the words left in the high bits. Bumping `n` words adds `n` and subtracts `n` shifted
+//! commit with a single store: a [`PackedWord`] with the top (in words from the heap's base) as its
+//! offset and the words left as its upper field. Bumping `n` words adds `n` and subtracts `n` shifted
 //! into the high bits; that subtraction borrows exactly when fewer than `n` words are left, so
 //! the check and the new value cost three instructions.
 //!
@@ -30,12 +30,12 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-/// Bits of a packed per-CPU word holding the top, in words from the heap's base (room for a
-/// 16 TiB heap and the carry of a bump that fills a buffer up to its end).
-pub(crate) const TOP_BITS: u32 = 42;
-const TOP_MASK: u64 = (1 << TOP_BITS) - 1;
-/// The largest per-CPU buffer, in bytes: what is left is counted in the 22 high bits.
-pub(crate) const MAX_BUFFER_BYTES: usize = ((1usize << (64 - TOP_BITS)) - 1) * 8;
+pub(crate) use crate::memory::packed::PackedWord;
+use crate::memory::packed::MAX_UPPER;
+
+/// The largest per-CPU buffer, in bytes: a slot's [`PackedWord`] counts the words left in its
+/// upper field.
+pub(crate) const MAX_BUFFER_BYTES: usize = MAX_UPPER as usize * crate::memory::words::WORD_BYTES;
 /// Distance between two CPUs' slots: two cache lines, so that neighbours never share one.
 const SLOT_SHIFT: u32 = 7;
 pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
@@ -44,26 +44,6 @@ pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
 pub(crate) const MAX_ABORTS: u64 = 64;
 /// The signature glibc registers with on x86_64; Hab's own registrations use it too.
 pub(crate) const SIGNATURE: u32 = 0x5305_3053;
-
-/// A per-CPU word: words left and top.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Packed(pub(crate) u64);
-
-impl Packed {
-    /// A buffer at `top_words` with `left_words` free words.
-    pub(crate) fn new(top_words: u64, left_words: u64) -> Packed {
-        debug_assert!(top_words <= TOP_MASK && left_words < 1 << (64 - TOP_BITS));
-        Packed(left_words << TOP_BITS | top_words)
-    }
-
-    pub(crate) fn top_words(self) -> u64 {
-        self.0 & TOP_MASK
-    }
-
-    pub(crate) fn left_words(self) -> u64 {
-        self.0 >> TOP_BITS
-    }
-}
 
 /// How this process gets an rseq area for its threads.
 #[derive(Clone, Debug, PartialEq, Eq)]

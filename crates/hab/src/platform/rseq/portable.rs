@@ -1,7 +1,7 @@
 //! Other platforms: no restartable sequences. Every function says so, and the per-CPU
 //! buffers and LABs take their compare-and-swap paths.
 
-use super::{LabBump, LabInstall, Outcome, Packed, RseqMechanism};
+use super::{LabBump, LabInstall, Outcome, PackedWord, RseqMechanism};
 
 pub(super) fn discover() -> RseqMechanism {
     RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())
@@ -27,8 +27,8 @@ pub(super) unsafe fn install(
     _: *mut u8,
     _: *mut u64,
     _: usize,
-    _: Packed,
-    _: Packed,
+    _: PackedWord,
+    _: PackedWord,
 ) -> (Outcome, u64) {
     (Outcome::GaveUp, 0)
 }
@@ -90,8 +90,8 @@ pub(super) unsafe fn install_injected(
     _: *mut u8,
     _: *mut u64,
     _: usize,
-    _: Packed,
-    _: Packed,
+    _: PackedWord,
+    _: PackedWord,
     _: u64,
 ) -> (Outcome, u64) {
     (Outcome::GaveUp, 0)

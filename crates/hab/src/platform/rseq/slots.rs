@@ -4,16 +4,17 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{imp, Packed, SLOT_BYTES, TOP_BITS};
+use super::{imp, PackedWord, SLOT_BYTES};
+use crate::memory::packed::OFFSET_BITS;
 
 /// How a critical section ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Committed on `cpu`; `before` is the slot's word before the commit.
-    Done { cpu: usize, before: Packed },
+    Done { cpu: usize, before: PackedWord },
     /// Not committed: the slot of `cpu` had too little left (bump) or no longer held the
     /// expected word (install). `seen` is the slot's word.
-    Refused { cpu: usize, seen: Packed },
+    Refused { cpu: usize, seen: PackedWord },
     /// Not committed: the thread runs on another CPU than the install expected.
     Moved,
     /// Not committed: the thread runs on a CPU at or beyond the slots (a topology that does
@@ -56,18 +57,18 @@ impl Slots {
 
     /// Reads a slot outside a critical section (a snapshot; only exact while no thread can
     /// run a section on that CPU, e.g. during a collection).
-    pub(crate) fn load(&self, cpu: usize) -> Packed {
+    pub(crate) fn load(&self, cpu: usize) -> PackedWord {
         assert!(cpu < self.cpus);
         // SAFETY: `cpu` is in bounds; a volatile read of an aligned word that threads write
         // with plain stores cannot tear on x86_64.
-        Packed(unsafe { self.slot(cpu).read_volatile() })
+        PackedWord::from_raw(unsafe { self.slot(cpu).read_volatile() })
     }
 
     /// Writes a slot outside a critical section. Only while no thread can run a section.
-    pub(crate) fn store(&self, cpu: usize, word: Packed) {
+    pub(crate) fn store(&self, cpu: usize, word: PackedWord) {
         assert!(cpu < self.cpus);
         // SAFETY: `cpu` is in bounds; the caller guarantees no concurrent section.
-        unsafe { self.slot(cpu).write_volatile(word.0) };
+        unsafe { self.slot(cpu).write_volatile(word.raw()) };
     }
 
     fn slot(&self, cpu: usize) -> *mut u64 {
@@ -83,7 +84,7 @@ impl Slots {
     /// Also returns how many times the section aborted and restarted.
     pub(crate) unsafe fn bump(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
         // SAFETY: forwarded.
-        unsafe { imp::bump(area, self.base, self.cpus, words, words << TOP_BITS) }
+        unsafe { imp::bump(area, self.base, self.cpus, words, words << OFFSET_BITS) }
     }
 
     /// [`bump`](Slots::bump) with an abort injected at instruction boundary `inject_at`.
@@ -104,7 +105,7 @@ impl Slots {
                 self.base,
                 self.cpus,
                 words,
-                words << TOP_BITS,
+                words << OFFSET_BITS,
                 inject_at,
             )
         }
@@ -117,7 +118,7 @@ impl Slots {
     #[cfg(test)]
     pub(crate) unsafe fn bump_widened(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
         // SAFETY: forwarded.
-        unsafe { imp::bump_widened(area, self.base, self.cpus, words, words << TOP_BITS) }
+        unsafe { imp::bump_widened(area, self.base, self.cpus, words, words << OFFSET_BITS) }
     }
 
     /// Replaces the slot of `cpu` (< `cpus()`) by `new` if the thread still runs on `cpu` and
@@ -131,8 +132,8 @@ impl Slots {
         &self,
         area: *mut u8,
         cpu: usize,
-        expected: Packed,
-        new: Packed,
+        expected: PackedWord,
+        new: PackedWord,
     ) -> (Outcome, u64) {
         assert!(cpu < self.cpus);
         // SAFETY: forwarded; `cpu` is in bounds.
@@ -149,8 +150,8 @@ impl Slots {
         &self,
         area: *mut u8,
         cpu: usize,
-        expected: Packed,
-        new: Packed,
+        expected: PackedWord,
+        new: PackedWord,
         inject_at: u64,
     ) -> (Outcome, u64) {
         assert!(cpu < self.cpus);

@@ -2,6 +2,7 @@
 //! at every instruction boundary, migrations and signal storms.
 
 use super::*;
+use crate::memory::packed::MAX_OFFSET_WORDS;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -28,10 +29,10 @@ fn online_cpus() -> usize {
 
 #[test]
 fn packed_words_split_top_and_left() {
-    let word = Packed::new(12345, 678);
-    assert_eq!((word.top_words(), word.left_words()), (12345, 678));
-    let max = Packed::new(TOP_MASK, (MAX_BUFFER_BYTES / 8) as u64);
-    assert_eq!(max.left_words() * 8, MAX_BUFFER_BYTES as u64);
+    let word = PackedWord::new(12345, 678);
+    assert_eq!((word.offset_words(), word.upper()), (12345, 678));
+    let max = PackedWord::new(MAX_OFFSET_WORDS, (MAX_BUFFER_BYTES / 8) as u64);
+    assert_eq!(max.upper() * 8, MAX_BUFFER_BYTES as u64);
 }
 
 /// On one pinned CPU: bumps take words in order, refuse when too few are left, and an
@@ -47,16 +48,16 @@ fn bump_and_install_on_one_cpu() {
         let install = |cpu, old, new| unsafe { slots.install(area, cpu, old, new) }.0;
         let done = |top, left| Outcome::Done {
             cpu: 0,
-            before: Packed::new(top, left),
+            before: PackedWord::new(top, left),
         };
         let refused = |top, left| Outcome::Refused {
             cpu: 0,
-            seen: Packed::new(top, left),
+            seen: PackedWord::new(top, left),
         };
 
         assert_eq!(bump(2), refused(0, 0), "an empty slot refuses");
         assert!(matches!(
-            install(0, Packed(0), Packed::new(100, 5)),
+            install(0, PackedWord::from_raw(0), PackedWord::new(100, 5)),
             Outcome::Done { cpu: 0, .. }
         ));
         assert_eq!(bump(2), done(100, 5));
@@ -64,14 +65,17 @@ fn bump_and_install_on_one_cpu() {
         assert_eq!(bump(1), refused(105, 0), "too few words left");
         // A stale expectation does not install.
         assert_eq!(
-            install(0, Packed::new(100, 5), Packed::new(200, 9)),
+            install(0, PackedWord::new(100, 5), PackedWord::new(200, 9)),
             refused(105, 0)
         );
         // Nor does the wrong CPU.
         if online_cpus() > 1 {
-            assert_eq!(install(1, Packed(0), Packed::new(200, 9)), Outcome::Moved);
+            assert_eq!(
+                install(1, PackedWord::from_raw(0), PackedWord::new(200, 9)),
+                Outcome::Moved
+            );
         }
-        assert_eq!(slots.load(0), Packed::new(105, 0));
+        assert_eq!(slots.load(0), PackedWord::new(105, 0));
     })
     .join()
     .unwrap();
@@ -151,12 +155,12 @@ fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
                     aborts.fetch_add(aborted, Ordering::Relaxed);
                     match outcome {
                         Outcome::Done { before, .. } => {
-                            words.push(before.top_words());
+                            words.push(before.offset_words());
                             bumps += 1;
                         }
                         Outcome::Refused { cpu, seen } => {
                             let start = next_chunk.fetch_add(CHUNK_WORDS, Ordering::Relaxed);
-                            let new = Packed::new(start, CHUNK_WORDS);
+                            let new = PackedWord::new(start, CHUNK_WORDS);
                             // SAFETY: as above.
                             let (installed, aborted) =
                                 unsafe { slots.install(area, cpu, seen, new) };
@@ -385,20 +389,20 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
         for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
             at_every_boundary("bump", points, |k| {
                 let slots = Slots::new(cpus);
-                slots.store(0, Packed::new(100, 5));
+                slots.store(0, PackedWord::new(100, 5));
                 // SAFETY: `area` is this thread's registered area.
                 let (outcome, aborts) = unsafe { slots.bump_injected(area, words, k) };
                 ((outcome, slots.load(0)), aborts)
             });
         }
         for (expected, points) in [
-            (Packed::new(100, 5), INSTALL_POINTS),
-            (Packed::new(100, 4), INSTALL_REFUSED_POINTS),
+            (PackedWord::new(100, 5), INSTALL_POINTS),
+            (PackedWord::new(100, 4), INSTALL_REFUSED_POINTS),
         ] {
             at_every_boundary("install", points, |k| {
                 let slots = Slots::new(cpus);
-                slots.store(0, Packed::new(100, 5));
-                let new = Packed::new(300, 9);
+                slots.store(0, PackedWord::new(100, 5));
+                let new = PackedWord::new(300, 9);
                 // SAFETY: as above; CPU 0 is in bounds.
                 let (outcome, aborts) =
                     unsafe { slots.install_injected(area, 0, expected, new, k) };
@@ -492,11 +496,11 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
         };
         assert!(pin(cpu));
         let slots = Slots::new(1);
-        slots.store(0, Packed::new(100, 5));
+        slots.store(0, PackedWord::new(100, 5));
         // SAFETY: `area` is this thread's registered area.
         let (outcome, _) = unsafe { slots.bump(area, 2) };
         assert_eq!(outcome, Outcome::OutOfRange);
-        assert_eq!(slots.load(0), Packed::new(100, 5));
+        assert_eq!(slots.load(0), PackedWord::new(100, 5));
 
         let labs = LabSlots::new(1);
         labs.store(0, (1000, 1040));
@@ -539,7 +543,7 @@ fn a_forked_child_can_bump() {
         let ok = (|| {
             let area = current_area()?;
             for cpu in 0..slots.cpus() {
-                slots.store(cpu, Packed::new(0, 1000));
+                slots.store(cpu, PackedWord::new(0, 1000));
             }
             // SAFETY: the child inherited this thread's registration.
             let (outcome, _) = unsafe { slots.bump(area, 4) };

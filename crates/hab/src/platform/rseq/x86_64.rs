@@ -1,11 +1,13 @@
 //! The restartable sections, x86_64: one `section!` macro writes the scaffolding (descriptor,
 //! re-arm, refusal exits, abort handler with its signature) around each section's body; the
-//! bump, install, bump-or-claim, LAB install and inline LAB bump sections are built from it.
+//! bump, install, bump-or-claim and LAB install sections are built from it. The inline LAB
+//! bump, which has no retry loop, shares its pieces (`descriptor!`, `abort_signature!`,
+//! `injection_point!`).
 
 use std::arch::asm;
 
 pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
-use super::{LabBump, LabInstall, Outcome, Packed, MAX_ABORTS, SIGNATURE, SLOT_SHIFT};
+use super::{LabBump, LabInstall, Outcome, PackedWord, MAX_ABORTS, SIGNATURE, SLOT_SHIFT};
 
 /// A restartable section: `$body` runs between the start and the commit, ending with the
 /// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address
@@ -17,27 +19,58 @@ use super::{LabBump, LabInstall, Outcome, Packed, MAX_ABORTS, SIGNATURE, SLOT_SH
 /// operands every caller passes; the second bracket holds extra register operands.
 ///
 /// `section!(inject [...], [inout("rcx") k => _,], ...)` is the same section with an
-/// injection point before every instruction of the body, for tests: the `k`-th point
+/// [`injection_point!`] before every instruction of the body, for tests: the `k`-th point
 /// (from 1, counted across tries) jumps to the abort handler exactly as the kernel does
-/// after a preemption there. The points change no flag and no register but `rcx`; `k = 0`
-/// never injects.
+/// after a preemption there; `k = 0` never injects.
+/// The section's descriptor in `__rseq_cs` (label `3`): it starts at `4`, commits at `5`
+/// and aborts to `6`.
+macro_rules! descriptor {
+    () => {
+        concat!(
+            ".pushsection __rseq_cs, \"aw\"\n",
+            ".balign 32\n",
+            "3:\n",
+            ".long 0, 0\n",
+            ".quad 4f, (5f - 4f), 6f\n",
+            ".popsection",
+        )
+    };
+}
+
+/// The bytes the kernel checks right before an abort handler: a `ud1` whose last four bytes
+/// are the registered signature.
+macro_rules! abort_signature {
+    () => {
+        concat!(".byte 0x0f, 0xb9, 0x3d\n", ".long {signature}")
+    };
+}
+
+/// A test's injection point: counts `rcx` down and jumps to the abort handler at zero, as
+/// the kernel would after a preemption there. Changes no flag and no register but `rcx`.
+#[cfg(test)]
+macro_rules! injection_point {
+    () => {
+        concat!(
+            "lea rcx, [rcx - 1]\n",
+            "jrcxz 21f\n",
+            "jmp 22f\n",
+            "21:\n",
+            "jmp 6f\n",
+            "22:",
+        )
+    };
+}
+
 macro_rules! section {
     (plain [$($body:literal),* $(,)?], [$($extra:tt)*], $($operands:tt)*) => {
         section!(@emit [$($body,)*], [$($extra)*], $($operands)*)
     };
     (inject [$($body:literal),* $(,)?], [$($extra:tt)*], $($operands:tt)*) => {
-        section!(@emit [$(
-            "lea rcx, [rcx - 1]", "jrcxz 21f", "jmp 22f", "21:", "jmp 6f", "22:", $body,
-        )*], [$($extra)*], $($operands)*)
+        section!(@emit [$(injection_point!(), $body,)*], [$($extra)*], $($operands)*)
     };
-    (@emit [$($line:literal,)*], [$($extra:tt)*], $($operands:tt)*) => {
+    (@emit [$($line:expr,)*], [$($extra:tt)*], $($operands:tt)*) => {
         asm!(
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "3:",
-            ".long 0, 0",
-            ".quad 4f, (5f - 4f), 6f",
-            ".popsection",
+            descriptor!(),
             "mov {status:e}, 1",
             "2:",
             "lea {scratch}, [rip + 3b]",
@@ -55,8 +88,7 @@ macro_rules! section {
             "14:",
             "mov {status:e}, 4",
             "jmp 8f",
-            ".byte 0x0f, 0xb9, 0x3d",
-            ".long {signature}",
+            abort_signature!(),
             "6:",
             "add {aborts}, 1",
             "cmp {aborts}, {max_aborts}",
@@ -214,8 +246,8 @@ macro_rules! install_section {
             area = in(reg) $area,
             base = in(reg) $base,
             cpu = in(reg) $cpu,
-            expected = in(reg) $expected.0,
-            new = in(reg) $new.0,
+            expected = in(reg) $expected.raw(),
+            new = in(reg) $new.raw(),
             aborts = inout(reg) aborts,
             status = out(reg) status,
             slot = out(reg) slot,
@@ -236,8 +268,8 @@ section_fns! {
         area: *mut u8,
         base: *mut u64,
         cpu: usize,
-        expected: Packed,
-        new: Packed,
+        expected: PackedWord,
+        new: PackedWord,
     ) -> (Outcome, u64) = install_section;
     "As in `bump`; the section commits with its single store of `new`, to the slot of \
      `cpu` (in bounds, by the caller), only when the thread runs on `cpu`."
@@ -375,16 +407,11 @@ section_fns! {
 /// and no status register. The abort handler counts the abort in the third word of
 /// `slot` with one locked add (only aborts pay for it), which readers load atomically.
 macro_rules! inline_bump_section {
-    ([$($injection:literal),*], [$($extra:tt)*], $area_offset:expr, $slot:expr, $cpu:expr,
+    ([$($injection:expr),*], [$($extra:tt)*], $area_offset:expr, $slot:expr, $cpu:expr,
      $bytes:expr) => {{
         let object: usize;
         asm!(
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "3:",
-            ".long 0, 0",
-            ".quad 4f, (5f - 4f), 6f",
-            ".popsection",
+            descriptor!(),
             "lea {scratch}, [rip + 3b]",
             "mov qword ptr fs:[{area} + 8], {scratch}",
             "4:",
@@ -407,8 +434,7 @@ macro_rules! inline_bump_section {
             "7:",
             "xor {object:e}, {object:e}",
             "jmp 5b",
-            ".byte 0x0f, 0xb9, 0x3d",
-            ".long {signature}",
+            abort_signature!(),
             "6:",
             "lock add qword ptr [{slot} + 16], 1",
             "xor {object:e}, {object:e}",
@@ -461,7 +487,7 @@ pub(super) unsafe fn lab_bump_injected(
     // SAFETY: as in `lab_bump`; the injection points touch only `rcx`.
     unsafe {
         inline_bump_section!(
-            ["lea rcx, [rcx - 1]", "jrcxz 21f", "jmp 22f", "21:", "jmp 6f", "22:"],
+            [injection_point!()],
             [inout("rcx") inject_at => _,],
             area_offset,
             slot,
@@ -497,11 +523,11 @@ fn outcome(status: u64, slot: u64, base: *mut u64, word: u64) -> Outcome {
     match status {
         1 => Outcome::Done {
             cpu,
-            before: Packed(word),
+            before: PackedWord::from_raw(word),
         },
         0 => Outcome::Refused {
             cpu,
-            seen: Packed(word),
+            seen: PackedWord::from_raw(word),
         },
         3 => Outcome::Moved,
         4 => Outcome::OutOfRange,
