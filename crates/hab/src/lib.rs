@@ -63,11 +63,12 @@
 //! | global heap | the allocation range inside one `mmap` reservation; CAS bump on its top | `memory/global.rs`, `memory/reservation.rs` |
 //! | space | the global heap with the object model's fillers: what the layers below the heap take | `memory/space.rs` |
 //! | word | 8 bytes; the unit of the offsets packed into middle-level, sideline and per-CPU states | `memory/words.rs` |
+//! | packed word | an offset in words and a count in one 64-bit word, changed by one store or CAS | `memory/packed.rs` |
 //! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `labs/tlab.rs` |
 //! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB | |
-//! | per-CPU LAB | `cpu-lab` mode ([`Mode::CpuLab`]): a `{top, end}` pair per CPU that objects are bumped in, in restartable sections (the Garthwaite seed's per-processor LABs) | `labs/cpu_labs.rs`, `platform/rseq.rs` |
+//! | per-CPU LAB | `cpu-lab` mode ([`Mode::CpuLab`]): a `{top, end}` pair per CPU that objects are bumped in, in restartable sections (the Garthwaite seed's per-processor LABs) | `labs/cpu_labs.rs`, `platform/rseq/` |
 //! | CPU LAB path | the `cpu-lab` fast path as a value a mutator lends: a CPU and its LAB ([`CpuLabPath`], [`CpuLabMutator`]) | `heap/cpu_lab_path.rs` |
-//! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `platform/rseq.rs` |
+//! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `platform/rseq/` |
 //! | transaction | installing a new per-CPU LAB; failed if interrupted or refused, invalid if it could not install | `labs/cpu_labs.rs` |
 //! | sideline | chunks a refill could not install, kept for later refills | `levels/sideline.rs` |
 //! | flip | the mode that switches between TLABs and per-CPU LABs at collections; its policy | `labs/flip.rs` |
@@ -77,7 +78,7 @@
 //! | sizing policy | how big the next TLAB (or per-CPU LAB) is: fixed, adaptive (HotSpot), growing (Agesen) | `labs/sizing.rs` |
 //! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `levels/middle.rs` |
 //! | refill thread | the thread running a middle-level refill: where it runs, where its events are counted | `levels/refill.rs` |
-//! | domain | the CPUs sharing a buffer: one CPU, a core, an LLC, a package, a NUMA node | `platform/topology.rs` |
+//! | domain | the CPUs sharing a buffer: one CPU, a core, an LLC, a package, a NUMA node | `platform/topology/mod.rs` |
 //! | CLAB, PLAB | the Kirsch seed's per-core and per-processor buffers: the `core` and `package` levels (never the per-CPU LAB mode, nor HotSpot's promotion LABs) | `levels/middle.rs` |
 //! | foreign allocation | a chunk carved from a domain other than the thread's at commit | `levels/refill.rs` |
 //! | CPU id | which CPU the thread runs on: rseq area, `sched_getcpu`, RDPID, simulated | `platform/cpu_id.rs` |
