@@ -1,6 +1,7 @@
 //! `hab`: run allocation workloads on Hab and write reports.
 
 mod callgrind;
+mod figures;
 mod limits;
 mod machine;
 mod report;

@@ -26,6 +26,7 @@ use hab::{
 };
 use serde::Serialize;
 
+use crate::figures::{self, Spread};
 use crate::limits;
 
 /// Which workload to run.
@@ -199,6 +200,14 @@ pub struct RunResult {
     pub thread_stats: Vec<String>,
     /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
     pub compute_speedup: Option<f64>,
+}
+
+impl RunResult {
+    /// Time per object (of all threads together) in ns over the repetitions.
+    pub fn ns_per_object(&self) -> Spread {
+        let objects = (self.threads * self.objects) as f64;
+        Spread::of(&self.elapsed_ms).scaled(1e6 / objects)
+    }
 }
 
 /// Per-CPU LAB figures of a run (means per repetition).
@@ -653,9 +662,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let mean = |value: &dyn Fn(&(AllocationStats, u64)) -> u64| {
         measured.iter().map(value).sum::<u64>() / measured.len() as u64
     };
-    let mut sorted = elapsed_ms.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
+    let spread = Spread::of(&elapsed_ms);
+    let median = spread.median;
     let total_objects = (spec.threads * spec.objects) as f64;
     let tlab_size = match spec.tlab {
         TlabPolicy::Fixed(bytes) => bytes as u64,
@@ -713,7 +721,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         },
         prefetch: spec.prefetch,
         repeat: spec.repeat,
-        elapsed_ms_min: sorted[0],
+        elapsed_ms_min: spread.min,
         elapsed_ms_median: median,
         ns_per_alloc: median * 1e6 / total_objects,
         allocs_per_sec: total_objects / (median / 1e3),
@@ -742,11 +750,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
+    figures::percent(part as f64, whole as f64)
 }
 
 /// The fast path of the mutator's current mode: the TLAB's, or the per-CPU LAB's in mode
@@ -965,6 +969,14 @@ fn collect_when_full(mutator: &mut Mutator) {
 
 /// Iterations of the compute loop: about 0.1 s on these machines.
 const COMPUTE_ITERATIONS: u64 = 100_000_000;
+
+/// Milliseconds the compute loop takes for `iterations` on the calling thread: a probe of how
+/// much of the CPU the process gets right now.
+pub fn compute_ms(iterations: u64) -> f64 {
+    let start = Instant::now();
+    black_box(compute_loop(iterations));
+    start.elapsed().as_secs_f64() * 1e3
+}
 
 /// A pure compute loop (xorshift), touching no memory.
 fn compute_loop(iterations: u64) -> u64 {

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use hab::{CpuIdReader, CpuIdSource, Topology};
 use indicatif::ProgressBar;
 
-use super::check;
+use super::claims::{Claims, Verdict};
 use crate::callgrind::{self, COUNT};
+use crate::figures::Spread;
 
 /// `hab run` arguments whose instructions per object are counted.
 const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
@@ -155,7 +156,7 @@ pub fn measure(progress: &ProgressBar) -> Result<Costs, String> {
     })
 }
 
-pub fn render(costs: &Costs) -> String {
+pub fn render(costs: &Costs, claims: &mut Claims) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## Instructions per allocation (callgrind)\n");
     if !costs.valgrind {
@@ -182,7 +183,11 @@ pub fn render(costs: &Costs) -> String {
                 s,
                 "\nClaim: `alloc-object` with 16-byte objects costs at most 10 instructions per \
                  object: {}.\n",
-                check(*count <= 10.0)
+                claims.judge(
+                    "Instruction counts",
+                    "`alloc-object` with 16-byte objects costs at most 10 instructions per object",
+                    Verdict::at_most(Spread::exact(*count), 10.0)
+                )
             );
         }
         if let Some(plab) = costs.instructions("cpu-lab") {
@@ -199,7 +204,11 @@ pub fn render(costs: &Costs) -> String {
                  restartable bump (9: arm the descriptor, check the CPU and branch, load, add, \
                  compare, branch, commit; the seed's SPARC PLAB path took 17) and the test of \
                  its result (2). Claim: a `plab` allocation costs at most 12 instructions: {}.\n",
-                check(path <= 12.0)
+                claims.judge(
+                    "Instruction counts",
+                    "a `plab` allocation costs at most 12 instructions",
+                    Verdict::at_most(Spread::exact(path), 12.0)
+                )
             );
         }
     }

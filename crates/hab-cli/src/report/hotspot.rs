@@ -2,6 +2,7 @@
 //! section finds the point that goes beside Hab's in its tables and plots.
 
 use super::jvm::{JvmTlab, Point};
+use crate::figures::Spread;
 
 /// HotSpot's measurements, or why there are none.
 pub enum HotSpot {
@@ -24,6 +25,12 @@ impl HotSpot {
     pub fn alloc_array_ns(&self, tlab: JvmTlab) -> Option<f64> {
         self.find("alloc-array", |p| p.config == tlab.config())
             .and_then(|p| p.ns_per_object)
+    }
+
+    /// HotSpot's `alloc-array` time per object with these TLABs in ns, over its iterations.
+    pub fn alloc_array(&self, tlab: JvmTlab) -> Option<Spread> {
+        self.find("alloc-array", |p| p.config == tlab.config())
+            .and_then(Point::ns)
     }
 
     /// HotSpot's `alloc-array` time per object with these TLABs, `median (min–max)` in ns.

@@ -15,6 +15,7 @@ use indicatif::ProgressBar;
 use serde_json::Value;
 
 use super::Scale;
+use crate::figures::{median, Spread};
 
 /// Where the Java project is.
 fn project_dir() -> PathBuf {
@@ -142,19 +143,28 @@ pub const ALLOC_ARRAY_TLABS: [JvmTlab; 8] = [
 impl Point {
     /// Time per object as `median (min–max)`, or —.
     pub fn ns_spread(&self) -> String {
-        match (self.ns_per_object, self.ns_range) {
-            (Some(median), Some((min, max))) => format!("{median:.2} ({min:.2}–{max:.2})"),
-            (Some(median), None) => format!("{median:.2}"),
+        match (self.ns(), self.ns_range) {
+            (Some(spread), Some(_)) => spread.to_string(),
+            (Some(spread), None) => format!("{:.2}", spread.median),
             _ => "—".into(),
         }
+    }
+
+    /// Time per object in ns with its range over the iterations (a point when JMH gave no
+    /// range).
+    pub fn ns(&self) -> Option<Spread> {
+        let median = self.ns_per_object?;
+        Some(match self.ns_range {
+            Some((min, max)) => Spread { median, min, max },
+            None => Spread::exact(median),
+        })
     }
 }
 
 /// The smallest and largest of some values.
 fn range(values: &[f64]) -> Option<(f64, f64)> {
-    let min = values.iter().copied().reduce(f64::min)?;
-    let max = values.iter().copied().reduce(f64::max)?;
-    Some((min, max))
+    let spread = Spread::of(values);
+    (!values.is_empty()).then_some((spread.min, spread.max))
 }
 
 impl Jvm {
@@ -229,12 +239,6 @@ impl Jvm {
 }
 
 /// The median of some values.
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// A `key=value` figure a Java program printed on standard error.
 fn figure(stderr: &str, key: &str) -> Option<f64> {
     stderr.lines().find_map(|line| {

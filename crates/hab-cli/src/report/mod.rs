@@ -4,12 +4,14 @@
 //!
 //! Each experiment is a file: the runs it needs (`specs`) and the section it writes (`render`).
 
+mod claims;
 mod costs;
 mod hotspot;
 mod html;
 mod jaffer;
 mod jvm;
 mod middle;
+mod noise;
 mod plab;
 mod plot;
 mod shipilev;
@@ -25,6 +27,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::machine;
 use crate::workload::{self, RunResult, RunSpec, Workload};
+use claims::{Claims, Verdict};
 
 /// How big the experiments are.
 pub struct Scale {
@@ -160,6 +163,8 @@ impl Figures {
 pub struct Extras {
     /// The compute loop's speed-up from 1 to 2 threads.
     pub compute_speedup: f64,
+    /// The compute loop timed all through the run.
+    pub noise: noise::Noise,
     pub costs: costs::Costs,
 }
 
@@ -228,6 +233,8 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
 
     progress.set_message("compute loop on 1 and 2 threads");
     let compute_speedup = workload::compute_speedup(2);
+    let mut noise = noise::Noise::default();
+    noise.probe();
     progress.inc(1);
     let mut runs = Vec::new();
     for spec in specs {
@@ -242,9 +249,11 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         ));
         let result = workload::run(&spec)?;
         runs.push((spec, result));
+        noise.probe();
         progress.inc(1);
     }
     let vm_runs = vm::measure(scale, &progress)?;
+    noise.probe();
     let hotspot = match jvm_skipped {
         Some(why) => hotspot::HotSpot::Skipped(why),
         None => {
@@ -262,10 +271,12 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         }
     };
     let costs = costs::measure(&progress)?;
+    noise.probe();
     progress.finish_and_clear();
     let measured = Measured { runs };
     let extras = Extras {
         compute_speedup,
+        noise,
         costs,
     };
 
@@ -289,10 +300,11 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         fs::write(out.join("data/hotspot.json"), json).map_err(|e| e.to_string())?;
     }
 
-    let mut sections = shipilev::render(scale, &measured, &hotspot, &figures);
-    sections += &jaffer::render(scale, &measured, &extras, &hotspot, &figures);
-    sections += &middle::render(scale, &measured, &figures);
-    sections += &plab::render(scale, &measured);
+    let mut claims = Claims::default();
+    let mut sections = shipilev::render(scale, &measured, &hotspot, &figures, &mut claims);
+    sections += &jaffer::render(scale, &measured, &extras, &hotspot, &figures, &mut claims);
+    sections += &middle::render(scale, &measured, &figures, &mut claims);
+    sections += &plab::render(scale, &measured, &mut claims);
     sections += &vm::render(
         scale,
         &vm_runs,
@@ -304,12 +316,13 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
             extras.costs.instructions("alloc-object, 16 B, plab"),
         ),
         &figures,
+        &mut claims,
     );
-    sections += &costs::render(&extras.costs);
+    sections += &costs::render(&extras.costs, &mut claims);
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
     text += &hotspot.note();
     text += &summary::render(scale, &measured, &extras, &vm_runs, &hotspot);
-    text += &verdicts(&sections);
+    text += &claims.render();
     text += &sections;
     let path = out.join("README.md");
     fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -482,8 +495,10 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
         "Written by `hab report{flag}` (`cargo run --release -p hab-cli -- report{flag}`) in \
          {seconds:.0} s. Every figure below was measured in this run; `results.jsonl` beside this \
          file has every run as one JSON line, and `data/alloc-runs.csv` the `hab run` command \
-         that reproduces each. Times per object read `median (min–max)` over the repetitions. A \
-         claim marked **no** did not hold in this run.\n"
+         that reproduces each. Times per object read `median (min–max)` over the repetitions. \
+         A claim holds (yes) when its figure's whole range over the repetitions is on the right \
+         side of its bound, does not (**no**) when the whole range is on the wrong side, and is \
+         *inconclusive* when the range straddles the bound: this run was too noisy to say.\n"
     );
     let _ = writeln!(s, "## Machine\n");
     for line in machine::describe() {
@@ -492,76 +507,34 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
     let _ = writeln!(
         s,
         "- A pure compute loop ran {:.2}× faster on 2 threads than on 1 in this run (2.00 would \
-         be perfect scaling); multi-thread figures are judged against it.\n",
+         be perfect scaling); multi-thread figures are judged against it.",
         extras.compute_speedup
     );
+    let _ = writeln!(s, "- {}\n", extras.noise.describe());
     s
 }
 
 /// A run's time per object as `median (min–max)` over its repetitions, in ns.
 pub fn spread(result: &RunResult) -> String {
-    let per_object = |ms: f64| ms * 1e6 / (result.threads * result.objects) as f64;
-    let max = result.elapsed_ms.iter().copied().fold(f64::MIN, f64::max);
-    format!(
-        "{:.2} ({:.2}–{:.2})",
-        result.ns_per_alloc,
-        per_object(result.elapsed_ms_min),
-        per_object(max)
-    )
+    result.ns_per_object().to_string()
 }
 
 /// How a section opens: the seed's claim with its own numbers, ours, and whether ours
-/// confirm it.
-pub fn seed_claim(seed: &str, original: &str, ours: &str, confirmed: bool) -> String {
-    format!(
-        "**The seed ({seed}):** {original}\n\n**Here:** {ours}\n\n**Confirmed here:** {}\n\n",
-        check(confirmed)
-    )
-}
-
-/// The list of seed claims and whether each held, gathered from the sections' opening
-/// paragraphs (each written by [`seed_claim`]).
-fn verdicts(sections: &str) -> String {
-    let mut s = String::from("## The seeds' claims in this run\n\n");
-    let mut seed = None;
-    for line in sections.lines() {
-        if let Some(rest) = line.strip_prefix("**The seed (") {
-            seed = rest
-                .split_once("):**")
-                .map(|(name, claim)| (name, claim.trim()));
-        }
-        if let (Some(verdict), Some((name, claim))) =
-            (line.strip_prefix("**Confirmed here:** "), seed)
-        {
-            let _ = writeln!(s, "- {name} ({verdict}): {claim}");
-            seed = None;
-        }
-        // The claims against HotSpot: `Claim: <claim> (<figures>): <verdict>.`
-        if let Some(rest) = line.strip_prefix("Claim: ") {
-            let claim = rest.split(" (").next().unwrap_or(rest);
-            if let (true, Some((_, verdict))) = (claim.contains("HotSpot"), rest.split_once("): "))
-            {
-                let verdict = verdict.split('.').next().unwrap_or(verdict);
-                let _ = writeln!(s, "- Beside HotSpot ({verdict}): {claim}.");
-            }
-        }
-    }
-    s.push('\n');
-    s
-}
-
-/// `yes`, or a bold `no`.
-pub fn check(holds: bool) -> &'static str {
-    if holds {
-        "yes"
-    } else {
-        "**no**"
-    }
+/// confirm it (recorded in `claims`).
+pub fn seed_claim(
+    claims: &mut Claims,
+    seed: &str,
+    original: &str,
+    ours: &str,
+    verdict: Verdict,
+) -> String {
+    claims.judge(seed, original, verdict);
+    format!("**The seed ({seed}):** {original}\n\n**Here:** {ours}\n\n**Confirmed here:** {verdict}\n\n")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{rounded, seed_claim, verdicts, write_csv};
+    use super::{rounded, write_csv};
 
     #[test]
     fn csv_figures_keep_their_precision() {
@@ -589,23 +562,6 @@ mod tests {
         assert_eq!(
             text,
             "mode,ms,command\ncpu-lab,1.5,\"hab run --middle core:1MiB,package:4MiB\"\n"
-        );
-    }
-
-    #[test]
-    fn the_claims_list_has_each_seed_with_its_verdict() {
-        let sections = format!(
-            "## A\n\n{}text\n\nClaim: Hab is at most HotSpot (1 against 2): yes. More (see): this.\n\n\
-             Claim: other (3): yes.\n\n## B\n\n{}",
-            seed_claim("First", "small is fast.", "it is.", true),
-            seed_claim("Second", "big is slow.", "it is not.", false)
-        );
-        assert_eq!(
-            verdicts(&sections),
-            "## The seeds' claims in this run\n\n\
-             - First (yes): small is fast.\n\
-             - Beside HotSpot (yes): Hab is at most HotSpot.\n\
-             - Second (**no**): big is slow.\n\n"
         );
     }
 }
