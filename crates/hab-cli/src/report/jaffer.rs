@@ -7,12 +7,14 @@ use hab::{ByteSize, Mode};
 
 use super::claims::{Claims, Verdict};
 use super::hotspot::HotSpot;
+use super::jvm::Point;
 use super::plot::BarPlot;
 use super::{seed_claim, spread, Extras, Figures, Measured, Scale};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "Jaffer's experiment";
-use crate::workload::{RunSpec, Workload};
+use crate::figures::Spread;
+use crate::workload::{RunResult, RunSpec, Workload};
 
 const SIZES: [usize; 3] = [16, 48, 144];
 const THREADS: [usize; 2] = [1, 2];
@@ -60,26 +62,8 @@ pub fn render(
     claims: &mut Claims,
 ) -> String {
     let mut s = String::new();
-    // HotSpot's point: Parallel GC, with TLABs or without.
-    let jvm_point = |threads: usize, size: usize, tlab: bool| {
-        hotspot.find("alloc-object", |p| {
-            p.size == size && p.threads == threads && p.config.contains("TLABs") == tlab
-        })
-    };
-    let jvm = |threads, size, tlab| jvm_point(threads, size, tlab).and_then(|p| p.ns_per_object);
-    let jvm_spread = |threads, size, tlab| {
-        jvm_point(threads, size, tlab).map_or("—".into(), |p| p.ns_spread())
-    };
     let get = |mode, threads, size| measured.get(&run(scale, mode, threads, size));
-    // Rate on two threads over rate on one: each thread does the same work, so 2 t(1) / t(2).
-    let scaling = |mode, size| {
-        let time = |threads| {
-            get(mode, threads, size)
-                .ns_per_object()
-                .scaled(threads as f64)
-        };
-        time(1).ratio(time(2)).scaled(2.0)
-    };
+    let scaling = |mode, size| scaling(&get, mode, size);
     let (tlab_spread, shared_spread) = (scaling(Mode::Tlab, 16), scaling(Mode::Shared, 16));
     let (tlab_scaling, shared_scaling) = (tlab_spread.median, shared_spread.median);
     let claim = seed_claim(
@@ -112,6 +96,43 @@ pub fn render(
         ByteSize::new(HEAP_BYTES),
         scale.repeat
     );
+    render_table(&mut s, &get, hotspot);
+    render_plot(&mut s, &get, hotspot, figures);
+    render_scaling(&mut s, &get, extras, claims);
+    s
+}
+
+/// HotSpot's point: Parallel GC, with TLABs or without.
+fn jvm_point(hotspot: &HotSpot, threads: usize, size: usize, tlab: bool) -> Option<&Point> {
+    hotspot.find("alloc-object", |p| {
+        p.size == size && p.threads == threads && p.config.contains("TLABs") == tlab
+    })
+}
+
+/// The rate on two threads over the rate on one: each thread does the same work, so
+/// 2 t(1) / t(2).
+fn scaling<'m>(
+    get: &dyn Fn(Mode, usize, usize) -> &'m RunResult,
+    mode: Mode,
+    size: usize,
+) -> Spread {
+    let time = |threads| {
+        get(mode, threads, size)
+            .ns_per_object()
+            .scaled(threads as f64)
+    };
+    time(1).ratio(time(2)).scaled(2.0)
+}
+
+/// Time per object by object size and threads, Hab's modes beside HotSpot's.
+fn render_table<'m>(
+    s: &mut String,
+    get: &dyn Fn(Mode, usize, usize) -> &'m RunResult,
+    hotspot: &HotSpot,
+) {
+    let jvm_spread = |threads, size, tlab| {
+        jvm_point(hotspot, threads, size, tlab).map_or("—".into(), |p| p.ns_spread())
+    };
     let _ = writeln!(
         s,
         "| object | threads | tlab ns/object | shared ns/object | shared / tlab | collections | HotSpot TLABs ns/object | HotSpot no TLAB ns/object |"
@@ -138,6 +159,17 @@ pub fn render(
             );
         }
     }
+}
+
+/// The same as bars of objects per second.
+fn render_plot<'m>(
+    s: &mut String,
+    get: &dyn Fn(Mode, usize, usize) -> &'m RunResult,
+    hotspot: &HotSpot,
+    figures: &Figures,
+) {
+    let jvm =
+        |threads, size, tlab| jvm_point(hotspot, threads, size, tlab).and_then(|p| p.ns_per_object);
     let categories: Vec<String> = SIZES
         .iter()
         .flat_map(|size| THREADS.map(|threads| format!("{size} B, {threads} thr")))
@@ -164,7 +196,7 @@ pub fn render(
             series.push((name.to_string(), values));
         }
     }
-    s += &figures.bars(
+    *s += &figures.bars(
         "jaffer",
         &BarPlot {
             title: "alloc-object: TLABs against a shared CAS",
@@ -173,6 +205,15 @@ pub fn render(
             series,
         },
     );
+}
+
+/// Scaling from one thread to two against the compute loop's, and its claims.
+fn render_scaling<'m>(
+    s: &mut String,
+    get: &dyn Fn(Mode, usize, usize) -> &'m RunResult,
+    extras: &Extras,
+    claims: &mut Claims,
+) {
     let compute = extras.compute_speedup;
     let _ = writeln!(
         s,
@@ -186,7 +227,7 @@ pub fn render(
     let _ = writeln!(s, "| ---: | --- | ---: | ---: | --- |");
     for size in SIZES {
         for mode in [Mode::Tlab, Mode::Shared] {
-            let speedup = scaling(mode, size);
+            let speedup = scaling(get, mode, size);
             let relative = speedup.scaled(1.0 / compute);
             let holds = if mode == Mode::Tlab {
                 let claim = format!(
@@ -212,5 +253,4 @@ pub fn render(
          `hab run --workload alloc-object --object-size 144 --zero never` shows the part that \
          zeroing takes.\n"
     );
-    s
 }

@@ -179,6 +179,24 @@ pub fn render(
         s,
         "## Middle levels: speed-up of `hab` over `tlab` (Kirsch et al., Figures 2 and 3)\n"
     );
+    render_seed_claim(&mut s, scale, measured, &sizes, &configs, claims);
+    render_speedups(&mut s, scale, measured, &sizes, &configs);
+    render_plots(&mut s, scale, measured, &sizes, &configs, figures);
+    render_foreign(&mut s, scale, measured, &sizes, &configs);
+    render_refill_cost(&mut s, scale, measured, claims);
+    render_simulated(&mut s, scale, measured);
+    s
+}
+
+/// The seed's claim, judged on the best middle level's speed-up at 2 threads.
+fn render_seed_claim(
+    s: &mut String,
+    scale: &Scale,
+    measured: &Measured,
+    sizes: &[TlabPolicy],
+    configs: &[MiddleLevelSpec],
+    claims: &mut Claims,
+) {
     // The best middle level's speed-up with the smallest and the largest fixed TLAB, 2 threads.
     let fixed: Vec<TlabPolicy> = sizes
         .iter()
@@ -210,7 +228,7 @@ pub fn render(
         speedup(smallest, Some(Level::Core)).median,
         speedup(smallest, Some(Level::Package)).median,
     );
-    s += &seed_claim(
+    *s += &seed_claim(
         claims,
         "Kirsch et al.",
         "refilling TLABs from per-core (CLAB) or per-processor (PLAB) buffers speeds allocation \
@@ -224,6 +242,16 @@ pub fn render(
         ),
         verdict,
     );
+}
+
+/// Each middle level's speed-up over `tlab`, per TLAB size and thread count.
+fn render_speedups(
+    s: &mut String,
+    scale: &Scale,
+    measured: &Measured,
+    sizes: &[TlabPolicy],
+    configs: &[MiddleLevelSpec],
+) {
     let _ =
         writeln!(
         s,
@@ -243,11 +271,11 @@ pub fn render(
             "**{threads} threads** (`tlab` with adaptive TLABs: {:.2} ns/object)\n",
             adaptive.ns_per_alloc
         );
-        table_header(&mut s, &configs, "`tlab` ns/object");
-        for &tlab in &sizes {
+        table_header(s, configs, "`tlab` ns/object");
+        for &tlab in sizes {
             let base = measured.get(&grid(scale, threads, tlab, None));
             let _ = write!(s, "| {tlab} | {} |", super::spread(base));
-            for &middle in &configs {
+            for &middle in configs {
                 let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
                 let _ = write!(
                     s,
@@ -260,7 +288,17 @@ pub fn render(
         }
         let _ = writeln!(s);
     }
+}
 
+/// The speed-ups as plots, one per thread count.
+fn render_plots(
+    s: &mut String,
+    scale: &Scale,
+    measured: &Measured,
+    sizes: &[TlabPolicy],
+    configs: &[MiddleLevelSpec],
+    figures: &Figures,
+) {
     for threads in THREADS {
         let series = configs
             .iter()
@@ -280,7 +318,7 @@ pub fn render(
             })
             .collect();
         let title = format!("Speed-up of hab over tlab by TLAB size, {threads} threads");
-        s += &figures.lines(
+        *s += &figures.lines(
             &format!("kirsch-{threads}-threads"),
             &LinePlot {
                 title: &title,
@@ -291,7 +329,16 @@ pub fn render(
             },
         );
     }
+}
 
+/// The share of foreign allocations (Kirsch et al.'s Tables I and II).
+fn render_foreign(
+    s: &mut String,
+    scale: &Scale,
+    measured: &Measured,
+    sizes: &[TlabPolicy],
+    configs: &[MiddleLevelSpec],
+) {
     let _ = writeln!(
         s,
         "### Foreign allocations (Kirsch et al., Tables I and II)\n"
@@ -303,11 +350,11 @@ pub fn render(
     );
     for threads in THREADS {
         let _ = writeln!(s, "**{threads} threads**\n");
-        table_header(&mut s, &configs, "refills/run");
-        for &tlab in &sizes {
+        table_header(s, configs, "refills/run");
+        for &tlab in sizes {
             let base = measured.get(&grid(scale, threads, tlab, None));
             let _ = write!(s, "| {tlab} | {} |", base.refills);
-            for &middle in &configs {
+            for &middle in configs {
                 let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
                 let _ = write!(s, " {:.3} % |", hab.foreign_pct);
             }
@@ -334,9 +381,6 @@ pub fn render(
          (`tests/middle_stress.rs`, `tests/simulated_topology.rs`) to check that they are \
          counted.\n"
     );
-    render_refill_cost(&mut s, scale, measured, claims);
-    render_simulated(&mut s, scale, measured);
-    s
 }
 
 fn table_header(s: &mut String, configs: &[MiddleLevelSpec], second: &str) {

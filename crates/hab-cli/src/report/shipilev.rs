@@ -600,3 +600,44 @@ fn render_middle_claim<'m>(
         claims.judge(SECTION, claim, verdict)
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(min: f64, max: f64) -> Spread {
+        Spread {
+            median: (min + max) / 2.0,
+            min,
+            max,
+        }
+    }
+
+    #[test]
+    fn the_seed_is_judged_on_hotspot_when_it_ran() {
+        let hab = |shared| SeedFigures {
+            best: ns(0.4, 0.5),
+            one_kib: ns(0.6, 0.7),
+            shared,
+            hotspot: None,
+        };
+        assert_eq!(
+            hab(ns(2.0, 2.2)).verdict(),
+            Verdict::Yes,
+            "shared ≥ 4× the best"
+        );
+        assert_eq!(
+            hab(ns(0.8, 1.0)).verdict(),
+            Verdict::No,
+            "shared ≤ 2.5× the best"
+        );
+        assert_eq!(hab(ns(1.2, 1.8)).verdict(), Verdict::Inconclusive);
+        let with_hotspot = |one_kib| SeedFigures {
+            hotspot: Some([ns(1.0, 1.1), one_kib, ns(12.0, 13.0)]),
+            ..hab(ns(0.5, 0.6))
+        };
+        assert_eq!(with_hotspot(ns(2.0, 2.4)).verdict(), Verdict::Yes);
+        assert_eq!(with_hotspot(ns(1.1, 1.2)).verdict(), Verdict::No);
+        assert_eq!(with_hotspot(ns(1.5, 1.8)).verdict(), Verdict::Inconclusive);
+    }
+}
