@@ -7,6 +7,20 @@ use hab::{Level, MiddleLevelSpec, Mode};
 use super::hotspot::HotSpot;
 use super::vm::{self, Runs};
 use super::{jaffer, middle, plab, Extras, Measured, Scale};
+use crate::figures::percent;
+
+/// One mode's row: its figures, then where it wins.
+struct Row {
+    mode: &'static str,
+    /// `alloc-object`, 16-byte objects, ns per object on 1 and 2 threads.
+    ns: [Option<f64>; 2],
+    /// Instructions per object (callgrind), or what stands in for the count.
+    instructions: String,
+    /// The 50-room chat: collections and the share of LAB bytes wasted, in percent (HotSpot
+    /// reports no waste).
+    chat: Option<(f64, Option<f64>)>,
+    wins: String,
+}
 
 pub fn render(
     scale: &Scale,
@@ -31,6 +45,35 @@ pub fn render(
         "| mode | ns/object, 1 thread | ns/object, 2 threads | instructions/object | chat (50 rooms): collections (waste %) | where it wins here |"
     );
     let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | --- |");
+    let cell = |value: Option<f64>| value.map_or("—".to_string(), |ns| format!("{ns:.2}"));
+    for row in rows(scale, measured, extras, vm_runs, hotspot) {
+        let chat = match row.chat {
+            Some((collections, Some(waste))) => format!("{collections:.0} ({waste:.1} %)"),
+            Some((collections, None)) => format!("{collections:.0}"),
+            None => "—".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {chat} | {} |",
+            row.mode,
+            cell(row.ns[0]),
+            cell(row.ns[1]),
+            row.instructions,
+            row.wins
+        );
+    }
+    let _ = writeln!(s);
+    s
+}
+
+/// Every mode's figures, gathered from the experiments' runs.
+fn rows(
+    scale: &Scale,
+    measured: &Measured,
+    extras: &Extras,
+    vm_runs: &[Runs],
+    hotspot: &HotSpot,
+) -> Vec<Row> {
     let ns = |spec: &crate::workload::RunSpec| measured.get(spec).ns_per_alloc;
     let instructions = |needle: &str| {
         extras
@@ -41,121 +84,92 @@ pub fn render(
     let chat = |mode| {
         let runs = vm::find(vm_runs, &vm::chat(scale, mode, 50));
         let lab_bytes = runs.mean(|r| r.tlab_bytes + r.cpu_lab.lab_bytes);
-        format!(
-            "{:.0} ({:.1} %)",
-            runs.mean(|r| r.collections),
-            100.0 * runs.mean(vm::wasted_bytes) / lab_bytes.max(1.0)
-        )
+        let waste = percent(runs.mean(vm::wasted_bytes), lab_bytes);
+        Some((runs.mean(|r| r.collections), Some(waste)))
     };
     let core = Some(MiddleLevelSpec {
         level: Level::Core,
         buffer_bytes: 1 << 20,
     });
-    let hab = |threads| {
+    let small_tlabs = |threads, middle| {
         ns(&middle::refill_run(
             scale,
             threads,
             middle::SMALL_TLAB_BYTES,
-            core,
+            middle,
         ))
     };
-    let tlab_small = |threads| {
-        ns(&middle::refill_run(
-            scale,
-            threads,
-            middle::SMALL_TLAB_BYTES,
-            None,
-        ))
-    };
-    let shared = (
-        ns(&jaffer::run(scale, Mode::Shared, 1, 16)),
-        ns(&jaffer::run(scale, Mode::Shared, 2, 16)),
+    let alloc_object = |mode, threads| ns(&jaffer::run(scale, mode, threads, 16));
+    let both = |figure: &dyn Fn(usize) -> f64| [Some(figure(1)), Some(figure(2))];
+    let (shared, tlab) = (
+        both(&|threads| alloc_object(Mode::Shared, threads)),
+        both(&|threads| alloc_object(Mode::Tlab, threads)),
     );
-    let tlab = (
-        ns(&jaffer::run(scale, Mode::Tlab, 1, 16)),
-        ns(&jaffer::run(scale, Mode::Tlab, 2, 16)),
-    );
-    let plab = (
-        ns(&plab::run(scale, Mode::CpuLab, 1)),
-        ns(&plab::run(scale, Mode::CpuLab, 2)),
-    );
-    let rows = [
-        (
-            "`shared`",
-            format!("{:.2}", shared.0),
-            format!("{:.2}", shared.1),
-            instructions("shared"),
-            "—".to_string(),
-            format!(
-                "nowhere: one CAS per object, {:.0}× `tlab`'s time with 2 threads",
-                shared.1 / tlab.1
-            ),
-        ),
-        (
-            "`tlab`",
-            format!("{:.2}", tlab.0),
-            format!("{:.2}", tlab.1),
-            instructions("tlab (256 KiB)"),
-            chat(Mode::Tlab),
-            "the shortest fast path, with large TLABs and few threads".to_string(),
-        ),
-        (
-            "`hab` (`core:1MiB`, 256 B TLABs)",
-            format!("{:.2}", hab(1)),
-            format!("{:.2}", hab(2)),
-            instructions("hab (1 KiB"),
-            "—".to_string(),
-            format!(
-                "small TLABs: {:.2}× the speed of `tlab` with the same 256 B TLABs at 2 threads",
-                tlab_small(2) / hab(2)
-            ),
-        ),
-        (
-            "`plab`",
-            format!("{:.2}", plab.0),
-            format!("{:.2}", plab.1),
-            instructions("cpu-lab"),
-            chat(Mode::CpuLab),
-            "many more threads than CPUs: LAB waste bounded by the CPUs, not the threads".into(),
-        ),
-        (
-            "`flip`",
-            "—".into(),
-            "—".into(),
-            "as `tlab` or `plab`".into(),
-            chat(Mode::Flip),
-            "chooses between the two at each collection".into(),
-        ),
-    ];
-    let mut rows = rows.to_vec();
     let jvm_ns = |threads: usize| {
         hotspot
             .find("alloc-object", |p| {
                 p.size == 16 && p.threads == threads && p.config.contains("TLABs")
             })
             .and_then(|p| p.ns_per_object)
-            .map_or("—".to_string(), |ns| format!("{ns:.2}"))
     };
     let jvm_chat = hotspot
         .find("chat", |p| {
             p.size == 50 && p.config == super::jvm::CHAT_FIXED
         })
         .and_then(|p| p.collections)
-        .map_or("—".to_string(), |gcs| gcs.to_string());
-    rows.push((
-        "HotSpot, TLABs",
-        jvm_ns(1),
-        jvm_ns(2),
-        "—".into(),
-        jvm_chat,
-        match hotspot {
-            HotSpot::Measured { .. } => "the same TLAB fast path, in compiled Java".into(),
-            HotSpot::Skipped(_) => "not measured in this run".into(),
+        .map(|collections| (collections as f64, None));
+    vec![
+        Row {
+            mode: "`shared`",
+            ns: shared,
+            instructions: instructions("shared"),
+            chat: None,
+            wins: format!(
+                "nowhere: one CAS per object, {:.0}× `tlab`'s time with 2 threads",
+                shared[1].unwrap_or(f64::NAN) / tlab[1].unwrap_or(f64::NAN)
+            ),
         },
-    ));
-    for (mode, one, two, count, gcs, wins) in rows {
-        let _ = writeln!(s, "| {mode} | {one} | {two} | {count} | {gcs} | {wins} |");
-    }
-    let _ = writeln!(s);
-    s
+        Row {
+            mode: "`tlab`",
+            ns: tlab,
+            instructions: instructions("tlab (256 KiB)"),
+            chat: chat(Mode::Tlab),
+            wins: "the shortest fast path, with large TLABs and few threads".into(),
+        },
+        Row {
+            mode: "`hab` (`core:1MiB`, 256 B TLABs)",
+            ns: both(&|threads| small_tlabs(threads, core)),
+            instructions: instructions("hab (1 KiB"),
+            chat: None,
+            wins: format!(
+                "small TLABs: {:.2}× the speed of `tlab` with the same 256 B TLABs at 2 threads",
+                small_tlabs(2, None) / small_tlabs(2, core)
+            ),
+        },
+        Row {
+            mode: "`plab`",
+            ns: both(&|threads| ns(&plab::run(scale, Mode::CpuLab, threads))),
+            instructions: instructions("cpu-lab"),
+            chat: chat(Mode::CpuLab),
+            wins: "many more threads than CPUs: LAB waste bounded by the CPUs, not the threads"
+                .into(),
+        },
+        Row {
+            mode: "`flip`",
+            ns: [None, None],
+            instructions: "as `tlab` or `plab`".into(),
+            chat: chat(Mode::Flip),
+            wins: "chooses between the two at each collection".into(),
+        },
+        Row {
+            mode: "HotSpot, TLABs",
+            ns: [jvm_ns(1), jvm_ns(2)],
+            instructions: "—".into(),
+            chat: jvm_chat,
+            wins: match hotspot {
+                HotSpot::Measured { .. } => "the same TLAB fast path, in compiled Java".into(),
+                HotSpot::Skipped(_) => "not measured in this run".into(),
+            },
+        },
+    ]
 }

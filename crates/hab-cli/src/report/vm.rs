@@ -344,11 +344,6 @@ fn render_chat(
     figures: &Figures,
     claims: &mut Claims,
 ) {
-    let jvm = |rooms: usize| {
-        hotspot.find("chat", |p| {
-            p.size == rooms && p.config == super::jvm::CHAT_FIXED
-        })
-    };
     let _ = writeln!(
         s,
         "### Garthwaite et al., Figure 10 and Table 2: chat rooms with 64 KiB LABs\n"
@@ -364,6 +359,22 @@ fn render_chat(
         approximate(SMALL_SPACE_BYTES),
         chat(scale, Mode::CpuLab, 50).command()
     );
+    render_chat_table(s, scale, runs, hotspot);
+    render_chat_plots(s, scale, runs, hotspot, figures);
+    render_chat_claims(s, scale, runs, claims);
+    render_chat_adaptive(s, scale, runs, hotspot);
+}
+
+/// HotSpot's chat with `rooms` rooms and fixed 64 KiB TLABs.
+fn chat_point(hotspot: &HotSpot, rooms: usize) -> Option<&Point> {
+    hotspot.find("chat", |p| {
+        p.size == rooms && p.config == super::jvm::CHAT_FIXED
+    })
+}
+
+/// The rows of the seed's Table 2, for each room count and mode, beside HotSpot's.
+fn render_chat_table(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot) {
+    let jvm = |rooms| chat_point(hotspot, rooms);
     let mut header = String::from("| | ");
     let mut rule = String::from("| --- |");
     for rooms in ROOMS {
@@ -440,6 +451,17 @@ fn render_chat(
         let _ = writeln!(s);
     }
     let _ = writeln!(s);
+}
+
+/// Collections and delivery rate as bars (the seed's Table 2 and Figure 10).
+fn render_chat_plots(
+    s: &mut String,
+    scale: &Scale,
+    runs: &[Runs],
+    hotspot: &HotSpot,
+    figures: &Figures,
+) {
+    let jvm = |rooms| chat_point(hotspot, rooms);
     let bars =
         |stem, title, y_label, hab: fn(&Runs) -> f64, jvm_value: fn(&Point) -> Option<f64>| {
             let mut series = LAB_MODES
@@ -483,6 +505,10 @@ fn render_chat(
         |runs| runs.median(|r| r.ops_per_sec) / 1e3,
         |p| p.value.map(|v| v / 1e3),
     );
+}
+
+/// The claims on collections and waste with 50 rooms.
+fn render_chat_claims(s: &mut String, scale: &Scale, runs: &[Runs], claims: &mut Claims) {
     let rooms = 50;
     let get = |mode| find(runs, &chat(scale, mode, rooms));
     let tlab = get(Mode::Tlab);
@@ -512,7 +538,6 @@ fn render_chat(
             less_waste
         );
     }
-    render_chat_adaptive(s, scale, runs, hotspot);
 }
 
 /// The chat again with adaptive sizing, Hab's and HotSpot's: sizes that follow the thread
