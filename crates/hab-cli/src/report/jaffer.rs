@@ -63,8 +63,10 @@ pub fn render(
 ) -> String {
     let mut s = String::new();
     let get = |mode, threads, size| measured.get(&run(scale, mode, threads, size));
-    let scaling = |mode, size| scaling(&get, mode, size);
-    let (tlab_spread, shared_spread) = (scaling(Mode::Tlab, 16), scaling(Mode::Shared, 16));
+    let (tlab_spread, shared_spread) = (
+        scaling(&get, Mode::Tlab, 16),
+        scaling(&get, Mode::Shared, 16),
+    );
     let (tlab_scaling, shared_scaling) = (tlab_spread.median, shared_spread.median);
     let claim = seed_claim(
         claims,
