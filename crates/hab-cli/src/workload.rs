@@ -753,24 +753,6 @@ fn percent(part: u64, whole: u64) -> f64 {
     figures::percent(part as f64, whole as f64)
 }
 
-/// The fast path of the mutator's current mode: the TLAB's, or the per-CPU LAB's in mode
-/// `plab` (as a JIT emits one allocation sequence per mode). Each workload loop exists once
-/// per fast path, each a plain loop the compiler keeps in registers.
-macro_rules! per_fast_path {
-    ($mutator:expr, |$allocator:ident| $body:expr) => {
-        match $mutator.cpu_lab() {
-            Some(mut plab) => {
-                let $allocator = &mut plab;
-                $body
-            }
-            None => {
-                let $allocator = &mut *$mutator;
-                $body
-            }
-        }
-    };
-}
-
 /// What each workload loop does beside allocating: compile-time choices, so that each
 /// combination is a loop of its own with nothing to test per object.
 #[derive(Clone, Copy)]
@@ -781,15 +763,15 @@ struct LoopOptions {
     initialise_body: bool,
 }
 
-/// Calls `$loop::<PREFETCH, INITIALISE>(allocator, args…)` with the fast path of the
-/// mutator's mode and the constants the options select.
+/// Calls `$loop::<PREFETCH, INITIALISE>(mutator, args…)` with the constants the options
+/// select. (The mutator's one allocation call reaches the fast path of its mode.)
 macro_rules! per_loop {
     ($mutator:expr, $options:expr, $loop:ident($($arg:expr),*)) => {
         match ($options.prefetch, $options.initialise_body) {
-            (false, false) => per_fast_path!($mutator, |allocator| $loop::<false, false>(allocator, $($arg),*)),
-            (false, true) => per_fast_path!($mutator, |allocator| $loop::<false, true>(allocator, $($arg),*)),
-            (true, false) => per_fast_path!($mutator, |allocator| $loop::<true, false>(allocator, $($arg),*)),
-            (true, true) => per_fast_path!($mutator, |allocator| $loop::<true, true>(allocator, $($arg),*)),
+            (false, false) => $loop::<false, false>($mutator, $($arg),*),
+            (false, true) => $loop::<false, true>($mutator, $($arg),*),
+            (true, false) => $loop::<true, false>($mutator, $($arg),*),
+            (true, true) => $loop::<true, true>($mutator, $($arg),*),
         }
     };
 }
@@ -836,46 +818,16 @@ fn alloc_array(
     })
 }
 
-/// Something with an `alloc_sized`: a [`Mutator`] or a [`hab::CpuLabPath`].
-trait Allocate {
-    fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
-    fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError>;
-
-    /// One allocation, with or without the prefetch.
-    #[inline(always)]
-    fn allocate<const PREFETCH: bool>(
-        &mut self,
-        size: hab::AllocSize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        if PREFETCH {
-            self.alloc_sized_prefetching(size)
-        } else {
-            self.alloc_sized(size)
-        }
-    }
-}
-
-impl Allocate for Mutator {
-    #[inline(always)]
-    fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
-        Mutator::alloc_sized(self, size)
-    }
-
-    #[inline(always)]
-    fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
-        Mutator::alloc_sized_prefetching(self, size)
-    }
-}
-
-impl Allocate for hab::CpuLabPath<'_> {
-    #[inline(always)]
-    fn alloc_sized(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
-        hab::CpuLabPath::alloc_sized(self, size)
-    }
-
-    #[inline(always)]
-    fn alloc_sized_prefetching(&mut self, size: hab::AllocSize) -> Result<NonNull<u8>, AllocError> {
-        hab::CpuLabPath::alloc_sized_prefetching(self, size)
+/// One allocation, with or without the prefetch.
+#[inline(always)]
+fn allocate<const PREFETCH: bool>(
+    mutator: &mut Mutator,
+    size: hab::AllocSize,
+) -> Result<NonNull<u8>, AllocError> {
+    if PREFETCH {
+        mutator.alloc_sized_prefetching(size)
+    } else {
+        mutator.alloc_sized(size)
     }
 }
 
@@ -900,15 +852,17 @@ fn initialise<const INITIALISE: bool>(object: NonNull<u8>, size: hab::AllocSize)
     }
 }
 
-#[inline(always)]
+/// Out of line, so that nothing in the function holds on to the mutator's address: the loop
+/// then keeps the mutator's fields in registers, as a JIT's compiled loop would.
+#[inline(never)]
 fn fill_array<const PREFETCH: bool, const INITIALISE: bool>(
-    allocator: &mut impl Allocate,
+    mutator: &mut Mutator,
     size: hab::AllocSize,
     references: References,
     array: &mut [u32],
 ) -> Result<(), AllocError> {
     for slot in array.iter_mut() {
-        let object = allocator.allocate::<PREFETCH>(size)?;
+        let object = allocate::<PREFETCH>(mutator, size)?;
         initialise::<INITIALISE>(object, size);
         *slot = references.compress(object);
     }
@@ -939,15 +893,15 @@ fn alloc_object(
 }
 
 /// Allocates up to `objects` objects, initialising each; returns how many and the error that
-/// stopped it early.
-#[inline(always)]
+/// stopped it early. Out of line, for the reason `fill_array` is.
+#[inline(never)]
 fn drop_objects<const PREFETCH: bool, const INITIALISE: bool>(
-    allocator: &mut impl Allocate,
+    mutator: &mut Mutator,
     size: hab::AllocSize,
     objects: usize,
 ) -> (usize, Result<(), AllocError>) {
     for done in 0..objects {
-        match allocator.allocate::<PREFETCH>(size) {
+        match allocate::<PREFETCH>(mutator, size) {
             Ok(object) => initialise::<INITIALISE>(object, size),
             Err(error) => return (done, Err(error)),
         }

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hab::{AllocError, AllocSize, CpuLabMutator, Mutator, ParkedMutator};
+use hab::{AllocError, Mutator};
 
 use crate::object::{
     header_word, ref_fields, write_header_word, Header, Kind, Shape, MAX_AUX, MAX_SIZE_WORDS,
@@ -33,61 +33,17 @@ const MAX_FAILED_COLLECTIONS: u32 = 10_000;
 /// overhead limit).
 const MIN_FREE_FRACTION: usize = 64;
 
-/// The thread's Hab mutator, with the fast path of the mode it allocates in (it changes only
-/// while the thread is parked, at collections).
-enum Allocator {
-    /// TLABs (or no LAB, in the `shared` mode).
-    Tlab(Mutator),
-    /// Per-CPU LABs through restartable sequences.
-    Plab(CpuLabMutator),
-}
-
-impl Allocator {
-    fn new(mutator: Mutator) -> Allocator {
-        match mutator.into_cpu_lab() {
-            Ok(plab) => Allocator::Plab(plab),
-            Err(mutator) => Allocator::Tlab(mutator),
-        }
-    }
-
-    fn into_mutator(self) -> Mutator {
-        match self {
-            Allocator::Tlab(mutator) => mutator,
-            Allocator::Plab(plab) => plab.into_mutator(),
-        }
-    }
-
-    #[inline]
-    fn alloc(&mut self, bytes: usize) -> Result<usize, AllocError> {
-        let object = match self {
-            Allocator::Tlab(mutator) => {
-                let size = mutator.checked_size(bytes)?;
-                mutator.alloc_sized(size)
-            }
-            Allocator::Plab(plab) => {
-                let size: AllocSize = plab.mutator().checked_size(bytes)?;
-                plab.alloc_sized(size)
-            }
-        }?;
-        Ok(object.as_ptr() as usize)
-    }
-}
-
 /// One thread's handle on a [`Vm`]. Dropping it detaches the thread.
 pub struct VmThread {
     vm: Arc<Vm>,
-    /// `None` only while parked inside a method of this type.
-    allocator: Option<Allocator>,
+    /// The thread's Hab mutator: one allocation call whatever the heap's mode.
+    mutator: Mutator,
     roots: Arc<ThreadRoots>,
 }
 
 impl VmThread {
     pub(crate) fn new(vm: Arc<Vm>, mutator: Mutator, roots: Arc<ThreadRoots>) -> Self {
-        VmThread {
-            vm,
-            allocator: Some(Allocator::new(mutator)),
-            roots,
-        }
+        VmThread { vm, mutator, roots }
     }
 
     /// The VM.
@@ -192,9 +148,8 @@ impl VmThread {
         self.poll()?;
         let mut failed_collections = 0;
         loop {
-            let result = self.allocator.as_mut().expect("running").alloc(bytes);
-            match result {
-                Ok(address) => return Ok(address),
+            match self.mutator.alloc(bytes) {
+                Ok(object) => return Ok(object.as_ptr() as usize),
                 Err(AllocError::OutOfMemory { .. }) => {
                     let space = self.vm.config().space_bytes;
                     let free = self.vm.free_after_gc();
@@ -219,24 +174,23 @@ impl VmThread {
         }
     }
 
-    /// Stops for a collection (requesting one) and resumes after it.
+    /// Collects from this thread (the other threads stop at their next safepoint), unless
+    /// another thread's collection ended since this one last ran; resumes after it.
     pub fn collect(&mut self, cause: GcCause) -> Result<(), VmError> {
         let vm = self.vm.clone();
-        let seen = vm.heap().collections();
-        vm.request();
-        let result = self.parked(|| vm.collect_if_none_since(seen, cause));
-        vm.withdraw();
-        result?;
+        if let Some(result) = self
+            .mutator
+            .collect(|collection| vm.collect(collection, cause))
+        {
+            result?;
+        }
         self.check_failure()
     }
 
     /// A safepoint: if a collection is requested, stops until it ends.
     #[inline]
     pub fn poll(&mut self) -> Result<(), VmError> {
-        if self.vm.requests.load(Ordering::Relaxed) > 0 {
-            let vm = self.vm.clone();
-            self.parked(|| vm.wait_for_requests());
-        }
+        self.mutator.poll();
         self.check_failure()
     }
 
@@ -251,15 +205,7 @@ impl VmThread {
     /// collections run without waiting for it, and retire its LABs for it. Handles stay valid
     /// (the collector updates them) but no object may be touched inside.
     pub fn blocking<R>(&mut self, blocking: impl FnOnce() -> R) -> R {
-        self.parked(blocking)
-    }
-
-    fn parked<R>(&mut self, body: impl FnOnce() -> R) -> R {
-        let allocator = self.allocator.take().expect("running");
-        let parked: ParkedMutator = allocator.into_mutator().park();
-        let result = body();
-        self.allocator = Some(Allocator::new(parked.unpark()));
-        result
+        self.mutator.safe_region(blocking)
     }
 
     /// The object `field` of `object` refers to, as a new handle (`None` for null).

@@ -4,8 +4,8 @@
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hab::{AllocationStats, ByteSize, Collection, Heap, HeapConfigBuilder, HeapStats};
@@ -194,11 +194,6 @@ pub struct Vm {
     state: Mutex<State>,
     threads: Mutex<Vec<Arc<ThreadRoots>>>,
     globals: Mutex<Vec<usize>>,
-    /// Threads that want a collection and have not had it yet: others stop at their next
-    /// safepoint while this is non-zero.
-    pub(crate) requests: AtomicUsize,
-    requests_lock: Mutex<()>,
-    no_requests: Condvar,
     pub(crate) failed: AtomicBool,
 }
 
@@ -243,9 +238,6 @@ impl Vm {
             config,
             threads: Mutex::new(Vec::new()),
             globals: Mutex::new(Vec::new()),
-            requests: AtomicUsize::new(0),
-            requests_lock: Mutex::new(()),
-            no_requests: Condvar::new(),
             failed: AtomicBool::new(false),
         }))
     }
@@ -299,45 +291,17 @@ impl Vm {
         lock(&self.globals)
     }
 
-    /// Records that the calling thread wants a collection: others stop at their safepoints.
-    pub(crate) fn request(&self) {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Withdraws a request made with [`request`](Vm::request).
-    pub(crate) fn withdraw(&self) {
-        let _guard = lock(&self.requests_lock);
-        if self.requests.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.no_requests.notify_all();
-        }
-    }
-
-    /// Blocks (the caller's mutator parked) until no collection is requested.
-    pub(crate) fn wait_for_requests(&self) {
-        let mut guard = lock(&self.requests_lock);
-        while self.requests.load(Ordering::SeqCst) > 0 {
-            guard = self
-                .no_requests
-                .wait(guard)
-                .unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Collects unless a collection finished since `seen`. The caller's mutator is parked.
-    pub(crate) fn collect_if_none_since(&self, seen: u64, cause: GcCause) -> Result<(), VmError> {
-        let Some(collection) = self.heap.collection_if_none_since(seen) else {
-            return Ok(());
-        };
-        self.collect(collection, cause)
-    }
-
     /// The bytes free in the allocation space right after the last collection.
     pub(crate) fn free_after_gc(&self) -> usize {
         let state = lock(&self.state);
         self.halves[state.space].end - state.survivors_end
     }
 
-    fn collect(&self, mut collection: Collection<'_>, cause: GcCause) -> Result<(), VmError> {
+    pub(crate) fn collect(
+        &self,
+        mut collection: Collection<'_>,
+        cause: GcCause,
+    ) -> Result<(), VmError> {
         let started = Instant::now();
         let in_plabs = self.heap.allocates_in_cpu_labs();
         let mut state = lock(&self.state);

@@ -1,7 +1,7 @@
 //! Time per allocation of a 16-byte object (header written), single thread:
 //! `tlab` through `alloc_sized` (the bare fast path) and `alloc` (with size checks), `cpu-lab`
-//! through the mutator's `CpuLabPath` (a restartable section per object), and `shared` (a CAS
-//! on the global top per object).
+//! through the same `alloc_sized` (a restartable section per object), and `shared` (a CAS on
+//! the global top per object).
 //!
 //! `cargo bench -p hab --bench fast_path`. Times on a shared VM are noisy; compare the
 //! benchmarks of one run with each other, and use the callgrind counts of `hab report` for a
@@ -42,44 +42,6 @@ fn allocate(mutator: &mut Mutator, count: u64, checked: bool) -> Duration {
     start.elapsed()
 }
 
-/// As `allocate`, through the `cpu-lab` fast path (the mutator's own when it has none here).
-fn allocate_cpu_lab(mutator: &mut Mutator, count: u64) -> Duration {
-    let size = mutator.checked_size(OBJECT_BYTES).unwrap();
-    let start = Instant::now();
-    let mut done = 0;
-    while done < count {
-        let result = match mutator.cpu_lab() {
-            Some(mut path) => loop {
-                match path.alloc_sized(size) {
-                    Ok(object) => {
-                        // SAFETY: `object` is 16 fresh bytes owned by this thread.
-                        unsafe { HeaderWordModel::write_header(object, OBJECT_BYTES) };
-                        done += 1;
-                        if done == count {
-                            break Ok(());
-                        }
-                    }
-                    Err(error) => break Err(error),
-                }
-            },
-            None => mutator.alloc_sized(size).map(|object| {
-                // SAFETY: `object` is 16 fresh bytes owned by this thread.
-                unsafe { HeaderWordModel::write_header(object, OBJECT_BYTES) };
-                done += 1;
-            }),
-        };
-        match result {
-            Ok(()) => {}
-            Err(AllocError::OutOfMemory { .. }) => {
-                let heap = mutator.heap().clone();
-                mutator.safe_region(|| heap.collection().reset());
-            }
-            Err(error) => panic!("{error}"),
-        }
-    }
-    start.elapsed()
-}
-
 fn heap(mode: Mode) -> std::sync::Arc<Heap> {
     let config = HeapConfig::builder()
         .capacity("64MiB")
@@ -98,6 +60,7 @@ fn fast_path(c: &mut Criterion) {
         ("tlab_alloc_sized", Mode::Tlab, false),
         ("tlab_alloc", Mode::Tlab, true),
         ("shared", Mode::Shared, false),
+        ("cpu_lab", Mode::CpuLab, false),
     ] {
         let heap = heap(mode);
         let mut mutator = heap.attach();
@@ -105,11 +68,6 @@ fn fast_path(c: &mut Criterion) {
             b.iter_custom(|iters| allocate(&mut mutator, iters, checked))
         });
     }
-    let heap = heap(Mode::CpuLab);
-    let mut mutator = heap.attach();
-    group.bench_function("cpu_lab", |b| {
-        b.iter_custom(|iters| allocate_cpu_lab(&mut mutator, iters))
-    });
     group.finish();
 }
 

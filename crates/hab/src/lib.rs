@@ -25,16 +25,17 @@
 //!     unsafe { HeaderWordModel::write_header(object, 16) };
 //! }
 //!
-//! // A collection: the thread parks at a safepoint, the collector stops the world (every TLAB
-//! // is retired, its tail covered by a filler), walks the heap and gives back a new range.
-//! let parked = mutator.park();
-//! let mut collection = heap.collection();
-//! let summary = collection.verify()?;
-//! assert_eq!(summary.objects, 10_000);
-//! assert_eq!(summary.total_bytes(), collection.used_bytes());
-//! collection.reset();
-//! collection.finish();
-//! let mut mutator = parked.unpark();
+//! // A collection from this thread: its mutator parks, the other mutators stop at their next
+//! // poll or allocation, every TLAB is retired (its tail covered by a filler), the heap is
+//! // walked and a new range given back; then the thread runs again.
+//! let walked = mutator.collect(|mut collection| {
+//!     let summary = collection.verify().expect("walkable");
+//!     assert_eq!(summary.total_bytes(), collection.used_bytes());
+//!     collection.reset();
+//!     summary.objects
+//! });
+//! assert_eq!(walked, Some(10_000));
+//! assert_eq!(mutator.epoch(), 1); // it slept through one collection
 //! mutator.alloc(16)?;
 //! println!("{}", heap.stats());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -67,7 +68,10 @@
 //! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `labs/tlab.rs` |
 //! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB | |
 //! | per-CPU LAB | `cpu-lab` mode ([`Mode::CpuLab`]): a `{top, end}` pair per CPU that objects are bumped in, in restartable sections (the Garthwaite seed's per-processor LABs) | `labs/cpu_labs.rs`, `platform/rseq/` |
-//! | CPU LAB path | the `cpu-lab` fast path as a value a mutator lends: a CPU and its LAB ([`CpuLabPath`], [`CpuLabMutator`]) | `heap/cpu_lab_path.rs` |
+//! | LAB cursor | the `cpu-lab` fast path's state a mutator keeps: a CPU and its LAB, inactive in TLAB modes | `mutator/lab_cursor.rs` |
+//! | soft end | what the TLAB fast path compares with: the limit, or lower (0 when another thread requests a safepoint) | `labs/tlab.rs` |
+//! | safepoint | where a mutator stops for a requested collection: a poll, an allocation's slow path, a safe region | `mutator/safepoint.rs` |
+//! | epoch | the collections ended when a mutator last started running; it changes when the thread slept through one | `mutator/cell.rs` |
 //! | rseq | Linux restartable sequences: a section the kernel restarts if the thread is preempted, migrated or signalled | `platform/rseq/` |
 //! | transaction | installing a new per-CPU LAB; failed if interrupted or refused, invalid if it could not install | `labs/cpu_labs.rs` |
 //! | sideline | chunks a refill could not install, kept for later refills | `levels/sideline.rs` |
@@ -87,15 +91,17 @@
 //! | retire | end a LAB: filler over its tail, tail counted as waste | `labs/tlab.rs` |
 //! | refill waste | tail of a TLAB retired to take a new one | `mutator/stats.rs` |
 //! | slow allocation | an object allocated outside a TLAB | `mutator/slow_path.rs` |
-//! | park | a thread at a safepoint or in a safe region; collections may touch its TLAB | `mutator/cell.rs` |
+//! | park | a thread at a safepoint or in a safe region; collections may touch its TLAB | `mutator/cell.rs`, `mutator/safepoint.rs` |
 //! | collection | stop the world, retire every LAB, walk, install the next range, resize | `collection/` |
 //! | thread identity | the thread a mutator runs on (name, kernel id, since when), and what `fork` keeps | `platform/process.rs` |
 //!
 //! ## When the world cannot stop
 //!
-//! [`Heap::collection`] waits, without bound, until every mutator parks. A mutator that never
-//! parks — held running by the collecting thread itself, leaked with `mem::forget`, or left
-//! by a thread that died without unwinding — keeps it waiting forever.
+//! [`Heap::collection`] asks every mutator to stop at its next safepoint and waits, without
+//! bound, until every mutator parks. A mutator that never parks — one that neither allocates
+//! nor polls, held running by the collecting thread itself (use [`Mutator::collect`]), leaked
+//! with `mem::forget`, or left by a thread that died without unwinding — keeps it waiting
+//! forever.
 //! [`Heap::collection_within`] gives up after a deadline with
 //! [`CollectionError::Timeout`], naming each running mutator's thread, how long it has run
 //! and whether its thread still exists; [`Heap::running_mutators`] gives the same list at
@@ -136,18 +142,18 @@ pub use config::{
     TopologySpec, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
     MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
-pub use heap::cpu_lab_path::{CpuLabMutator, CpuLabPath};
 pub use heap::error::HeapError;
 pub use heap::mutator::{Mutator, ParkedMutator};
 pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
 pub use labs::stats::CpuLabStats;
-pub use labs::tlab::{TLAB_END_OFFSET, TLAB_TOP_OFFSET};
+pub use labs::tlab::{TLAB_SOFT_END_OFFSET, TLAB_TOP_OFFSET};
 pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
 pub use memory::reservation::memory_limit_bytes;
 pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize};
+pub use mutator::cell::SAFEPOINT_POLL_OFFSET;
 pub use mutator::stats::AllocationStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;

@@ -73,11 +73,7 @@ fn cpus_beyond_the_topology_take_the_compare_and_swap_path() {
                     let size = mutator.checked_size(32).unwrap();
                     let mut objects = Vec::new();
                     for _ in 0..20_000 {
-                        let object = match mutator.cpu_lab() {
-                            Some(mut plab) => plab.alloc_sized(size),
-                            None => mutator.alloc_sized(size),
-                        }
-                        .unwrap();
+                        let object = mutator.alloc_sized(size).unwrap();
                         write_header(object, 32);
                         objects.push((object.as_ptr() as usize, 32));
                     }
@@ -430,10 +426,7 @@ fn heap_exhaustion_with_64_threads_in_every_mode() {
                         for i in 0usize.. {
                             let bytes = 16 + 8 * ((index + i) % 30);
                             let size = mutator.checked_size(bytes).unwrap();
-                            let allocated = match mutator.cpu_lab() {
-                                Some(mut plab) => plab.alloc_sized(size),
-                                None => mutator.alloc_sized(size),
-                            };
+                            let allocated = mutator.alloc_sized(size);
                             match allocated {
                                 Ok(object) => {
                                     write_header(object, bytes);

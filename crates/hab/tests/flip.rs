@@ -12,11 +12,7 @@ const LAB_BYTES: usize = 64 << 10;
 
 fn alloc(mutator: &mut Mutator, bytes: usize) {
     let size = mutator.checked_size(bytes).unwrap();
-    let object = match mutator.cpu_lab() {
-        Some(mut plab) => plab.alloc_sized(size),
-        None => mutator.alloc_sized(size),
-    }
-    .expect("room");
+    let object = mutator.alloc_sized(size).expect("room");
     write_header(object, bytes);
 }
 

@@ -84,10 +84,7 @@ fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
                             }
                             objects
                         };
-                        let objects = match mutator.cpu_lab() {
-                            Some(mut plab) => round_of(&mut |size| plab.alloc_sized(size)),
-                            None => round_of(&mut |size| mutator.alloc_sized(size)),
-                        };
+                        let objects = round_of(&mut |size| mutator.alloc_sized(size));
                         recorded.lock().unwrap().extend(objects);
                         let stopped = mutator.park();
                         parked.wait();

@@ -106,11 +106,7 @@ fn soak(name: &str, heap: Arc<Heap>, rounds: usize) -> Figures {
                             }
                             let bytes = object_size(&mut rng);
                             let size = mutator.checked_size(bytes).expect("a valid size");
-                            let object = match mutator.cpu_lab() {
-                                Some(mut plab) => plab.alloc_sized(size),
-                                None => mutator.alloc_sized(size),
-                            }
-                            .expect("the heap holds a round");
+                            let object = mutator.alloc_sized(size).expect("the heap holds a round");
                             common::write_header(object, bytes);
                             objects.push((object.as_ptr() as usize, bytes));
                         }

@@ -195,15 +195,17 @@ pub fn render(costs: &Costs, claims: &mut Claims) -> String {
             let path = plab - 4.0;
             let _ = writeln!(
                 s,
-                "`plab` allocates through `CpuLabPath::alloc_sized`, the per-CPU fast path a \
-                 `Mutator` lends while its thread allocates in per-CPU LABs. Under valgrind it \
-                 runs with `HAB_RSEQ=unregistered`: valgrind does not implement rseq, so the \
-                 sections run on glibc's area without a registration (exact with one thread). \
-                 Per object, {plab:.2} instructions = 4 of the loop and header + {path:.2} of \
-                 the allocation; the README's disassembly of this loop splits them into the \
-                 restartable bump (9: arm the descriptor, check the CPU and branch, load, add, \
-                 compare, branch, commit; the seed's SPARC PLAB path took 17) and the test of \
-                 its result (2). Claim: a `plab` allocation costs at most 12 instructions: {}.\n",
+                "`plab` allocates through `Mutator::alloc_sized`, the one allocation call of every \
+                 mode, which reaches the per-CPU fast path while the thread allocates in \
+                 per-CPU LABs. Under valgrind it runs with `HAB_RSEQ=unregistered`: valgrind \
+                 does not implement rseq, so the sections run on glibc's area without a \
+                 registration (exact with one thread). Per object, {plab:.2} instructions = 4 \
+                 of the loop and header + {path:.2} of the allocation; the README's disassembly \
+                 of this loop splits them into the test of the mutator's per-CPU cursor (2), \
+                 the restartable bump (9: arm the descriptor, check the CPU and branch, load, \
+                 add, compare, branch, commit; the seed's SPARC PLAB path took 17) and the test \
+                 of its result (2). Claim: a `plab` allocation costs at most 12 instructions: \
+                 {}.\n",
                 claims.judge(
                     "Instruction counts",
                     "a `plab` allocation costs at most 12 instructions",

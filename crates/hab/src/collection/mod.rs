@@ -284,7 +284,7 @@ impl Drop for Collection<'_> {
         if let Some(cpu_labs) = heap.cpu_labs() {
             cpu_labs.resize(config, end - start, heap.topology().online_cpus().len());
         }
-        heap.count_collection(cycle_in_cpu_labs);
-        heap.release_mutators();
+        heap.count_cpu_lab_cycle(cycle_in_cpu_labs);
+        heap.release_mutators(true);
     }
 }

@@ -2,13 +2,19 @@
 //! claiming it, and handing the mutators back when the collection ends or gives up.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::collection::error::{CollectionError, RunningMutator};
 use crate::collection::Collection;
 use crate::heap::collector_lock::CollectorGuard;
+use crate::heap::mutator::Mutator;
 use crate::heap::Heap;
 use crate::mutator::cell::{HELD, PARKED, RUNNING};
+
+/// How long [`Heap::collection`] waits before it looks for a running mutator last run by
+/// the calling thread itself, which would keep it waiting forever.
+const SELF_STOP_CHECK: Duration = Duration::from_secs(10);
 
 /// Releases the stopped world unless defused: a collection that unwinds before it is set up
 /// (a panicking object model) lets the mutators run again instead of holding them forever.
@@ -17,21 +23,30 @@ struct ReleaseOnUnwind<'h>(Option<&'h Heap>);
 impl Drop for ReleaseOnUnwind<'_> {
     fn drop(&mut self) {
         if let Some(heap) = self.0 {
-            heap.release_mutators();
+            heap.release_mutators(false);
         }
     }
 }
 
 impl Heap {
-    /// Stops the world: waits until every mutator is parked, then retires every TLAB and
-    /// returns the collection. Mutators that unpark meanwhile wait until it ends.
+    /// Stops the world: asks every mutator to stop at its next safepoint
+    /// ([`request_collection`](Heap::request_collection)), waits until every mutator is
+    /// parked, then retires every LAB and returns the collection. Mutators that unpark
+    /// meanwhile wait until it ends. A thread that allocates should collect through
+    /// [`Mutator::collect`], which parks its own mutator first.
     ///
     /// **This wait has no bound.** A mutator whose thread never parks keeps it waiting
-    /// forever: a running [`Mutator`](crate::Mutator) held by the calling thread (park it first), one that was
-    /// leaked (`mem::forget`), or one whose thread died without unwinding. Mutators of threads
-    /// lost in a `fork` are forgotten, not waited for. Where that risk is not acceptable, use
+    /// forever: one that neither allocates nor polls, one that was leaked (`mem::forget`), or
+    /// one whose thread died without unwinding. Mutators of threads lost in a `fork` are
+    /// forgotten, not waited for. Where that risk is not acceptable, use
     /// [`collection_within`](Heap::collection_within), which gives up and names the mutators
     /// still running.
+    ///
+    /// # Panics
+    /// When the world has not stopped after 10 seconds and a running mutator was last
+    /// attached or unparked by the calling thread: the caller holds it running, so the wait
+    /// could never end. (A mutator sent to another thread after `attach` counts as the
+    /// attaching thread's until it first stops.)
     pub fn collection(&self) -> Collection<'_> {
         let guard = self.collector_lock().acquire(None).expect("no deadline");
         self.stop_the_world(guard, None)
@@ -75,10 +90,26 @@ impl Heap {
             let mut registry = self.registry();
             registry.stopping = true;
             self.forget_mutators_lost_in_fork(&mut registry);
+            self.allocator().safepoints.request();
+            for cell in &registry.mutators {
+                cell.request_safepoint();
+            }
         }
         let mut release = ReleaseOnUnwind(Some(self));
         let mut rounds = 0u32;
+        let mut looked_for_self_stop = false;
         while self.claim_parked_mutators() > 0 {
+            if deadline.is_none() && !looked_for_self_stop && started.elapsed() >= SELF_STOP_CHECK {
+                looked_for_self_stop = true;
+                let running = self.running_mutators();
+                if let Some(own) = running.iter().find(|mutator| mutator.is_calling_thread) {
+                    panic!(
+                        "Heap::collection waits for mutator {} ({own}), held running by the \
+                         calling thread itself: park it first, or collect with Mutator::collect",
+                        own.id
+                    );
+                }
+            }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 let running = self.running_mutators();
                 if running.is_empty() {
@@ -184,16 +215,55 @@ impl Heap {
             })
             .count()
     }
-    /// Hands every claimed mutator back to its thread and lets waiting threads go on.
-    pub(crate) fn release_mutators(&self) {
+    /// Ends a stop of the world: counts the collection if one ran, withdraws every request
+    /// (a collection satisfies those made before it ended; one that gave up withdraws them),
+    /// hands every claimed mutator back to its thread and lets waiting threads go on.
+    pub(crate) fn release_mutators(&self, collected: bool) {
         let mut registry = self.registry();
+        let safepoints = &self.allocator().safepoints;
+        safepoints.end_stop(collected);
         for cell in &registry.mutators {
+            cell.clear_safepoint();
             let _ = cell
                 .state
                 .compare_exchange(HELD, PARKED, Ordering::Release, Ordering::Relaxed);
         }
         registry.stopping = false;
         drop(registry);
-        self.resumed().advance();
+        safepoints.resumed().advance();
+    }
+}
+
+impl Mutator {
+    /// Collects from this mutator's thread, as when an allocation finds the heap full: parks
+    /// the mutator, stops the world (unless another thread's collection ended since this
+    /// mutator last started running, which then served the need: `None`), runs `collect`
+    /// on the collection, ends it, and unparks. The mutator keeps running in the same mode
+    /// afterwards; its [`epoch`](Mutator::epoch) tells that collections happened.
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().capacity("64KiB").build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// let mut allocated = 0;
+    /// while let Ok(object) = mutator.alloc(64) {
+    ///     // SAFETY: 64 fresh bytes owned by this thread.
+    ///     unsafe { HeaderWordModel::write_header(object, 64) };
+    ///     allocated += 1;
+    /// }
+    /// let walked = mutator.collect(|mut collection| {
+    ///     let summary = collection.verify().expect("walkable");
+    ///     collection.reset(); // everything died
+    ///     summary.objects
+    /// });
+    /// assert_eq!(walked, Some(allocated));
+    /// assert_eq!(mutator.epoch(), 1);
+    /// mutator.alloc(64)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn collect<R>(&mut self, collect: impl FnOnce(Collection<'_>) -> R) -> Option<R> {
+        let seen = self.epoch();
+        let heap = Arc::clone(self.heap());
+        self.safe_region(|| heap.collection_if_none_since(seen).map(collect))
     }
 }

@@ -6,11 +6,9 @@
 //! - `registry`: the mutators a collection must stop, attach/detach/unpark, forks;
 //! - `collector_lock`: one collection at a time, with deadlines and fork takeover;
 //! - `mutator`: the [`Mutator`] and [`ParkedMutator`] handles and their TLAB fast path;
-//! - `cpu_lab_path`: the per-CPU LAB fast path a mutator lends;
 //! - `error`, `stats`: why a heap could not be built; heap-wide figures.
 
 pub(crate) mod collector_lock;
-pub(crate) mod cpu_lab_path;
 pub(crate) mod error;
 pub(crate) mod mutator;
 pub(crate) mod registry;
@@ -38,7 +36,7 @@ use crate::mutator::allocator::Allocator;
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::stats::{AllocationStats, Counters};
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
-use crate::platform::process::{self, Epoch};
+use crate::platform::process;
 use crate::platform::topology::{Level, Topology};
 
 /// One configured middle level, as [`Heap::middle_levels`] describes it.
@@ -70,11 +68,8 @@ pub struct Heap {
     /// retired at collections).
     collector: Counters,
     registry: Mutex<Registry>,
-    /// Advances when a collection ends or when a stopped attach may proceed.
-    resumed: Epoch,
     /// The thread running a collection, if any: one at a time.
     collector_lock: CollectorLock,
-    collections: AtomicU64,
 }
 
 impl Heap {
@@ -138,9 +133,7 @@ impl Heap {
             totals_at_last_collection: Mutex::new(AllocationStats::default()),
             collector: Counters::default(),
             registry: Mutex::new(Registry::new(allocating_threads)),
-            resumed: Epoch::default(),
             collector_lock: CollectorLock::default(),
-            collections: AtomicU64::new(0),
         }))
     }
 
@@ -171,6 +164,9 @@ impl Heap {
             in_cpu_labs: false,
         };
         let cell = Arc::new(MutatorCell::new(id, local, counters, self.collections()));
+        if self.allocator.safepoints.pending() {
+            cell.request_safepoint();
+        }
         registry.next_id += 1;
         registry.mutators.push(cell.clone());
         drop(registry);
@@ -205,7 +201,36 @@ impl Heap {
 
     /// Collections finished so far.
     pub fn collections(&self) -> u64 {
-        self.collections.load(Ordering::Acquire)
+        self.allocator.safepoints.collections()
+    }
+
+    /// Asks every mutator to stop at its next safepoint: its next poll
+    /// ([`Mutator::poll`]) or allocation slow path (its TLAB is tripped, so its next TLAB
+    /// allocation takes the slow path; a thread allocating in restartable per-CPU LABs reaches
+    /// it at its next LAB miss, so such threads should poll). Stopped mutators sleep until the
+    /// next collection to end, which satisfies every request made before it ended; a
+    /// collection that gives up ([`Heap::collection_within`]) withdraws them.
+    ///
+    /// The caller then collects ([`Heap::collection`] requests by itself), or a collector
+    /// thread waiting in [`wait_for_collection_request`](Heap::wait_for_collection_request)
+    /// does. A request nobody serves leaves the mutators stopped.
+    pub fn request_collection(&self) {
+        let registry = self.registry();
+        self.allocator.safepoints.request();
+        for cell in &registry.mutators {
+            cell.request_safepoint();
+        }
+    }
+
+    /// Whether a collection is requested and has not ended yet.
+    pub fn collection_requested(&self) -> bool {
+        self.allocator.safepoints.pending()
+    }
+
+    /// Sleeps until a collection is requested, at most `timeout`; returns whether one is. For
+    /// a runtime whose collections run on a thread of their own.
+    pub fn wait_for_collection_request(&self, timeout: std::time::Duration) -> bool {
+        self.allocator.safepoints.wait_for_request(timeout)
     }
 
     /// Heap-wide figures; counters of running threads may lag by their current TLAB.
@@ -302,17 +327,11 @@ impl Heap {
         &self.collector_lock
     }
 
-    /// Advances when a collection ends or when a stopped attach may proceed.
-    pub(crate) fn resumed(&self) -> &Epoch {
-        &self.resumed
-    }
-
-    /// Counts a finished collection, and whether its cycle was spent in per-CPU LABs.
-    pub(crate) fn count_collection(&self, cycle_in_cpu_labs: bool) {
+    /// Counts a finished collection's cycle if it was spent in per-CPU LABs.
+    pub(crate) fn count_cpu_lab_cycle(&self, cycle_in_cpu_labs: bool) {
         if cycle_in_cpu_labs {
             self.cpu_lab_collections.fetch_add(1, Ordering::Relaxed);
         }
-        self.collections.fetch_add(1, Ordering::AcqRel);
     }
 }
 

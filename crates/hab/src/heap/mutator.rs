@@ -1,10 +1,12 @@
-//! The mutator: one thread's handle on the heap, holding its TLAB.
+//! The mutator: one thread's handle on the heap, and the one allocation call of every mode.
 //!
-//! Fast path (inline): load `top`, add the size, compare with `end`, store `top`. In the `cpu-lab`
-//! mode the TLAB stays empty; a [`CpuLabPath`] borrowed from the mutator holds the inline path
-//! that bumps the CPU's LAB in a restartable section, as a JIT emits a different allocation
-//! sequence per mode. Everything else — taking a TLAB or a LAB, allocating outside one, the
-//! `shared` mode, following the `flip` mode — is the cold slow path.
+//! Fast path (inline): in TLAB modes, load `top`, add the size, compare with the soft end,
+//! store `top`; in the `cpu-lab` mode (with restartable sequences), bump the LAB of the
+//! thread's CPU in a restartable section. Which of the two is one test of a value the caller's
+//! loop keeps in a register (the per-CPU cursor, `None` in TLAB modes); it changes only when
+//! the mutator stops, so a JIT can emit one sequence per mode. Everything else — taking a TLAB
+//! or a LAB, allocating outside one, the `shared` mode, following the `flip` mode, stopping at
+//! a safepoint — is the cold slow path.
 //!
 //! A mutator is *running* (its thread may allocate) or *parked* (stopped at a safepoint or in a
 //! safe region: a collection may retire its TLAB). Parking consumes the [`Mutator`] and gives a
@@ -15,27 +17,30 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::heap::cpu_lab_path::{CpuLabMutator, CpuLabPath, LabCursor};
 use crate::heap::Heap;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
-use crate::mutator::cell::{MutatorCell, PARKED};
+use crate::mutator::cell::MutatorCell;
+use crate::mutator::lab_cursor::LabCursor;
+use crate::mutator::safepoint::Safepoints;
 use crate::mutator::slow_path::SlowPath;
 use crate::mutator::stats::AllocationStats;
 
-/// A thread's allocation handle, holding its TLAB. `Send` but not `Sync`: one thread at a
-/// time allocates through it. Get one with [`Heap::attach`].
+/// A thread's allocation handle, holding its TLAB (or its place in the per-CPU LABs). `Send`
+/// but not `Sync`: one thread at a time allocates through it. Get one with [`Heap::attach`].
 ///
 /// Dropping it retires its TLAB (the free tail counts as collection waste) and detaches it from
 /// the heap.
 pub struct Mutator {
-    cell: Arc<MutatorCell>,
     /// `cell`'s address, so that the fast path and the slow path it calls share one register.
     cell_address: NonNull<MutatorCell>,
+    /// The `cpu-lab` fast path's state when the mutator allocates in restartable per-CPU LABs;
+    /// inactive when it allocates in its TLAB. Refreshed whenever the mutator stops.
+    lab: LabCursor,
+    cell: Arc<MutatorCell>,
     heap: Arc<Heap>,
     alignment_bytes: usize,
     capacity_bytes: usize,
@@ -43,23 +48,32 @@ pub struct Mutator {
 }
 
 impl Mutator {
+    /// A handle on a running mutator (the calling thread attached or unparked it).
     pub(crate) fn new(cell: Arc<MutatorCell>, heap: Arc<Heap>) -> Self {
         let alignment_bytes = heap.config().alignment_bytes();
         let capacity_bytes = heap.config().capacity_bytes();
-        Mutator {
+        let mut mutator = Mutator {
             cell_address: NonNull::from(&*cell),
+            lab: LabCursor::INACTIVE,
             cell,
             heap,
             alignment_bytes,
             capacity_bytes,
             _not_sync: PhantomData,
-        }
+        };
+        let lab = mutator.slow_path().lab_cursor();
+        mutator.lab.set(lab);
+        mutator
     }
 
     /// Allocates an object of `bytes` bytes and returns its address, aligned to the heap's
-    /// alignment. The memory is zero when [`ZeroMemory::AtRefill`](crate::ZeroMemory) is set
-    /// (the default); the runtime must make the object parseable (write its header) before the
-    /// thread next parks.
+    /// alignment, through the fast path of the heap's mode. The memory is zero when
+    /// [`ZeroMemory::AtRefill`](crate::ZeroMemory) is set (the default); the runtime must make
+    /// the object parseable (write its header) before the thread next allocates, polls or
+    /// parks.
+    ///
+    /// An allocation is a safepoint: when a collection is requested, the slow path stops the
+    /// thread until it has ended (see [`poll`](Mutator::poll)).
     ///
     /// Errors: a size of 0, not a multiple of the alignment, or larger than the heap; or the
     /// heap is full (collect and retry).
@@ -91,19 +105,79 @@ impl Mutator {
     /// ```
     #[inline]
     pub fn alloc_sized(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+        if self.lab.is_active() {
+            // SAFETY: the cursor is active, and refreshed whenever the mutator stops (the only
+            // time its mode can change); `size` was checked against this heap (the slow path
+            // checks it again).
+            if let Some(object) = unsafe { self.lab.bump(size) } {
+                return Ok(object);
+            }
+        } else {
+            // SAFETY: `cell_address` is `cell`, alive as long as `self`.
+            let cell = unsafe { self.cell_address.as_ref() };
+            // SAFETY: this mutator is running (a parked one is a `ParkedMutator`) and this is
+            // its thread; `&mut self` keeps it so.
+            let tlab = unsafe { cell.running_tlab() };
+            if let Some(object) = tlab.bump(size.bytes()) {
+                // SAFETY: `object` is inside a TLAB carved from the reservation, not null.
+                return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
+            }
+        }
+        self.alloc_slow(size)
+    }
+
+    /// Calls the out-of-line slow path with plain values and keeps the fast path it returns.
+    /// Inline, so that the mutator's address never leaves the caller's loop (which then keeps
+    /// its fields in registers).
+    #[inline(always)]
+    fn alloc_slow(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
+        let (result, lab) = if self.lab.is_active() {
+            LabCursor::miss(self.slow_path(), self.lab.area_offset(), size)
+        } else {
+            self.slow_path().alloc(size.bytes())
+        };
+        self.lab.set(lab);
+        result
+    }
+
+    /// A safepoint poll: one load and a branch when no collection is requested. When one is,
+    /// stops the thread (parks, sleeps until the collection has ended, unparks) and returns
+    /// how many collections ended meanwhile (0 when it did not stop). Objects allocated so far
+    /// must be parseable. Compiled code tests the word at
+    /// [`SAFEPOINT_POLL_OFFSET`](crate::SAFEPOINT_POLL_OFFSET) instead.
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().capacity("1MiB").build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// assert_eq!(mutator.poll(), 0); // nothing requested: go on
+    /// std::thread::scope(|scope| {
+    ///     scope.spawn(|| heap.collection().reset()); // asks every mutator to stop
+    ///     while mutator.poll() == 0 {} // stops here until it has ended
+    /// });
+    /// assert_eq!(mutator.epoch(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn poll(&mut self) -> u64 {
         // SAFETY: `cell_address` is `cell`, alive as long as `self`.
         let cell = unsafe { self.cell_address.as_ref() };
-        // SAFETY: this mutator is running (a parked one is a `ParkedMutator`) and this is its
-        // thread; `&mut self` keeps the borrow unique.
-        let tlab = unsafe { cell.running_tlab() };
-        let top = tlab.top;
-        let new_top = top + size.bytes();
-        if new_top <= tlab.end {
-            tlab.top = new_top;
-            // SAFETY: `top` is inside a TLAB carved from the reservation, so it is not null.
-            return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(top)) });
+        if !cell.safepoint_requested() {
+            return 0;
         }
-        self.slow_path().alloc(size.bytes())
+        let (slept, lab) = self.slow_path().stop_at_safepoint();
+        self.lab.set(lab);
+        slept
+    }
+
+    /// The number of collections that had ended when this mutator last started running
+    /// (attached, unparked, or left a safepoint or safe region). It changes exactly when the
+    /// thread slept through collections: a runtime compares it with a value it kept to learn
+    /// that objects may have moved.
+    pub fn epoch(&self) -> u64 {
+        self.cell
+            .running_since
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// [`alloc_sized`](Mutator::alloc_sized) followed by an allocation prefetch: one
@@ -139,54 +213,6 @@ impl Mutator {
         }
     }
 
-    /// The `cpu-lab` fast path, when this mutator allocates in per-CPU LABs (the `cpu-lab` mode, or
-    /// the `flip` mode after it flipped) and restartable sequences work with glibc's
-    /// registration; `None` otherwise, and then [`alloc_sized`](Mutator::alloc_sized) is the
-    /// fast path. The mode cannot change while the path is borrowed: collections need the
-    /// mutator parked. Take it again after parking.
-    ///
-    /// ```
-    /// use hab::{HeaderWordModel, Heap, HeapConfig, Mode};
-    /// let heap = Heap::new(HeapConfig::builder().mode(Mode::CpuLab).build()?, HeaderWordModel)?;
-    /// let mut mutator = heap.attach();
-    /// let size = mutator.checked_size(16)?;
-    /// let mut allocate = |mutator: &mut hab::Mutator| match mutator.cpu_lab() {
-    ///     Some(mut path) => path.alloc_sized(size),
-    ///     None => mutator.alloc_sized(size), // e.g. without rseq: still per-CPU LABs
-    /// };
-    /// let object = allocate(&mut mutator)?;
-    /// // SAFETY: `object` is 16 fresh bytes owned by this thread.
-    /// unsafe { HeaderWordModel::write_header(object, 16) };
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[inline]
-    pub fn cpu_lab(&mut self) -> Option<CpuLabPath<'_>> {
-        let cursor = self.lab_cursor()?;
-        Some(CpuLabPath::new(cursor, self.slow_path()))
-    }
-
-    /// This mutator, owning its `cpu-lab` fast path: the same as [`cpu_lab`](Mutator::cpu_lab) for a
-    /// runtime that keeps the mutator in a structure of its own between allocations. Gives the
-    /// mutator back when it has no such path. [`CpuLabMutator::into_mutator`] returns it (e.g.
-    /// to park it).
-    pub fn into_cpu_lab(mut self) -> Result<CpuLabMutator, Mutator> {
-        match self.lab_cursor() {
-            Some(cursor) => Ok(CpuLabMutator::new(cursor, self)),
-            None => Err(self),
-        }
-    }
-
-    /// Where the `cpu-lab` fast path starts: the LAB of the CPU the thread runs on now. Inline,
-    /// so that the mutator's address is never passed out of the caller's loop (which then
-    /// keeps its fields in registers); what it calls takes the cell and the allocator.
-    #[inline]
-    fn lab_cursor(&mut self) -> Option<LabCursor> {
-        if !self.slow_path().follow_mode() {
-            return None;
-        }
-        LabCursor::new(self.heap.cpu_labs()?)
-    }
-
     /// Retires this thread's TLAB now (its tail becomes a filler, counted as collection waste),
     /// e.g. when the thread reaches a safepoint. The next allocation takes a new TLAB.
     pub fn retire(&mut self) {
@@ -212,23 +238,26 @@ impl Mutator {
         &self.heap
     }
 
-    /// The address of this mutator's TLAB `{top, end}` pair (see [`TLAB_TOP_OFFSET`] and
-    /// [`TLAB_END_OFFSET`]), for a JIT that inlines the fast path. Valid while the mutator
-    /// lives; it may be read and written only by the thread that owns this mutator, and only
-    /// while it is running.
+    /// The address of this mutator's TLAB `{top, soft end}` pair (see [`TLAB_TOP_OFFSET`] and
+    /// [`TLAB_SOFT_END_OFFSET`]) and safepoint poll word ([`SAFEPOINT_POLL_OFFSET`]), for a JIT
+    /// that inlines the fast path and the poll. Valid while the mutator lives; `top` may be
+    /// read and written only by the thread that owns this mutator, and only while it is
+    /// running; the soft end and the poll word may change under it (read them with plain
+    /// loads, never write them).
     ///
     /// [`TLAB_TOP_OFFSET`]: crate::TLAB_TOP_OFFSET
-    /// [`TLAB_END_OFFSET`]: crate::TLAB_END_OFFSET
+    /// [`TLAB_SOFT_END_OFFSET`]: crate::TLAB_SOFT_END_OFFSET
+    /// [`SAFEPOINT_POLL_OFFSET`]: crate::SAFEPOINT_POLL_OFFSET
     pub fn tlab_address(&self) -> NonNull<u8> {
         // SAFETY: the address of a field of a live allocation is not null.
-        unsafe { NonNull::new_unchecked(self.cell.tlab_address().cast()) }
+        unsafe { NonNull::new_unchecked(self.cell.tlab_address().cast_mut().cast()) }
     }
 
     /// Parks the mutator: its thread is at a safepoint or about to block, and a collection may
     /// retire its TLAB meanwhile. Call [`ParkedMutator::unpark`] to allocate again.
     pub fn park(self) -> ParkedMutator {
         let this = ManuallyDrop::new(self);
-        this.cell.state.store(PARKED, Ordering::Release);
+        Safepoints::park(&this.cell);
         // SAFETY: `this` is never used or dropped again; its fields move out exactly once.
         let (cell, heap) = unsafe { (std::ptr::read(&this.cell), std::ptr::read(&this.heap)) };
         ParkedMutator { cell, heap }
@@ -236,17 +265,26 @@ impl Mutator {
 
     /// Runs `blocking` with this mutator parked (a *safe region*): collections need not wait
     /// for the thread while it blocks, e.g. on I/O or a lock. Unparks afterwards, waiting for a
-    /// collection in progress to end.
+    /// collection in progress to end (also when `blocking` unwinds).
     pub fn safe_region<R>(&mut self, blocking: impl FnOnce() -> R) -> R {
-        struct Unpark<'a>(&'a MutatorCell, &'a Heap);
-        impl Drop for Unpark<'_> {
+        /// Resumes the mutator when dropped.
+        struct Resume<'a>(&'a mut Mutator);
+        impl Drop for Resume<'_> {
             fn drop(&mut self) {
-                self.1.wait_to_unpark(self.0);
+                self.0.resume();
             }
         }
-        self.cell.state.store(PARKED, Ordering::Release);
-        let _unpark = Unpark(&self.cell, &self.heap);
+        Safepoints::park(&self.cell);
+        let _resume = Resume(self);
         blocking()
+    }
+
+    /// Unparks the mutator parked in place, and takes the fast path of the mode it allocates
+    /// in now.
+    fn resume(&mut self) {
+        self.heap.allocator().safepoints.unpark(&self.cell);
+        let lab = self.slow_path().lab_cursor();
+        self.lab.set(lab);
     }
 }
 
@@ -280,7 +318,7 @@ impl ParkedMutator {
     /// Resumes allocation, first waiting for a collection that holds this mutator to end.
     pub fn unpark(self) -> Mutator {
         let this = ManuallyDrop::new(self);
-        this.heap.wait_to_unpark(&this.cell);
+        this.heap.allocator().safepoints.unpark(&this.cell);
         // SAFETY: `this` is never used or dropped again; its fields move out exactly once.
         let (cell, heap) = unsafe { (std::ptr::read(&this.cell), std::ptr::read(&this.heap)) };
         Mutator::new(cell, heap)
@@ -299,7 +337,7 @@ impl ParkedMutator {
 
 impl Drop for ParkedMutator {
     fn drop(&mut self) {
-        self.heap.wait_to_unpark(&self.cell);
+        self.heap.allocator().safepoints.unpark(&self.cell);
         drop(Mutator::new(self.cell.clone(), self.heap.clone()));
     }
 }

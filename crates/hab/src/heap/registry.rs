@@ -2,14 +2,13 @@
 //! through it; a forked child forgets the mutators of its parent's other threads here.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use crate::heap::Heap;
 use crate::labs::sizing::DecayingAverage;
 use crate::labs::tlab::Waste;
-use crate::mutator::cell::{MutatorCell, HELD, PARKED, RUNNING};
+use crate::mutator::cell::MutatorCell;
 use crate::mutator::stats::AllocationStats;
 use crate::platform::process::{self, ForkGate};
 
@@ -91,29 +90,14 @@ impl Heap {
         }
         registry.mutators = kept;
     }
-    /// Moves a parked mutator back to running, waiting while a collection holds it.
-    pub(crate) fn wait_to_unpark(&self, cell: &MutatorCell) {
-        while cell
-            .state
-            .compare_exchange(PARKED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            let mut registry = self.registry();
-            while cell.state.load(Ordering::Acquire) == HELD {
-                registry = self.wait_for_resume(registry);
-            }
-        }
-        cell.running_since
-            .store(self.collections(), Ordering::Relaxed);
-        cell.mark_running();
-    }
     /// Waits for `resumed` (a collection ended) holding no lock, then locks the registry
     /// again: a fork from another thread never waits for a collection to end, nor copies the
     /// registry locked.
     pub(crate) fn wait_for_resume<'h>(&'h self, guard: RegistryGuard<'h>) -> RegistryGuard<'h> {
-        let seen = self.resumed.current();
+        let resumed = self.allocator().safepoints.resumed();
+        let seen = resumed.current();
         drop(guard);
-        self.resumed.wait_while(seen, Duration::from_millis(100));
+        resumed.wait_while(seen, Duration::from_millis(100));
         self.registry()
     }
     /// Removes a running mutator whose TLAB is already retired, keeping its counters.
@@ -124,7 +108,7 @@ impl Heap {
         stats.desired_size_bytes = 0;
         registry.detached += stats;
         drop(registry);
-        self.resumed.advance();
+        self.allocator().safepoints.resumed().advance();
     }
     pub(crate) fn registry(&self) -> RegistryGuard<'_> {
         let fork = ForkGate::enter();

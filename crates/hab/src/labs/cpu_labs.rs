@@ -1,10 +1,10 @@
 //! The `cpu-lab` mode: objects carved straight from the LAB of the CPU the thread runs on, with no
 //! TLAB (Garthwaite et al.'s per-processor LABs, over Linux restartable sequences).
 //!
-//! Fast path (inline, in [`CpuLabPath::alloc_sized`](crate::CpuLabPath::alloc_sized)): one
-//! restartable bump of the `{top, end}` pair of the CPU the thread last ran on, which the
-//! section checks it still runs on ([`rseq::lab_bump`]); `Mutator::alloc_sized` in this mode
-//! goes straight to the slow path. Slow path (here): a bump-or-claim section either
+//! Fast path (inline, in [`Mutator::alloc_sized`](crate::Mutator::alloc_sized) through the
+//! mutator's LAB cursor): one restartable bump of the `{top, end}` pair of the CPU the thread
+//! last ran on, which the section checks it still runs on ([`rseq::lab_bump`]); without
+//! restartable sections the TLAB path fails and the slow path carves here. Slow path (here): a bump-or-claim section either
 //! carves the object or empties the CPU's LAB and hands its tail to the thread; the thread then
 //! takes a new LAB (a sidelined one first, else from the global heap) *outside* any section,
 //! carves its object from the LAB's start, and installs the rest as the CPU's LAB in a second

@@ -1,32 +1,53 @@
-//! The thread-local allocation buffer: a `[start, hard_end)` chunk the thread bumps `top`
+//! The thread-local allocation buffer: a `[start, chunk_end)` chunk the thread bumps `top`
 //! through without synchronisation.
 //!
-//! The fast path touches only `top` and `end`, laid out `#[repr(C)]` at offsets
-//! [`TLAB_TOP_OFFSET`] and [`TLAB_END_OFFSET`] so that a JIT can inline it. `end` is a *soft*
-//! end: when the object model's smallest filler is larger than the alignment, `end` stays that
-//! far below `hard_end` so the tail left at retire can always be filled.
+//! The fast path touches only `top` and `soft_end`, laid out `#[repr(C)]` at offsets
+//! [`TLAB_TOP_OFFSET`] and [`TLAB_SOFT_END_OFFSET`] so that a JIT can inline it: an object of
+//! `n` bytes fits when `top + n <= soft_end`.
+//!
+//! Three ends, lowest last:
+//! - `chunk_end`: one past the chunk's last byte;
+//! - `limit`: where objects must end. When the object model's smallest filler is larger than
+//!   the alignment, it stays that far below `chunk_end`, so the tail left at retire can always
+//!   be filled;
+//! - `soft_end`: what the fast path compares with, at or below `limit`. The owner lowers it to
+//!   stop at the next sample or at the end of the memory zeroed so far; any thread may lower
+//!   it to 0 to send the owner to its slow path (a safepoint request). A fast path that fails
+//!   on the soft end only is a *soft miss*: the slow path does what was asked, raises the soft
+//!   end again and bumps in the same TLAB.
+//!
+//! Every field but `soft_end` is a `Cell`: only the thread that may touch the TLAB (its
+//! running owner, or the collection holding it) reads or writes them, as `MutatorCell`'s state
+//! machine says; `soft_end` is atomic because other threads lower it.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::memory::space::Space;
+use crate::platform::relaxed;
 
 /// Offset of the TLAB's `top` (a `usize` address) from the address
 /// [`Mutator::tlab_address`](crate::Mutator::tlab_address) returns.
-pub const TLAB_TOP_OFFSET: usize = 0;
-/// Offset of the TLAB's soft `end` (a `usize` address): an object of `n` bytes fits when
-/// `top + n <= end`.
-pub const TLAB_END_OFFSET: usize = 8;
+pub const TLAB_TOP_OFFSET: usize = std::mem::offset_of!(Tlab, top);
+/// Offset of the TLAB's soft end (a `usize` address): an object of `n` bytes fits when
+/// `top + n <= soft_end`; otherwise compiled code calls the slow path. Read it with a plain
+/// (or relaxed atomic) load: other threads may lower it to 0 at any time.
+pub const TLAB_SOFT_END_OFFSET: usize = std::mem::offset_of!(Tlab, soft_end);
 
 /// A thread's TLAB. Empty (all zero) when the thread has none: every fast path then fails.
 #[repr(C)]
 #[derive(Debug, Default)]
 pub(crate) struct Tlab {
     /// Next free byte.
-    pub(crate) top: usize,
+    top: Cell<usize>,
+    /// The fast path's end (see the module documentation); 0 when tripped.
+    soft_end: AtomicUsize,
     /// Objects must end at or below this address.
-    pub(crate) end: usize,
+    limit: Cell<usize>,
     /// First byte of the chunk.
-    pub(crate) start: usize,
+    start: Cell<usize>,
     /// One past the last byte of the chunk.
-    pub(crate) hard_end: usize,
+    chunk_end: Cell<usize>,
 }
 
 /// Where the free tail of a retired TLAB is counted.
@@ -38,41 +59,94 @@ pub(crate) enum Waste {
     Collection,
 }
 
+// Every method but `trip` may be called only by the thread allowed to touch the TLAB (see the
+// module documentation); `MutatorCell`'s accessors hand out `&Tlab` only to that thread.
 impl Tlab {
-    /// Bytes an object may still take before the soft end.
+    /// The fast path: bumps `top` by `bytes` and returns the object's address, or `None` when
+    /// `top + bytes` passes the soft end.
+    #[inline(always)]
+    pub(crate) fn bump(&self, bytes: usize) -> Option<usize> {
+        let top = self.top.get();
+        let new_top = top + bytes;
+        if relaxed::at_most(new_top, &self.soft_end) {
+            self.top.set(new_top);
+            return Some(top);
+        }
+        None
+    }
+
+    /// Bumps `top` by `bytes` up to the limit, whatever the soft end says (the slow path,
+    /// after a soft miss); `None` when the object does not fit the TLAB.
+    pub(crate) fn bump_to_limit(&self, bytes: usize) -> Option<usize> {
+        let top = self.top.get();
+        let new_top = top.checked_add(bytes)?;
+        if self.start.get() != 0 && new_top <= self.limit.get() {
+            self.top.set(new_top);
+            return Some(top);
+        }
+        None
+    }
+
+    /// Where objects must end (0 for an empty TLAB).
+    pub(crate) fn limit(&self) -> usize {
+        self.limit.get()
+    }
+
+    /// Sets the soft end to `end` (at most the limit). The caller re-checks for a trip
+    /// afterwards (see [`trip`](Tlab::trip)).
+    pub(crate) fn set_soft_end(&self, end: usize) {
+        debug_assert!(end <= self.limit.get());
+        self.soft_end.store(end, Ordering::SeqCst);
+    }
+
+    /// Sends the owner to its slow path at its next allocation: the soft end becomes 0. May
+    /// be called by any thread. A caller that asks the owner for something (a safepoint)
+    /// publishes the request first and trips after, with sequentially consistent orderings;
+    /// the owner, after each [`set_soft_end`](Tlab::set_soft_end), reads the request again.
+    /// One of the two sees the other, so no request is lost to a refill that raised the soft
+    /// end meanwhile.
+    pub(crate) fn trip(&self) {
+        self.soft_end.store(0, Ordering::SeqCst);
+    }
+
+    /// Bytes an object may still take before the limit.
     #[inline]
     pub(crate) fn free_bytes(&self) -> usize {
-        self.end - self.top
+        self.limit.get() - self.top.get()
     }
 
-    /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes.
-    pub(crate) fn install(&mut self, start: usize, len: usize, reserve: usize) {
-        debug_assert!(self.start == 0, "retire before installing");
-        *self = Tlab {
-            top: start,
-            end: start + len - reserve,
-            start,
-            hard_end: start + len,
-        };
+    /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes. The
+    /// soft end stays 0: the caller sets it.
+    pub(crate) fn install(&self, start: usize, len: usize, reserve: usize) {
+        debug_assert!(self.start.get() == 0, "retire before installing");
+        self.top.set(start);
+        self.limit.set(start + len - reserve);
+        self.start.set(start);
+        self.chunk_end.set(start + len);
     }
 
-    /// Fills the free tail with a filler and leaves the TLAB empty; returns what it held, for
-    /// the caller to count. `None` for an empty TLAB, which it leaves as it is.
+    /// Fills the free tail with a filler and leaves the TLAB empty (its soft end 0); returns
+    /// what it held, for the caller to count. `None` for an empty TLAB.
     ///
     /// # Safety
     /// The caller has exclusive access to this TLAB's memory (its own, or a stopped thread's).
-    pub(crate) unsafe fn retire(&mut self, space: &Space) -> Option<Retired> {
-        if self.start == 0 {
+    pub(crate) unsafe fn retire(&self, space: &Space) -> Option<Retired> {
+        self.soft_end.store(0, Ordering::Relaxed);
+        let start = self.start.get();
+        if start == 0 {
             return None;
         }
+        let top = self.top.get();
         let retired = Retired {
-            used_bytes: self.top - self.start,
-            tail_bytes: self.hard_end - self.top,
+            used_bytes: top - start,
+            tail_bytes: self.chunk_end.get() - top,
         };
-        // SAFETY: [top, hard_end) is the unused tail of this TLAB, owned by the caller; the
+        // SAFETY: [top, chunk_end) is the unused tail of this TLAB, owned by the caller; the
         // reserve keeps it at least one filler long (see the module documentation).
-        unsafe { space.write_filler(self.top, retired.tail_bytes) };
-        *self = Tlab::default();
+        unsafe { space.write_filler(top, retired.tail_bytes) };
+        for field in [&self.top, &self.limit, &self.start, &self.chunk_end] {
+            field.set(0);
+        }
         Some(retired)
     }
 }

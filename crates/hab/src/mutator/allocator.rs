@@ -19,6 +19,7 @@ use crate::labs::flip::{CycleWaste, FlipPolicy};
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::RefillContext;
 use crate::memory::space::Space;
+use crate::mutator::safepoint::Safepoints;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
@@ -45,6 +46,8 @@ pub(crate) struct Allocator {
     flip: Option<FlipPolicy>,
     /// Whether mutators allocate in per-CPU LABs this cycle; changes only at collections.
     in_cpu_labs: AtomicBool,
+    /// The collection count and requests; where stopped mutators wait.
+    pub(crate) safepoints: Safepoints,
 }
 
 impl Allocator {
@@ -88,6 +91,7 @@ impl Allocator {
             cpu_labs,
             flip,
             in_cpu_labs: AtomicBool::new(in_cpu_labs),
+            safepoints: Safepoints::default(),
         }
     }
 

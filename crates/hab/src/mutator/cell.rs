@@ -14,7 +14,7 @@
 //! safepoint or blocked). HELD: only the collection that claimed it does.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::labs::sizing::TlabSizer;
@@ -30,12 +30,20 @@ pub(crate) const PARKED: u32 = 1;
 /// Claimed by a collection, which alone touches the TLAB until it ends.
 pub(crate) const HELD: u32 = 2;
 
+/// Offset of the mutator's safepoint poll word (a `usize`, non-zero while a collection is
+/// requested) from the address [`Mutator::tlab_address`](crate::Mutator::tlab_address)
+/// returns: compiled code polls with one load and a branch.
+pub const SAFEPOINT_POLL_OFFSET: usize = std::mem::offset_of!(MutatorCell, poll);
+
 /// State of one mutator that a collection can reach through the heap's registry.
 ///
-/// `tlab` comes first so that its `{top, end}` pair sits at the documented offsets.
+/// `tlab` comes first so that its `{top, soft_end}` pair sits at the documented offsets, and
+/// the poll word right after it.
 #[repr(C)]
 pub(crate) struct MutatorCell {
-    tlab: UnsafeCell<Tlab>,
+    tlab: Tlab,
+    /// Non-zero while a collection is requested: the owner stops at its next safepoint.
+    poll: AtomicUsize,
     local: UnsafeCell<MutatorLocal>,
     pub(crate) state: AtomicU32,
     /// The number of collections finished when the thread last attached or unparked: a thread
@@ -49,10 +57,12 @@ pub(crate) struct MutatorCell {
     thread: Mutex<ThreadIdentity>,
 }
 
-// SAFETY: `tlab` and `local` are touched only through the accessors below: by the owning
-// thread while `state` is RUNNING, and by the collection that moved `state` from PARKED to
-// HELD (with Acquire, after the owner's Release store of PARKED) until it stores PARKED again
-// (Release). `counters` are atomics; `id` is immutable; `thread` is behind a mutex.
+// SAFETY: `tlab` (but its atomic soft end) and `local` are touched only through the accessors
+// below: by the owning thread while `state` is RUNNING, and by the collection that moved
+// `state` from PARKED to HELD (with Acquire, after the owner's Release store of PARKED) until
+// it stores PARKED again (Release). Other threads touch only `poll` and the TLAB's soft end,
+// both atomics (`trip`). `counters` are atomics; `id` is immutable; `thread` is behind a
+// mutex.
 unsafe impl Sync for MutatorCell {}
 
 /// The parts of a mutator's state that only the slow path and collections use.
@@ -74,7 +84,8 @@ impl MutatorCell {
     /// collections had finished.
     pub(crate) fn new(id: u64, local: MutatorLocal, counters: Counters, collections: u64) -> Self {
         MutatorCell {
-            tlab: Tlab::default().into(),
+            tlab: Tlab::default(),
+            poll: AtomicUsize::new(0),
             local: local.into(),
             state: RUNNING.into(),
             running_since: collections.into(),
@@ -85,8 +96,33 @@ impl MutatorCell {
     }
 
     /// The address of the TLAB, for a JIT (no access is made).
-    pub(crate) fn tlab_address(&self) -> *mut Tlab {
-        self.tlab.get()
+    pub(crate) fn tlab_address(&self) -> *const Tlab {
+        &self.tlab
+    }
+
+    /// Asks the owner to stop at its next safepoint: sets the poll word, then trips the TLAB
+    /// so that its next allocation takes the slow path (see [`Tlab::trip`]). Any thread.
+    pub(crate) fn request_safepoint(&self) {
+        self.poll.store(1, Ordering::SeqCst);
+        self.tlab.trip();
+    }
+
+    /// Withdraws the request: a collection that satisfies it ended. The soft end stays as it
+    /// is; the owner's slow path raises it.
+    pub(crate) fn clear_safepoint(&self) {
+        self.poll.store(0, Ordering::SeqCst);
+    }
+
+    /// Whether a safepoint is requested: the inline poll (a relaxed load).
+    #[inline(always)]
+    pub(crate) fn safepoint_requested(&self) -> bool {
+        self.poll.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a safepoint is requested, read after the owner raised its soft end (the other
+    /// half of [`Tlab::trip`]'s handshake).
+    pub(crate) fn safepoint_requested_after_raise(&self) -> bool {
+        self.poll.load(Ordering::SeqCst) != 0
     }
 
     /// The TLAB, for the thread running this mutator (the fast path).
@@ -95,11 +131,9 @@ impl MutatorCell {
     /// The caller is the thread that runs this mutator (it set RUNNING and has not parked
     /// since) and holds no other reference obtained from this cell.
     #[inline(always)]
-    #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
-    pub(crate) unsafe fn running_tlab(&self) -> &mut Tlab {
+    pub(crate) unsafe fn running_tlab(&self) -> &Tlab {
         debug_assert_eq!(self.state.load(Ordering::Relaxed), RUNNING);
-        // SAFETY: only the running owner touches the TLAB (see the caller's contract).
-        unsafe { &mut *self.tlab.get() }
+        &self.tlab
     }
 
     /// The TLAB and the slow-path state, for the thread running this mutator.
@@ -108,10 +142,10 @@ impl MutatorCell {
     /// As [`running_tlab`](MutatorCell::running_tlab).
     #[inline]
     #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
-    pub(crate) unsafe fn running_parts(&self) -> (&mut Tlab, &mut MutatorLocal) {
+    pub(crate) unsafe fn running_parts(&self) -> (&Tlab, &mut MutatorLocal) {
         debug_assert_eq!(self.state.load(Ordering::Relaxed), RUNNING);
-        // SAFETY: only the running owner touches them; they are distinct cells.
-        unsafe { (&mut *self.tlab.get(), &mut *self.local.get()) }
+        // SAFETY: only the running owner touches `local` (see the caller's contract).
+        (&self.tlab, unsafe { &mut *self.local.get() })
     }
 
     /// The TLAB and the slow-path state, for the collection holding this mutator.
@@ -120,10 +154,10 @@ impl MutatorCell {
     /// The caller is the collection that moved this mutator from PARKED to HELD and has not
     /// released it, and holds no other reference obtained from this cell.
     #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
-    pub(crate) unsafe fn held_parts(&self) -> (&mut Tlab, &mut MutatorLocal) {
+    pub(crate) unsafe fn held_parts(&self) -> (&Tlab, &mut MutatorLocal) {
         debug_assert_eq!(self.state.load(Ordering::Relaxed), HELD);
-        // SAFETY: only the holding collection touches them; they are distinct cells.
-        unsafe { (&mut *self.tlab.get(), &mut *self.local.get()) }
+        // SAFETY: only the holding collection touches `local` (see the caller's contract).
+        (&self.tlab, unsafe { &mut *self.local.get() })
     }
 
     /// The TLAB of a mutator whose thread does not exist in this process (lost in a `fork`).
@@ -131,11 +165,8 @@ impl MutatorCell {
     /// # Safety
     /// The mutator's thread does not exist in this process, and the caller holds the heap's
     /// registry locked (so no collection touches the TLAB meanwhile).
-    #[allow(clippy::mut_from_ref)] // the state machine, not a borrow, makes them unique
-    pub(crate) unsafe fn lost_thread_tlab(&self) -> &mut Tlab {
-        // SAFETY: no thread of this process runs the mutator; the registry lock keeps
-        // collections out.
-        unsafe { &mut *self.tlab.get() }
+    pub(crate) unsafe fn lost_thread_tlab(&self) -> &Tlab {
+        &self.tlab
     }
 
     /// Records that the calling thread runs the mutator from now on. (Takes the fork gate:

@@ -1,12 +1,14 @@
-//! The mutator's slow path: everything an allocation does when the object does not fit the
-//! thread's TLAB. Keep the TLAB or retire it and take a new one (from the global heap or the
-//! middle levels), allocate outside any TLAB, carve from the per-CPU LABs, follow the `flip`
-//! mode's phase. Cold and out of line; the fast paths that call it are in `heap::mutator`
-//! and `heap::cpu_lab_path`.
+//! The mutator's slow path: everything an allocation does when the fast path fails. Stop at a
+//! requested safepoint; after a soft miss raise the soft end and bump in the same TLAB; keep
+//! the TLAB or retire it and take a new one (from the global heap or the middle levels);
+//! allocate outside any TLAB; carve from the per-CPU LABs; follow the `flip` mode's phase.
+//! Cold and out of line; the fast path that calls it is `heap::mutator`'s, the per-CPU one's
+//! miss is in `lab_cursor`.
 
 use std::ptr::NonNull;
 
-use crate::labs::cpu_labs::{self, Requester};
+use crate::labs::cpu_labs::{self, CpuLabs, Requester};
+use crate::labs::tlab::Tlab;
 use crate::labs::tlab::Waste;
 use crate::levels::middle::Chunk;
 use crate::levels::refill;
@@ -14,6 +16,7 @@ use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::{Allocator, TlabSource};
 use crate::mutator::cell::MutatorCell;
+use crate::mutator::lab_cursor::{LabCursor, SlowResult};
 
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
 /// cell, two plain references. Only built by the thread that runs the mutator.
@@ -24,12 +27,49 @@ pub(crate) struct SlowPath<'a> {
 }
 
 impl SlowPath<'_> {
-    /// Allocates `bytes` after the fast path failed. Takes the two references by value (not
-    /// the mutator's address) so the caller's loop can keep the mutator's fields in registers;
-    /// all state it changes lives in `cell`.
+    /// Allocates `bytes` after the fast path failed, first stopping at a requested safepoint.
+    /// Takes the two references by value (not the mutator's address) so the caller's loop can
+    /// keep the mutator's fields in registers; all state it changes lives in `cell`. Returns
+    /// the fast path to take next, which a safepoint may have changed.
     #[cold]
     #[inline(never)]
-    pub(crate) fn alloc(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+    pub(crate) fn alloc(self, bytes: usize) -> SlowResult {
+        if self.cell.safepoint_requested() {
+            self.allocator.safepoints.stop(self.cell);
+        }
+        (self.alloc_here(bytes), self.lab_cursor())
+    }
+
+    /// Stops at a requested safepoint (the owner polled); returns how many collections
+    /// ended meanwhile and the fast path to take next.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn stop_at_safepoint(self) -> (u64, LabCursor) {
+        let slept = self.allocator.safepoints.stop(self.cell);
+        (slept, self.lab_cursor())
+    }
+
+    /// The fast path the mutator takes now: the per-CPU LAB cursor when it allocates in
+    /// restartable per-CPU LABs, inactive for its TLAB.
+    #[inline]
+    pub(crate) fn lab_cursor(self) -> LabCursor {
+        match &self.allocator.cpu_labs {
+            None => LabCursor::INACTIVE,
+            Some(cpu_labs) => self.cpu_lab_cursor(cpu_labs),
+        }
+    }
+
+    #[inline(never)]
+    fn cpu_lab_cursor(self, cpu_labs: &CpuLabs) -> LabCursor {
+        let cursor = if self.follow_mode() {
+            LabCursor::new(cpu_labs)
+        } else {
+            None
+        };
+        cursor.unwrap_or(LabCursor::INACTIVE)
+    }
+
+    fn alloc_here(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         // Re-check: the size may have been checked against another heap.
         let config = &self.allocator.config;
         AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
@@ -39,6 +79,23 @@ impl SlowPath<'_> {
         match &self.allocator.tlab_source {
             Some(source) => self.refill_or_alloc_outside(source, bytes),
             None => self.alloc_outside_tlab(bytes),
+        }
+    }
+
+    /// After a soft miss (the object fits below the TLAB's limit, not below its soft end):
+    /// raises the soft end and bumps. `None` when the object does not fit the TLAB.
+    fn bump_after_soft_miss(self, tlab: &Tlab, bytes: usize) -> Option<usize> {
+        let object = tlab.bump_to_limit(bytes)?;
+        self.raise_soft_end(tlab);
+        Some(object)
+    }
+
+    /// Sets the soft end to the limit, then trips the TLAB again if a safepoint was requested
+    /// meanwhile (the owner's half of [`Tlab::trip`]'s handshake).
+    fn raise_soft_end(self, tlab: &Tlab) {
+        tlab.set_soft_end(tlab.limit());
+        if self.cell.safepoint_requested_after_raise() {
+            tlab.trip();
         }
     }
 
@@ -110,6 +167,10 @@ impl SlowPath<'_> {
         let cell = self.cell;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { cell.running_parts() };
+        if let Some(object) = self.bump_after_soft_miss(tlab, bytes) {
+            // SAFETY: a TLAB address inside the reservation, not null.
+            return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
+        }
         let reserve = space.lab_reserve_bytes();
         let needed = bytes + reserve;
         if needed > config.max_tlab_bytes() {
@@ -143,15 +204,16 @@ impl SlowPath<'_> {
         };
         space.global().zero_reused(start, len);
         tlab.install(start, len, reserve);
+        self.raise_soft_end(tlab);
         local.sizer.record_refill(config);
         cell.counters.refills.add(1);
         cell.counters.tlab_bytes.add(len as u64);
         cell.counters
             .desired_size_bytes
             .set(local.sizer.desired_bytes() as u64);
-        let object = tlab.top;
-        tlab.top += bytes;
-        debug_assert!(tlab.top <= tlab.end);
+        let object = tlab
+            .bump_to_limit(bytes)
+            .expect("a fresh TLAB holds the object it was carved for");
         // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
         Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
     }

@@ -1,0 +1,57 @@
+//! A relaxed atomic load folded into the compare that uses it.
+//!
+//! The TLAB fast path compares the new top with a soft end that other threads may lower at
+//! any time, so it must load it atomically; LLVM does not fold an atomic load into a compare
+//! (it costs one more instruction and one more register on the fast path). On x86_64 the
+//! compare is written out, with the word read as its memory operand: an aligned 8-byte read,
+//! which is a relaxed atomic load on this architecture. Elsewhere it is a relaxed load.
+
+use std::sync::atomic::AtomicUsize;
+#[cfg(not(target_arch = "x86_64"))]
+use std::sync::atomic::Ordering;
+
+/// Whether `value <= word`, reading `word` as a relaxed atomic load.
+#[inline(always)]
+pub(crate) fn at_most(value: usize, word: &AtomicUsize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `word` is a live, aligned `AtomicUsize`; the block only reads it (one aligned
+        // 8-byte load: atomic on x86_64) and the flags, and jumps to the label when `value` is
+        // above it.
+        unsafe {
+            core::arch::asm!(
+                "cmp {value}, qword ptr [{word}]",
+                "ja {above}",
+                value = in(reg) value,
+                word = in(reg) word.as_ptr(),
+                above = label { return false },
+                options(nostack, readonly)
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        value <= word.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn compares_like_a_load() {
+        let word = AtomicUsize::new(100);
+        assert!(at_most(99, &word));
+        assert!(at_most(100, &word));
+        assert!(!at_most(101, &word));
+        word.store(0, Ordering::Relaxed);
+        assert!(at_most(0, &word));
+        assert!(!at_most(1, &word));
+        assert!(!at_most(usize::MAX, &word));
+        word.store(usize::MAX, Ordering::Relaxed);
+        assert!(at_most(usize::MAX, &word));
+    }
+}
