@@ -201,7 +201,7 @@ impl Vm {
     /// Reserves twice `config.space_bytes` and makes the first half the allocation space.
     pub fn new(config: VmConfig) -> Result<Arc<Vm>, VmError> {
         let space = config.space_bytes;
-        if space == 0 || space % 4096 != 0 {
+        if space == 0 || !space.is_multiple_of(4096) {
             return Err(VmError::Setup(format!(
                 "the allocation space ({space} bytes) must be a positive multiple of 4 KiB"
             )));

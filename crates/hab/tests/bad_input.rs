@@ -689,7 +689,7 @@ fn an_alloc_size_from_another_heap_stays_inside_the_heap() {
                 Ok((object, bytes)) => {
                     let address = object.as_ptr() as usize;
                     assert_eq!(address % 8, 0);
-                    misaligned += usize::from(address % 16 != 0);
+                    misaligned += usize::from(!address.is_multiple_of(16));
                     write_header(object, bytes);
                     objects.push((address, bytes));
                 }

@@ -350,7 +350,7 @@ impl World {
         }
         let desired = after.desired_size_bytes as usize;
         assert!(
-            (min_tlab..=max_tlab).contains(&desired) && desired % self.alignment == 0,
+            (min_tlab..=max_tlab).contains(&desired) && desired.is_multiple_of(self.alignment),
             "desired TLAB size {desired} outside [{min_tlab}, {max_tlab}]"
         );
         if after.refills > before.refills {

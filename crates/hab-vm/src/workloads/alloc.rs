@@ -41,7 +41,7 @@ impl Alloc {
 
 /// Runs the loop on `spec.threads` threads.
 pub fn run(vm: &Arc<Vm>, spec: Alloc) -> Result<Outcome, VmError> {
-    if spec.object_bytes < WORD_BYTES || spec.object_bytes % WORD_BYTES != 0 {
+    if spec.object_bytes < WORD_BYTES || !spec.object_bytes.is_multiple_of(WORD_BYTES) {
         return Err(VmError::TooLarge(format!(
             "objects of {} bytes: the VM's are whole words, header included",
             spec.object_bytes

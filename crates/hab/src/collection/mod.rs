@@ -192,7 +192,7 @@ impl<'h> Collection<'h> {
             Some("start above end")
         } else if range.start < reserved.start || range.end > reserved.end {
             Some("not inside the heap's reservation")
-        } else if range.start % alignment != 0 || range.end % alignment != 0 {
+        } else if !range.start.is_multiple_of(alignment) || !range.end.is_multiple_of(alignment) {
             Some("not aligned to the heap's alignment")
         } else {
             None

@@ -12,6 +12,15 @@ use crate::heap::mutator::Mutator;
 use crate::heap::Heap;
 use crate::mutator::cell::{HELD, PARKED, RUNNING};
 
+/// Whether a collection asks the running mutators to stop, or only takes the parked ones.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Request {
+    /// Ask every mutator to stop at its next safepoint.
+    Stop,
+    /// Ask nothing (`try_collection`: it succeeds only if every mutator is already parked).
+    None,
+}
+
 /// How long [`Heap::collection`] waits before it looks for a running mutator last run by
 /// the calling thread itself, which would keep it waiting forever.
 const SELF_STOP_CHECK: Duration = Duration::from_secs(10);
@@ -49,7 +58,7 @@ impl Heap {
     /// attaching thread's until it first stops.)
     pub fn collection(&self) -> Collection<'_> {
         let guard = self.collector_lock().acquire(None).expect("no deadline");
-        self.stop_the_world(guard, None)
+        self.stop_the_world(guard, None, Request::Stop)
             .expect("a collection without a deadline stops the world")
     }
     /// Stops the world as [`collection`](Heap::collection) does, giving up after `timeout`:
@@ -76,7 +85,7 @@ impl Heap {
             .collector_lock()
             .acquire(Some(deadline))
             .ok_or(CollectionError::InProgress)?;
-        self.stop_the_world(guard, Some(deadline))
+        self.stop_the_world(guard, Some(deadline), Request::Stop)
     }
     /// Claims every mutator as it parks, until none runs or `deadline` passes; then retires
     /// the LABs. On timeout releases the claimed mutators and names the running ones.
@@ -84,15 +93,18 @@ impl Heap {
         &'h self,
         guard: CollectorGuard<'h>,
         deadline: Option<Instant>,
+        request: Request,
     ) -> Result<Collection<'h>, CollectionError> {
         let started = Instant::now();
         {
             let mut registry = self.registry();
             registry.stopping = true;
             self.forget_mutators_lost_in_fork(&mut registry);
-            self.allocator().safepoints.request();
-            for cell in &registry.mutators {
-                cell.request_safepoint();
+            if request == Request::Stop {
+                self.allocator().safepoints.request();
+                for cell in &registry.mutators {
+                    cell.request_safepoint();
+                }
             }
         }
         let mut release = ReleaseOnUnwind(Some(self));
@@ -182,18 +194,18 @@ impl Heap {
             return None;
         }
         Some(
-            self.stop_the_world(guard, None)
+            self.stop_the_world(guard, None, Request::Stop)
                 .expect("a collection without a deadline stops the world"),
         )
     }
     /// Like [`collection`](Heap::collection) but does not wait: fails if another collection
-    /// is in progress or a mutator is running.
+    /// is in progress or a mutator is running. It asks no mutator to stop.
     pub fn try_collection(&self) -> Result<Collection<'_>, CollectionError> {
         let guard = self
             .collector_lock()
             .acquire(Some(Instant::now()))
             .ok_or(CollectionError::InProgress)?;
-        self.stop_the_world(guard, Some(Instant::now()))
+        self.stop_the_world(guard, Some(Instant::now()), Request::None)
             .map_err(|error| match error {
                 CollectionError::Timeout { running, .. } => CollectionError::MutatorsRunning {
                     running: running.len(),

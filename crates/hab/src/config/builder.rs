@@ -250,7 +250,7 @@ fn check_capacity(capacity_bytes: usize, alignment_bytes: usize) -> Result<usize
             ),
         ));
     }
-    if capacity_bytes % alignment_bytes != 0 {
+    if !capacity_bytes.is_multiple_of(alignment_bytes) {
         return Err(ConfigError::new(
             "capacity",
             format!("{capacity_bytes} is not a multiple of the alignment {alignment_bytes}"),
@@ -269,7 +269,7 @@ impl Limits {
     /// `bytes` for the TLAB size `field`: a positive multiple of the alignment, within the heap.
     fn tlab_size(&self, field: &'static str, bytes: usize) -> Result<usize, ConfigError> {
         let (alignment_bytes, capacity_bytes) = (self.alignment_bytes, self.capacity_bytes);
-        if bytes == 0 || bytes % alignment_bytes != 0 {
+        if bytes == 0 || !bytes.is_multiple_of(alignment_bytes) {
             Err(ConfigError::new(
                 field,
                 format!(

@@ -94,7 +94,7 @@ impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bytes = self.0;
         for (name, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-            if bytes != 0 && bytes % (1usize << shift) == 0 {
+            if bytes != 0 && bytes.is_multiple_of(1usize << shift) {
                 return write!(f, "{}{}", bytes >> shift, name);
             }
         }

@@ -72,7 +72,7 @@ impl Space {
     pub(crate) unsafe fn write_filler(&self, start: usize, bytes: usize) {
         if bytes == 0
             || bytes < self.min_filler_bytes
-            || (start | bytes) % self.alignment_bytes != 0
+            || !(start | bytes).is_multiple_of(self.alignment_bytes)
         {
             return;
         }

@@ -118,7 +118,7 @@ unsafe impl ObjectModel for CheckedFillerModel {
     }
 
     unsafe fn write_filler(&self, address: NonNull<u8>, bytes: usize) {
-        if bytes < self.min_filler || address.as_ptr() as usize % self.alignment != 0 {
+        if bytes < self.min_filler || !(address.as_ptr() as usize).is_multiple_of(self.alignment) {
             self.violations.fetch_add(1, Ordering::SeqCst);
         }
         self.smallest_filler.fetch_min(bytes, Ordering::SeqCst);
