@@ -10,14 +10,6 @@ use hab_vm::workloads::warehouses::{self, Warehouses};
 use hab_vm::workloads::{gcbench, javac_like};
 use hab_vm::{Vm, VmConfig};
 
-const MODES: [Mode; 5] = [
-    Mode::Shared,
-    Mode::Tlab,
-    Mode::Hab,
-    Mode::CpuLab,
-    Mode::Flip,
-];
-
 fn vm(mode: Mode, space_bytes: usize, lab_bytes: usize) -> Arc<Vm> {
     let mut heap = HeapConfig::builder()
         .mode(mode)
@@ -35,7 +27,7 @@ fn vm(mode: Mode, space_bytes: usize, lab_bytes: usize) -> Arc<Vm> {
 
 #[test]
 fn gcbench_keeps_its_long_lived_data() {
-    for mode in MODES {
+    for mode in Mode::ALL {
         let vm = vm(
             mode,
             (3 * gcbench::max_live_bytes(10)).next_multiple_of(4096),
@@ -55,7 +47,7 @@ fn warehouses_agree_in_every_mode() {
         live_orders: 50,
     };
     let mut outputs = Vec::new();
-    for mode in MODES {
+    for mode in Mode::ALL {
         let vm = vm(mode, 1 << 20, 16 << 10);
         let outcome = warehouses::run(&vm, spec).unwrap_or_else(|e| panic!("{mode}: {e}"));
         assert!(vm.gc_records().len() >= 2, "{mode}");
@@ -70,7 +62,7 @@ fn warehouses_agree_in_every_mode() {
 
 #[test]
 fn javac_like_runs_in_every_mode() {
-    for mode in MODES {
+    for mode in Mode::ALL {
         let vm = vm(mode, 3 << 20, 16 << 10);
         let outcome = javac_like::run(&vm, 200, 500).unwrap_or_else(|e| panic!("{mode}: {e}"));
         assert!(outcome.ops >= 50_000, "{mode}: {}", outcome.ops);

@@ -13,14 +13,6 @@ use std::time::Duration;
 use common::{heap, watchdog, write_header};
 use hab::{AllocError, CollectionError, HeapConfig, Mode, TlabPolicy};
 
-const MODES: [Mode; 5] = [
-    Mode::Shared,
-    Mode::Tlab,
-    Mode::Hab,
-    Mode::CpuLab,
-    Mode::Flip,
-];
-
 fn config(mode: Mode, capacity: &str) -> hab::HeapConfigBuilder {
     let builder = HeapConfig::builder()
         .capacity(capacity)
@@ -42,7 +34,7 @@ fn collections_on_exhaustion_stop_every_thread_through_its_allocations() {
     let threads = 3 * thread::available_parallelism()
         .map_or(2, |n| n.get())
         .max(2);
-    for mode in MODES {
+    for mode in Mode::ALL {
         let heap = heap(config(mode, "1MiB"));
         let live = Arc::new(AtomicU64::new(0));
         let collections = Arc::new(AtomicU64::new(0));
@@ -99,7 +91,7 @@ fn collections_on_exhaustion_stop_every_thread_through_its_allocations() {
 #[test]
 fn a_collector_thread_serves_requests_and_polling_threads_stop() {
     let _watchdog = watchdog("collector thread", Duration::from_secs(120));
-    for mode in MODES {
+    for mode in Mode::ALL {
         let heap = heap(config(mode, "1MiB"));
         let stop = Arc::new(AtomicBool::new(false));
         let start = Arc::new(Barrier::new(5));

@@ -7,7 +7,7 @@
 
 use std::ptr::NonNull;
 
-use crate::labs::cpu_labs::{self, CpuLabs, Requester};
+use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::Tlab;
 use crate::labs::tlab::Waste;
 use crate::levels::middle::Chunk;
@@ -51,20 +51,10 @@ impl SlowPath<'_> {
 
     /// The fast path the mutator takes now: the per-CPU LAB cursor when it allocates in
     /// restartable per-CPU LABs, inactive for its TLAB.
-    #[inline]
     pub(crate) fn lab_cursor(self) -> LabCursor {
-        match &self.allocator.cpu_labs {
-            None => LabCursor::INACTIVE,
-            Some(cpu_labs) => self.cpu_lab_cursor(cpu_labs),
-        }
-    }
-
-    #[inline(never)]
-    fn cpu_lab_cursor(self, cpu_labs: &CpuLabs) -> LabCursor {
-        let cursor = if self.follow_mode() {
-            LabCursor::new(cpu_labs)
-        } else {
-            None
+        let cursor = match &self.allocator.cpu_labs {
+            Some(cpu_labs) if self.follow_mode() => LabCursor::new(cpu_labs),
+            _ => None,
         };
         cursor.unwrap_or(LabCursor::INACTIVE)
     }
