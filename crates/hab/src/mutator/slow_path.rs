@@ -34,10 +34,34 @@ impl SlowPath<'_> {
     #[cold]
     #[inline(never)]
     pub(crate) fn alloc(self, bytes: usize) -> SlowResult {
+        if self.allocator.tlab_source.is_none() && self.allocator.cpu_labs.is_none() {
+            self.alloc_shared(bytes)
+        } else {
+            self.alloc_in_labs(bytes)
+        }
+    }
+
+    /// `alloc` in the modes with LABs (TLABs or per-CPU LABs).
+    #[inline(never)]
+    fn alloc_in_labs(self, bytes: usize) -> SlowResult {
         if self.cell.safepoint_requested() {
             self.allocator.safepoints.stop(self.cell);
         }
         (self.alloc_here(bytes), self.lab_cursor())
+    }
+
+    /// The `shared` mode's whole allocation (every object takes it): a safepoint check, then
+    /// an object carved from the global heap. Its own function, which `alloc` jumps to, so
+    /// that it saves none of the registers the other modes' slow path needs.
+    #[inline(never)]
+    fn alloc_shared(self, bytes: usize) -> SlowResult {
+        if self.cell.safepoint_requested() {
+            self.allocator.safepoints.stop(self.cell);
+        }
+        let config = &self.allocator.config;
+        let result = AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())
+            .and_then(|_| self.alloc_outside_tlab(bytes));
+        (result, LabCursor::INACTIVE)
     }
 
     /// Stops at a requested safepoint (the owner polled); returns how many collections
