@@ -292,6 +292,13 @@ pub struct VmRunResult {
     pub tlab_bytes: u64,
     pub partial_tlabs: u64,
     pub tlab_waste_bytes: u64,
+    /// Bytes of the objects the program allocated, in LABs of every kind and outside them.
+    /// Per-CPU LABs still live at the end count whole (see `CpuLabStats::allocated_bytes`).
+    pub allocated_bytes: u64,
+    /// Bytes left unused in TLABs, middle-level buffers and per-CPU LABs (the fillers).
+    pub waste_bytes: u64,
+    /// Every counter of the heap's totals, as the library serialises them.
+    pub totals: hab::AllocationStats,
     /// Per-CPU LABs (modes `cpu-lab` and `flip`).
     pub cpu_lab: CpuLabResult,
 }
@@ -354,7 +361,10 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
         tlabs: totals.refills,
         tlab_bytes: totals.tlab_bytes,
         partial_tlabs: totals.partial_tlabs,
-        tlab_waste_bytes: totals.waste_bytes(),
+        tlab_waste_bytes: totals.tlab_waste_bytes(),
+        allocated_bytes: totals.allocated_bytes(),
+        waste_bytes: totals.waste_bytes(),
+        totals,
         cpu_lab: CpuLabResult::from(totals.cpu_lab),
     })
 }

@@ -175,8 +175,13 @@ pub struct RunResult {
     /// Mean per repetition, like every count below.
     pub refills: u64,
     pub slow_allocs: u64,
+    /// Bytes of the objects allocated, in LABs of every kind and outside them (counted by
+    /// the library; each repetition ends with a collection that retires every LAB, so this
+    /// is `threads × objects × object_size`).
+    pub allocated_bytes: u64,
+    /// Bytes left unused in TLABs, middle-level buffers and per-CPU LABs: the fillers.
     pub waste_bytes: u64,
-    /// Waste (TLABs and middle levels) in percent of the bytes allocated in objects.
+    /// Waste in percent of `allocated_bytes`.
     pub waste_pct: f64,
     pub collections: u64,
     /// The middle levels, e.g. `core:1MiB` (empty outside mode `hab`).
@@ -227,6 +232,10 @@ pub struct CpuLabResult {
     pub fallback_allocs: u64,
     /// Of those, objects from a CPU beyond the per-CPU array.
     pub out_of_range_cpus: u64,
+    /// Bytes of the objects in per-CPU LABs and compare-and-swap buffers.
+    pub allocated_bytes: u64,
+    /// Bytes left unused in them.
+    pub unused_bytes: u64,
 }
 
 impl From<hab::CpuLabStats> for CpuLabResult {
@@ -245,6 +254,8 @@ impl From<hab::CpuLabStats> for CpuLabResult {
             rseq_aborts: stats.rseq_aborts,
             fallback_allocs: stats.fallback_allocs,
             out_of_range_cpus: stats.out_of_range_cpus,
+            allocated_bytes: stats.allocated_bytes(),
+            unused_bytes: stats.unused_bytes(),
         }
     }
 }
@@ -669,8 +680,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         TlabPolicy::Fixed(bytes) => bytes as u64,
         _ => mean_desired_bytes,
     };
-    let waste_bytes =
-        mean(&|(s, _)| s.waste_bytes() + s.middle_waste_bytes() + s.cpu_lab.unused_bytes());
+    let waste_bytes = mean(&|(s, _)| s.waste_bytes());
+    let allocated_bytes = mean(&|(s, _)| s.allocated_bytes());
     let mut plab_total = hab::CpuLabStats::default();
     for (stats, _) in measured {
         plab_total += stats.cpu_lab;
@@ -729,11 +740,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         elapsed_ms,
         refills: mean(&|(s, _)| s.refills),
         slow_allocs: mean(&|(s, _)| s.slow_allocs),
+        allocated_bytes,
         waste_bytes,
-        waste_pct: percent(
-            waste_bytes,
-            (spec.threads * spec.objects * spec.object_size) as u64,
-        ),
+        waste_pct: percent(waste_bytes, allocated_bytes),
         middle: MiddleLevelSpec::list_to_string(heap.config().middle()),
         cpu_id_source: heap.cpu_id().source().to_string(),
         topology: spec.topology.clone().unwrap_or_else(|| "sysfs".into()),

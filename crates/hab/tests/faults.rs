@@ -455,8 +455,13 @@ fn heap_exhaustion_with_64_threads_in_every_mode() {
         let totals = heap.stats().totals;
         assert_eq!(
             summary.filler_bytes as u64,
-            totals.waste_bytes() + totals.cpu_lab.unused_bytes() + totals.middle_waste_bytes(),
+            totals.waste_bytes(),
             "{name}: fillers are the counted waste"
+        );
+        assert_eq!(
+            summary.object_bytes as u64,
+            totals.allocated_bytes(),
+            "{name}: objects are the counted allocation"
         );
         assert!(
             collection.used_bytes() + (64 << 10) >= 8 << 20,

@@ -116,8 +116,13 @@ fn run(name: &'static str, heap: Arc<Heap>) -> u64 {
             let stats = heap.stats().totals;
             assert_eq!(
                 summary.filler_bytes as u64,
-                stats.waste_bytes() + stats.cpu_lab.unused_bytes() + stats.middle_waste_bytes(),
+                stats.waste_bytes(),
                 "{name} round {round}: fillers are the counted waste"
+            );
+            assert_eq!(
+                summary.object_bytes as u64,
+                stats.allocated_bytes(),
+                "{name} round {round}: objects are the counted allocation, in every kind of LAB"
             );
         }
         collected.wait();

@@ -148,8 +148,13 @@ fn soak(name: &str, heap: Arc<Heap>, rounds: usize) -> Figures {
             before = now;
             assert_eq!(
                 summary.filler_bytes as u64,
-                stats.waste_bytes() + stats.cpu_lab.unused_bytes() + stats.middle_waste_bytes(),
+                stats.waste_bytes(),
                 "{name} round {round}: fillers are the round's counted waste"
+            );
+            assert_eq!(
+                summary.object_bytes as u64,
+                stats.allocated_bytes(),
+                "{name} round {round}: objects are the round's counted allocation"
             );
             collection.reset();
         }

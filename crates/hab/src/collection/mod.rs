@@ -16,6 +16,7 @@ use crate::labs::flip::CycleWaste;
 use crate::labs::sizing::CollectionFeedback;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
+use crate::platform::topology::Level;
 
 /// A stop-the-world collection in progress: every mutator is parked and claimed, and every
 /// TLAB has been retired, so the allocation range is a walkable sequence of objects and
@@ -104,7 +105,12 @@ impl<'h> Collection<'h> {
             });
         }
         if let Some(cpu_labs) = heap.cpu_labs() {
-            cpu_labs.retire_all(space, &heap.collector().cpu_lab);
+            let collector = heap.collector();
+            cpu_labs.retire_all(
+                space,
+                &collector.cpu_lab,
+                &collector.levels[Level::Cpu.index()],
+            );
         }
         let range = heap.global().range();
         Collection {
@@ -248,14 +254,15 @@ impl Drop for Collection<'_> {
                 config,
                 CollectionFeedback {
                     refills,
-                    allocated_bytes: stats.allocated_bytes() - local.allocated_at_last_collection,
+                    allocated_bytes: stats.tlab_and_outside_bytes()
+                        - local.allocated_at_last_collection,
                     used_bytes: self.used_bytes,
                     old_capacity_bytes: self.range.1 - self.range.0,
                     new_capacity_bytes: end - start,
                 },
             );
             local.refills_at_last_collection = stats.refills;
-            local.allocated_at_last_collection = stats.allocated_bytes();
+            local.allocated_at_last_collection = stats.tlab_and_outside_bytes();
             cell.counters
                 .desired_size_bytes
                 .set(local.sizer.desired_bytes() as u64);
@@ -272,7 +279,7 @@ impl Drop for Collection<'_> {
         let allocator = heap.allocator();
         let cycle_in_cpu_labs = allocator.allocates_in_cpu_labs();
         allocator.end_cycle(CycleWaste {
-            unused_tlab_bytes: cycle_totals.waste_bytes(),
+            unused_tlab_bytes: cycle_totals.tlab_waste_bytes(),
             // Per-CPU LABs and, for threads without rseq, the per-CPU CAS buffers.
             unused_lab_bytes: cycle_totals.cpu_lab.unused_bytes()
                 + cycle_totals.middle_waste_bytes(),

@@ -6,6 +6,7 @@ use crate::mutator::stats::{AllocationStats, Approximate};
 
 /// Heap-wide figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct HeapStats {
     /// Sum over every mutator that ever attached (live and detached).
     pub totals: AllocationStats,

@@ -29,6 +29,7 @@ use crate::labs::stats::CpuLabCounters;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, LevelCountersByLevel, RefillContext};
 use crate::levels::sideline::Sideline;
+use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::cpu_id::SimulatedCpu;
 use crate::platform::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
@@ -115,8 +116,14 @@ impl CpuLabs {
     }
 
     /// Empties every LAB and discards the sidelined ones at a collection: fillers over their
-    /// free memory, counted in `counters`.
-    pub(crate) fn retire_all(&self, space: &Space, counters: &CpuLabCounters) {
+    /// free memory, counted in `counters`; the compare-and-swap buffers' tails count in
+    /// `fallback_level` (the `cpu` level's counters), as when a refill retires one.
+    pub(crate) fn retire_all(
+        &self,
+        space: &Space,
+        counters: &CpuLabCounters,
+        fallback_level: &LevelCounters,
+    ) {
         let reserve = self.reserve_bytes;
         if let Some(slots) = &self.slots {
             for cpu in 0..slots.cpus() {
@@ -135,7 +142,12 @@ impl CpuLabs {
             counters.discarded_sidelined_labs.add(1);
             counters.discarded_sidelined_bytes.add(chunk.len as u64);
         });
-        self.fallback[0].retire_all(base, |start, end| retire_tail(space, counters, start, end));
+        self.fallback[0].retire_all(base, |start, end| {
+            // SAFETY: every mutator is stopped, so no thread carves from the buffer whose tail
+            // this is; the collection owns it.
+            unsafe { space.write_filler(start, end - start) };
+            fallback_level.waste_bytes.add((end - start) as u64);
+        });
     }
 }
 
@@ -267,11 +279,12 @@ fn alloc_in_fallback(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) ->
         request,
     )?;
     stats.fallback_allocs.add(1);
+    stats.fallback_bytes.add(bytes as u64);
     let rest = chunk.len - bytes;
     if rest > 0 {
         // SAFETY: the chunk is this thread's; its part beyond the object is unused.
         unsafe { context.space.write_filler(chunk.start + bytes, rest) };
-        stats.partial_waste_bytes.add(rest as u64);
+        stats.fallback_waste_bytes.add(rest as u64);
     }
     context.space.global().zero_reused(chunk.start, bytes);
     Some(chunk.start)

@@ -43,12 +43,31 @@ figures! {
         /// Of those, objects allocated from a CPU number at or beyond the per-CPU array (a
         /// topology that does not cover every CPU the kernel numbers).
         out_of_range_cpus,
+        /// Bytes of the objects allocated in those buffers.
+        fallback_bytes,
+        /// Bytes those buffers handed out beyond the objects (the filler reserve and
+        /// rounding), left unused. (The buffers' own tails count as the `cpu` level's waste:
+        /// they are a `cpu` middle level.)
+        fallback_waste_bytes,
     }
 }
 
 impl CpuLabStats {
-    /// Bytes of LABs left unused: partial waste and discarded sidelined LABs.
+    /// Bytes left unused: LABs' free tails, discarded sidelined LABs, and what the
+    /// compare-and-swap buffers handed out beyond the objects.
     pub fn unused_bytes(&self) -> u64 {
-        self.partial_waste_bytes + self.discarded_sidelined_bytes
+        self.partial_waste_bytes + self.discarded_sidelined_bytes + self.fallback_waste_bytes
+    }
+
+    /// Bytes of the objects allocated in per-CPU LABs and in the compare-and-swap buffers.
+    ///
+    /// Nothing is counted on the fast path, and the threads of a CPU share its LAB, so this
+    /// is derived: the bytes of the LABs taken, less the rests sidelined (a reused rest counts
+    /// again when taken) and the free tails retired. A live LAB counts whole until it is
+    /// retired, so the figure is exact once every LAB is (at a collection); a mutator's own
+    /// figure counts the LABs it took, whoever bumped through them.
+    pub fn allocated_bytes(&self) -> u64 {
+        (self.lab_bytes + self.fallback_bytes)
+            .saturating_sub(self.sidelined_bytes + self.partial_waste_bytes)
     }
 }

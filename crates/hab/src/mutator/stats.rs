@@ -27,6 +27,7 @@ use crate::platform::topology::Level;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AllocationStats {
     /// The size the thread's next TLAB will have (for totals: the sum over threads).
     pub desired_size_bytes: u64,
@@ -53,13 +54,32 @@ pub struct AllocationStats {
 }
 
 impl AllocationStats {
-    /// Bytes allocated in objects, inside and outside TLABs.
+    /// Bytes of the objects allocated, in every kind of LAB and outside them: TLABs,
+    /// per-CPU LABs ([`CpuLabStats::allocated_bytes`]) and the slow path. For the heap's
+    /// totals, once every LAB has been retired (in a collection), this is exactly the bytes
+    /// of the objects a walk meets since the heap was made, and [`waste_bytes`] those of the
+    /// fillers.
+    ///
+    /// [`waste_bytes`]: AllocationStats::waste_bytes
     pub fn allocated_bytes(&self) -> u64 {
+        self.tlab_and_outside_bytes() + self.cpu_lab.allocated_bytes()
+    }
+
+    /// Bytes of the objects allocated in TLABs and outside any LAB (what a thread's TLAB
+    /// sizing learns from).
+    pub fn tlab_and_outside_bytes(&self) -> u64 {
         self.tlab_allocated_bytes + self.slow_alloc_bytes
     }
 
-    /// Bytes of TLABs left unused: refill waste plus collection waste.
+    /// Bytes left unused in every kind of LAB and buffer, now covered by fillers: TLABs'
+    /// ([`tlab_waste_bytes`](AllocationStats::tlab_waste_bytes)), the middle levels' and the
+    /// per-CPU LABs' ([`CpuLabStats::unused_bytes`]).
     pub fn waste_bytes(&self) -> u64 {
+        self.tlab_waste_bytes() + self.middle_waste_bytes() + self.cpu_lab.unused_bytes()
+    }
+
+    /// Bytes of TLABs left unused: refill waste plus collection waste.
+    pub fn tlab_waste_bytes(&self) -> u64 {
         self.refill_waste_bytes + self.gc_waste_bytes
     }
 
@@ -87,9 +107,10 @@ impl AllocationStats {
         }
     }
 
-    /// Waste as a percentage of the bytes of all TLABs taken (0 when none were taken).
+    /// TLAB waste as a percentage of the bytes of all TLABs taken (0 when none were taken),
+    /// as HotSpot's `gc+tlab` log shows it.
     pub fn waste_percent(&self) -> f64 {
-        percent(self.waste_bytes(), self.tlab_bytes)
+        percent(self.tlab_waste_bytes(), self.tlab_bytes)
     }
 
     /// Free bytes of middle-level buffers retired at refills and collections, all levels.

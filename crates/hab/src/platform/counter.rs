@@ -40,6 +40,7 @@ macro_rules! figures {
     ($(#[$doc:meta])* $stats:ident, $counters:ident { $($(#[$field_doc:meta])* $field:ident,)* }) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize))]
         pub struct $stats {
             $($(#[$field_doc])* pub $field: u64,)*
         }
