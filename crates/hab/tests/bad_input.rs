@@ -807,6 +807,25 @@ fn the_walk_reports_objects_misaligned_by_a_foreign_size() {
     drop(parked);
 }
 
+/// An object whose header was never written: the walk's error says so, not `size 0 (size 0)`.
+#[test]
+fn the_walk_names_a_missing_header() {
+    let heap = small_heap(Mode::Tlab, TlabPolicy::Fixed(4096), 16);
+    let mut mutator = heap.attach();
+    let first = alloc(&mut mutator, 16);
+    let unwritten = mutator.alloc(32).unwrap();
+    let parked = mutator.park();
+    let collection = heap.collection();
+    let error = collection.verify().unwrap_err();
+    assert_eq!(error.address, unwritten.as_ptr() as usize);
+    assert_eq!(error.address, first + 16);
+    let said = error.to_string();
+    assert!(said.contains("no header was written"), "{said}");
+    assert!(!said.contains("(size 0)"), "{said}");
+    collection.finish();
+    drop(parked);
+}
+
 /// A walk meets exactly the one object allocated, at its address and with its size.
 #[test]
 fn header_word_model_round_trips_through_a_heap() {

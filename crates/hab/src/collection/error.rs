@@ -127,9 +127,13 @@ impl fmt::Display for VerifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "heap not parseable at {:#x} (offset {}): {} (size {})",
-            self.address, self.offset_bytes, self.problem, self.size_bytes
-        )
+            "heap not parseable at {:#x} (offset {}): {}",
+            self.address, self.offset_bytes, self.problem
+        )?;
+        if self.size_bytes > 0 {
+            write!(f, " (size {})", self.size_bytes)?;
+        }
+        Ok(())
     }
 }
 

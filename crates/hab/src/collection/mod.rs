@@ -149,7 +149,10 @@ impl<'h> Collection<'h> {
             // SAFETY: as above.
             let bytes = unsafe { model.object_size(object) };
             let problem = if bytes == 0 {
-                Some("size 0")
+                Some(
+                    "the header gives size 0: no header was written there (a thread must \
+                     make its objects parseable before it next allocates, polls or parks)",
+                )
             } else if bytes % alignment != 0 {
                 Some("size not a multiple of the alignment")
             } else if bytes > top - address {

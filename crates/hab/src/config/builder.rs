@@ -52,7 +52,9 @@ impl HeapConfigBuilder {
         self.min_tlab = Some(size.into_byte_size());
         self
     }
-    /// Largest TLAB (default 1 MiB, or the capacity if smaller).
+    /// Largest TLAB (default 1 MiB, or the capacity or the lowest middle level's buffer if
+    /// smaller: a TLAB is carved from that buffer). [`HeapConfig::max_tlab_bytes`] says what was
+    /// chosen. An explicit value larger than the lowest buffer is an error.
     pub fn max_tlab(mut self, size: impl IntoByteSize) -> Self {
         self.max_tlab = Some(size.into_byte_size());
         self
