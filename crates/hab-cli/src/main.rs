@@ -136,9 +136,9 @@ struct RunArgs {
     /// (TLABRefillWasteFraction).
     #[arg(long, default_value_t = 64)]
     refill_waste_fraction: usize,
-    /// Zero reused memory at refill, or never (the workloads then initialise each object:
-    /// header, then zeroes).
-    #[arg(long, default_value = "refill", value_parser = parse_zero)]
+    /// Zero reused memory a step ahead of each TLAB's top (`ahead`), a whole TLAB at refill
+    /// (`refill`), or never (the workloads then initialise each object: header, then zeroes).
+    #[arg(long, default_value = "ahead", value_parser = parse_zero)]
     zero: ZeroMemory,
     /// Allocate with an allocation prefetch: one `prefetchw` of the line 1 KiB beyond each new
     /// object (alloc-array, alloc-object).
@@ -380,7 +380,7 @@ fn run(args: RunArgs) -> Result<(), String> {
 }
 
 fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
-    if args.prefetch || args.zero != ZeroMemory::AtRefill {
+    if args.prefetch || args.zero != ZeroMemory::Ahead {
         return Err(
             "--prefetch and --zero apply to the native alloc-array and alloc-object loops, not \
              to the VM (drop --vm, or these flags)"

@@ -96,8 +96,10 @@ impl RunSpec {
             self.repeat,
             self.warmup
         );
-        if self.zero == ZeroMemory::Never {
-            command += " --zero never";
+        match self.zero {
+            ZeroMemory::Ahead => {}
+            ZeroMemory::AtRefill => command += " --zero refill",
+            ZeroMemory::Never => command += " --zero never",
         }
         if self.prefetch {
             command += " --prefetch";
@@ -135,7 +137,7 @@ impl Default for RunSpec {
             heap_bytes: None,
             repeat: 5,
             warmup: 1,
-            zero: ZeroMemory::AtRefill,
+            zero: ZeroMemory::Ahead,
             prefetch: false,
             min_tlab: None,
             max_tlab: None,
@@ -161,7 +163,8 @@ pub struct RunResult {
     /// The fixed TLAB size, or the mean desired size at the end for adaptive and growing.
     pub tlab_size: u64,
     pub heap_bytes: usize,
-    /// Whether reused memory is zeroed at refill (`refill`) or left to the workload (`never`).
+    /// Whether reused memory is zeroed ahead of each TLAB's top (`ahead`), a whole TLAB at
+    /// refill (`refill`) or left to the workload (`never`).
     pub zero: &'static str,
     /// Whether each allocation prefetched ahead.
     pub prefetch: bool,
@@ -727,6 +730,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         tlab_size,
         heap_bytes: spec.heap_bytes(),
         zero: match spec.zero {
+            ZeroMemory::Ahead => "ahead",
             ZeroMemory::AtRefill => "refill",
             ZeroMemory::Never => "never",
         },

@@ -118,9 +118,10 @@
 //! ## Memory contents
 //!
 //! Memory never handed out before is zero (fresh anonymous mapping). Memory handed out again
-//! after a collection installed a used range is zeroed when handed out with
-//! [`ZeroMemory::AtRefill`] (the default: a whole TLAB at its refill, an outside object at its
-//! allocation), and left as it is with [`ZeroMemory::Never`].
+//! after a collection installed a used range is zeroed before an object gets it: with
+//! [`ZeroMemory::Ahead`] (the default) a TLAB's a step at a time just ahead of its top, an
+//! outside object or a per-CPU LAB when handed out; with [`ZeroMemory::AtRefill`] a whole TLAB
+//! at its refill. [`ZeroMemory::Never`] leaves it as it is.
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -140,7 +141,7 @@ pub use collection::{Collection, HeapObject, WalkSummary};
 pub use config::{
     ConfigError, HeapConfig, HeapConfigBuilder, IntoByteSize, MiddleLevelSpec, Mode, TlabPolicy,
     TopologySpec, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
-    MIN_ALIGNMENT_BYTES, WORD_BYTES,
+    MIN_ALIGNMENT_BYTES, WORD_BYTES, ZERO_AHEAD_BYTES,
 };
 pub use heap::error::HeapError;
 pub use heap::mutator::{Mutator, ParkedMutator};

@@ -63,11 +63,11 @@ fn policy(choice: usize, min_tlab: usize, max_tlab: usize) -> TlabPolicy {
     }
 }
 
-fn zero(zero: bool) -> ZeroMemory {
-    if zero {
-        ZeroMemory::AtRefill
-    } else {
-        ZeroMemory::Never
+fn zero(choice: usize) -> ZeroMemory {
+    match choice {
+        0 => ZeroMemory::Ahead,
+        1 => ZeroMemory::AtRefill,
+        _ => ZeroMemory::Never,
     }
 }
 
@@ -92,7 +92,7 @@ fn hab_setup() -> impl Strategy<Value = Setup> {
         prop::sample::select(vec![256usize, 1024, 2048]),
         prop::sample::select(vec![4096usize, 16 << 10, 32 << 10]),
         prop::sample::select(vec![8usize, 16]),
-        any::<bool>(),
+        0..3usize,
         1..=4usize,
     )
         .prop_map(
@@ -132,7 +132,7 @@ fn classic_setup() -> impl Strategy<Value = Setup> {
         prop::sample::select(vec![256usize, 1024, 2048]),
         prop::sample::select(vec![4096usize, 16 << 10, 64 << 10]),
         prop::sample::select(vec![8usize, 16]),
-        any::<bool>(),
+        0..3usize,
         1..=3usize,
     )
         .prop_map(
@@ -442,7 +442,7 @@ impl World {
             range.start <= address && address + bytes <= range.end,
             "{address:#x}+{bytes} outside the allocation range {range:x?}"
         );
-        if self.zero == ZeroMemory::AtRefill {
+        if self.zero != ZeroMemory::Never {
             // SAFETY: `object` was just handed out for `bytes` bytes to this thread, which
             // has not written it yet; reading it as bytes is reading owned, initialised memory
             // (mapped memory is always initialised).

@@ -84,7 +84,7 @@ impl HeapConfigBuilder {
         self.allocation_weight_percent = Some(percent);
         self
     }
-    /// Whether reused memory is zeroed when handed out (default [`ZeroMemory::AtRefill`]).
+    /// Whether and when reused memory is zeroed (default [`ZeroMemory::Ahead`]).
     pub fn zero(mut self, zero: ZeroMemory) -> Self {
         self.zero = Some(zero);
         self

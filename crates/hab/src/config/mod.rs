@@ -132,6 +132,11 @@ impl FromStr for TlabPolicy {
     }
 }
 
+/// How far ahead of a TLAB's top [`ZeroMemory::Ahead`] zeroes, at least, each time an
+/// allocation reaches the end of the zeroed part: small enough to stay in the first-level
+/// cache until the objects are written, large enough that the slow path it costs is rare.
+pub const ZERO_AHEAD_BYTES: usize = 32 << 10;
+
 /// Whether memory handed out is zeroed.
 ///
 /// A fresh reservation is zero (anonymous `mmap`), so memory that was never handed out before
@@ -139,9 +144,16 @@ impl FromStr for TlabPolicy {
 /// collection gave back an allocation range that had been used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ZeroMemory {
+    /// Hab zeroes a TLAB's reused memory a step at a time just ahead of its top
+    /// ([`ZERO_AHEAD_BYTES`](crate::ZERO_AHEAD_BYTES) per step, when an allocation reaches the
+    /// end of the part zeroed so far: the TLAB's soft end stops there), so that the zeroed
+    /// lines are still in the cache when the objects are written. Objects allocated outside a
+    /// TLAB and per-CPU LABs are zeroed when handed out, as with
+    /// [`AtRefill`](ZeroMemory::AtRefill). Every object starts as zeros.
+    #[default]
+    Ahead,
     /// Hab zeroes reused memory when it hands it out: a whole TLAB at its refill, an object
     /// allocated outside a TLAB at its allocation. Every object starts as zeros.
-    #[default]
     AtRefill,
     /// Hab never writes memory it hands out; initialising it is the runtime's job.
     Never,
@@ -152,9 +164,10 @@ impl FromStr for ZeroMemory {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
+            "ahead" => Ok(ZeroMemory::Ahead),
             "refill" => Ok(ZeroMemory::AtRefill),
             "never" => Ok(ZeroMemory::Never),
-            _ => Err(ConfigError::invalid("zero", text, "refill or never")),
+            _ => Err(ConfigError::invalid("zero", text, "ahead, refill or never")),
         }
     }
 }
@@ -440,7 +453,7 @@ mod tests {
         assert_eq!(config.refill_waste_fraction(), 64);
         assert_eq!(config.waste_increment_bytes(), 32);
         assert_eq!(config.allocation_weight_percent(), 35);
-        assert_eq!(config.zero(), ZeroMemory::AtRefill);
+        assert_eq!(config.zero(), ZeroMemory::Ahead);
     }
 
     #[test]

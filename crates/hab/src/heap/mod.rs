@@ -117,7 +117,7 @@ impl Heap {
                     source,
                 })?;
         }
-        let zero_reused = config.zero() == ZeroMemory::AtRefill;
+        let zero_reused = config.zero() != ZeroMemory::Never;
         let global = GlobalHeap::new(reservation, config.capacity_bytes(), zero_reused);
         let space = Space::new(
             global,

@@ -23,6 +23,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::memory::reservation::address_to_pointer;
 use crate::memory::space::Space;
 use crate::platform::relaxed;
 
@@ -48,6 +49,9 @@ pub(crate) struct Tlab {
     start: Cell<usize>,
     /// One past the last byte of the chunk.
     chunk_end: Cell<usize>,
+    /// Memory below this address is ready for objects (zeroed, or the heap does not zero it);
+    /// the soft end stays at or below it. Equal to the limit unless zeroing ahead.
+    zeroed_end: Cell<usize>,
 }
 
 /// Where the free tail of a retired TLAB is counted.
@@ -87,9 +91,33 @@ impl Tlab {
         None
     }
 
-    /// Where objects must end (0 for an empty TLAB).
-    pub(crate) fn limit(&self) -> usize {
-        self.limit.get()
+    /// The soft end the owner wants: the limit, or the end of the memory zeroed so far if
+    /// lower.
+    pub(crate) fn wanted_soft_end(&self) -> usize {
+        self.limit.get().min(self.zeroed_end.get())
+    }
+
+    /// Makes the memory up to `end` (an object's end, at most the limit) ready: when the TLAB
+    /// is zeroed ahead and `end` passes what is zeroed, zeroes from there to `end` or
+    /// `step_bytes` further, whichever is further, within the limit. Cost: a `memset` of
+    /// about `step_bytes` once per step.
+    pub(crate) fn zero_through(&self, end: usize, step_bytes: usize) {
+        let zeroed = self.zeroed_end.get();
+        if end <= zeroed {
+            return;
+        }
+        debug_assert!(end <= self.limit.get() && zeroed >= self.start.get());
+        let new_end = end
+            .max(zeroed.saturating_add(step_bytes))
+            .min(self.limit.get());
+        // SAFETY: `[zeroed, new_end)` lies in this TLAB at or above the top before the object
+        // ending at `end` was bumped (the soft end, and so every earlier object, stays below
+        // `zeroed_end`): only that object, not yet handed out, and free memory, all the
+        // calling owner's.
+        unsafe {
+            std::ptr::write_bytes(address_to_pointer(zeroed), 0, new_end - zeroed);
+        }
+        self.zeroed_end.set(new_end);
     }
 
     /// Sets the soft end to `end` (at most the limit). The caller re-checks for a trip
@@ -115,14 +143,17 @@ impl Tlab {
         self.limit.get() - self.top.get()
     }
 
-    /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes. The
-    /// soft end stays 0: the caller sets it.
-    pub(crate) fn install(&self, start: usize, len: usize, reserve: usize) {
+    /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes; with
+    /// `zero_ahead`, none of it counts as zeroed yet (see
+    /// [`zero_through`](Tlab::zero_through)). The soft end stays 0: the caller sets it.
+    pub(crate) fn install(&self, start: usize, len: usize, reserve: usize, zero_ahead: bool) {
         debug_assert!(self.start.get() == 0, "retire before installing");
+        let limit = start + len - reserve;
         self.top.set(start);
-        self.limit.set(start + len - reserve);
+        self.limit.set(limit);
         self.start.set(start);
         self.chunk_end.set(start + len);
+        self.zeroed_end.set(if zero_ahead { start } else { limit });
     }
 
     /// Fills the free tail with a filler and leaves the TLAB empty (its soft end 0); returns
@@ -144,7 +175,13 @@ impl Tlab {
         // SAFETY: [top, chunk_end) is the unused tail of this TLAB, owned by the caller; the
         // reserve keeps it at least one filler long (see the module documentation).
         unsafe { space.write_filler(top, retired.tail_bytes) };
-        for field in [&self.top, &self.limit, &self.start, &self.chunk_end] {
+        for field in [
+            &self.top,
+            &self.limit,
+            &self.start,
+            &self.chunk_end,
+            &self.zeroed_end,
+        ] {
             field.set(0);
         }
         Some(retired)

@@ -22,7 +22,7 @@ pub(crate) struct GlobalHeap {
     end: AtomicUsize,
     /// Every byte at or above this address is still as the kernel mapped it (zero).
     pristine_from: AtomicUsize,
-    /// Whether reused memory is zeroed when handed out (`ZeroMemory::AtRefill`).
+    /// Whether reused memory is zeroed (`ZeroMemory::AtRefill` or `Ahead`).
     zero_reused: bool,
     reservation: Reservation,
 }
@@ -91,6 +91,12 @@ impl GlobalHeap {
     /// Zeroes the part of a chunk about to hold objects (a TLAB, or an object outside one)
     /// that was handed out before, if so configured. Middle-level buffers are not zeroed: the
     /// TLABs carved from them are, when they are installed, while they are hot in the cache.
+    /// Whether `[start, start + len)` holds memory to be zeroed before use: reused memory, in
+    /// a heap that zeroes it.
+    pub(crate) fn needs_zeroing(&self, start: usize) -> bool {
+        self.zero_reused && start < self.pristine_from.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn zero_reused(&self, start: usize, len: usize) {
         if !self.zero_reused {
             return;

@@ -7,6 +7,7 @@
 
 use std::ptr::NonNull;
 
+use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
 use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::Tlab;
 use crate::labs::tlab::Waste;
@@ -100,14 +101,16 @@ impl SlowPath<'_> {
     /// raises the soft end and bumps. `None` when the object does not fit the TLAB.
     fn bump_after_soft_miss(self, tlab: &Tlab, bytes: usize) -> Option<usize> {
         let object = tlab.bump_to_limit(bytes)?;
+        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
         self.raise_soft_end(tlab);
         Some(object)
     }
 
-    /// Sets the soft end to the limit, then trips the TLAB again if a safepoint was requested
-    /// meanwhile (the owner's half of [`Tlab::trip`]'s handshake).
+    /// Sets the soft end to what the owner wants (the limit, or the end of the zeroed part),
+    /// then trips the TLAB again if a safepoint was requested meanwhile (the owner's half of
+    /// [`Tlab::trip`]'s handshake).
     fn raise_soft_end(self, tlab: &Tlab) {
-        tlab.set_soft_end(tlab.limit());
+        tlab.set_soft_end(tlab.wanted_soft_end());
         if self.cell.safepoint_requested_after_raise() {
             tlab.trip();
         }
@@ -216,9 +219,14 @@ impl SlowPath<'_> {
         let Some(Chunk { start, len }) = chunk else {
             return self.alloc_outside_tlab(bytes);
         };
-        space.global().zero_reused(start, len);
-        tlab.install(start, len, reserve);
-        self.raise_soft_end(tlab);
+        let zero_ahead = config.zero() == ZeroMemory::Ahead;
+        if zero_ahead {
+            let reused = space.global().needs_zeroing(start);
+            tlab.install(start, len, reserve, reused);
+        } else {
+            space.global().zero_reused(start, len);
+            tlab.install(start, len, reserve, false);
+        }
         local.sizer.record_refill(config);
         cell.counters.refills.add(1);
         cell.counters.tlab_bytes.add(len as u64);
@@ -228,6 +236,8 @@ impl SlowPath<'_> {
         let object = tlab
             .bump_to_limit(bytes)
             .expect("a fresh TLAB holds the object it was carved for");
+        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
+        self.raise_soft_end(tlab);
         // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
         Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
     }
