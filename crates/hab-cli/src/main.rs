@@ -144,6 +144,10 @@ struct RunArgs {
     /// object (alloc-array, alloc-object).
     #[arg(long)]
     prefetch: bool,
+    /// Sample allocations every this many bytes per thread, with a callback that counts them
+    /// (alloc-array, alloc-object).
+    #[arg(long, value_parser = parse_positive_bytes)]
+    sample_every: Option<usize>,
     /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB.
     #[arg(long, default_value = "")]
     middle: String,
@@ -210,6 +214,17 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
 
 fn parse_policy(text: &str) -> Result<TlabPolicy, String> {
     text.parse().map_err(|e: hab::ConfigError| e.to_string())
+}
+
+fn parse_positive_bytes(text: &str) -> Result<usize, String> {
+    let bytes = text
+        .parse::<hab::ByteSize>()
+        .map_err(|e| e.to_string())?
+        .bytes();
+    if bytes == 0 {
+        return Err("must be at least 1 byte".into());
+    }
+    Ok(bytes)
 }
 
 fn parse_zero(text: &str) -> Result<ZeroMemory, String> {
@@ -282,6 +297,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         warmup: args.warmup,
         zero: args.zero,
         prefetch: args.prefetch,
+        sample_bytes: args.sample_every,
         min_tlab: args.min_tlab,
         max_tlab: args.max_tlab,
         waste_target_percent: args.waste_target_percent,
@@ -380,9 +396,10 @@ fn run(args: RunArgs) -> Result<(), String> {
 }
 
 fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
-    if args.prefetch || args.zero != ZeroMemory::Ahead {
+    if args.prefetch || args.zero != ZeroMemory::Ahead || args.sample_every.is_some() {
         return Err(
-            "--prefetch and --zero apply to the native alloc-array and alloc-object loops, not \
+            "--prefetch, --zero and --sample-every apply to the native alloc-array and \
+             alloc-object loops, not \
              to the VM (drop --vm, or these flags)"
                 .into(),
         );

@@ -66,6 +66,9 @@ pub struct RunSpec {
     pub zero: ZeroMemory,
     /// Allocate with an allocation prefetch (`alloc_sized_prefetching`).
     pub prefetch: bool,
+    /// Sample allocations every this many bytes per thread (`Heap::sample_allocations`, with
+    /// a callback that counts).
+    pub sample_bytes: Option<usize>,
     pub min_tlab: Option<usize>,
     pub max_tlab: Option<usize>,
     pub waste_target_percent: f64,
@@ -104,6 +107,9 @@ impl RunSpec {
         if self.prefetch {
             command += " --prefetch";
         }
+        if let Some(bytes) = self.sample_bytes {
+            command += &format!(" --sample-every {bytes}");
+        }
         if !self.middle.is_empty() {
             command += &format!(
                 " --middle {}",
@@ -139,6 +145,7 @@ impl Default for RunSpec {
             warmup: 1,
             zero: ZeroMemory::Ahead,
             prefetch: false,
+            sample_bytes: None,
             min_tlab: None,
             max_tlab: None,
             waste_target_percent: 1.0,
@@ -208,6 +215,8 @@ pub struct RunResult {
     pub thread_stats: Vec<String>,
     /// The compute loop's speed-up from 1 to `threads` threads in this run (ideal: `threads`).
     pub compute_speedup: Option<f64>,
+    /// Allocation samples taken, all repetitions (with `--sample-every`).
+    pub samples: u64,
 }
 
 impl RunResult {
@@ -544,6 +553,13 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         hab::HeapError::Config(e) => limits::config_error(&e, spec.heap_bytes.is_some()),
         other => other.to_string(),
     })?;
+    let samples = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if let Some(bytes) = spec.sample_bytes {
+        let counted = samples.clone();
+        heap.sample_allocations(Some(hab::AllocationSampler::new(bytes, move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })));
+    }
     let size = heap
         .checked_size(spec.object_size)
         .map_err(|e| format!("--object-size {}: {e}", spec.object_size))?;
@@ -759,6 +775,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         cpu_labs_restartable: heap.cpu_labs_restartable(),
         thread_stats,
         compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
+        samples: samples.load(std::sync::atomic::Ordering::Relaxed),
     })
 }
 

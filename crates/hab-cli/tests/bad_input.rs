@@ -112,7 +112,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "run --workload binary-trees --prefetch",
-        "--prefetch and --zero",
+        "--prefetch, --zero and --sample-every",
     ),
     (
         "report --quick --out /proc/hab-cannot-write-here",

@@ -155,6 +155,7 @@ pub use memory::reservation::memory_limit_bytes;
 pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize};
 pub use mutator::cell::SAFEPOINT_POLL_OFFSET;
+pub use mutator::sampling::{AllocationSample, AllocationSampler};
 pub use mutator::stats::AllocationStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;

@@ -34,6 +34,7 @@ use crate::memory::space::{self, Space};
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::Allocator;
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
+use crate::mutator::sampling::{AllocationSampler, NextSample};
 use crate::mutator::stats::{AllocationStats, Counters};
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::platform::process;
@@ -162,6 +163,7 @@ impl Heap {
             refills_at_last_collection: 0,
             simulated_cpu: SimulatedCpu::new(self.cpu_id(), id),
             in_cpu_labs: false,
+            next_sample: NextSample::default(),
         };
         let cell = Arc::new(MutatorCell::new(id, local, counters, self.collections()));
         if self.allocator.safepoints.pending() {
@@ -202,6 +204,40 @@ impl Heap {
     /// Collections finished so far.
     pub fn collections(&self) -> u64 {
         self.allocator.safepoints.collections()
+    }
+
+    /// Samples allocations: calls `sampler`'s callback, on the allocating thread, for the
+    /// object that crosses each interval of that thread's allocation (objects in TLABs and
+    /// outside LABs; not those in per-CPU LABs). `None` turns sampling off. Each thread picks
+    /// the change up at its next slow path (its next TLAB, or the next sample); the fast path
+    /// costs nothing either way: the TLAB's soft end stops at the next sample.
+    ///
+    /// The callback runs in the allocation's slow path, before the runtime has initialised
+    /// the object: it should record and return, not allocate or collect.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use hab::{AllocationSampler, HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
+    /// let samples = Arc::new(AtomicU64::new(0));
+    /// let counted = samples.clone();
+    /// heap.sample_allocations(Some(AllocationSampler::new(64 << 10, move |sample| {
+    ///     assert_eq!(sample.bytes, 32);
+    ///     counted.fetch_add(1, Ordering::Relaxed);
+    /// })));
+    /// let mut mutator = heap.attach();
+    /// for _ in 0..10_000 {
+    ///     let object = mutator.alloc(32)?;
+    ///     // SAFETY: `object` is 32 fresh bytes owned by this thread.
+    ///     unsafe { HeaderWordModel::write_header(object, 32) };
+    /// }
+    /// // 320,000 bytes: a sample at 64 KiB, 128 KiB, ... 256 KiB.
+    /// assert_eq!(samples.load(Ordering::Relaxed), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sample_allocations(&self, sampler: Option<AllocationSampler>) {
+        self.allocator.sampling.set(sampler);
     }
 
     /// Asks every mutator to stop at its next safepoint: its next poll

@@ -52,6 +52,9 @@ pub(crate) struct Tlab {
     /// Memory below this address is ready for objects (zeroed, or the heap does not zero it);
     /// the soft end stays at or below it. Equal to the limit unless zeroing ahead.
     zeroed_end: Cell<usize>,
+    /// Where the thread's next allocation sample falls (`usize::MAX`: none in this TLAB); the
+    /// soft end stays at or below it.
+    sample_at: Cell<usize>,
 }
 
 /// Where the free tail of a retired TLAB is counted.
@@ -91,10 +94,29 @@ impl Tlab {
         None
     }
 
-    /// The soft end the owner wants: the limit, or the end of the memory zeroed so far if
-    /// lower.
+    /// The soft end the owner wants: the limit, or the end of the memory zeroed so far or the
+    /// next sample if lower.
     pub(crate) fn wanted_soft_end(&self) -> usize {
-        self.limit.get().min(self.zeroed_end.get())
+        self.limit
+            .get()
+            .min(self.zeroed_end.get())
+            .min(self.sample_at.get())
+    }
+
+    /// Sets where the next allocation sample falls (`usize::MAX`: none); the caller raises
+    /// the soft end afterwards.
+    pub(crate) fn set_sample_at(&self, address: usize) {
+        self.sample_at.set(address);
+    }
+
+    /// The next free byte.
+    pub(crate) fn top(&self) -> usize {
+        self.top.get()
+    }
+
+    /// Bytes of the objects bumped so far (0 for an empty TLAB).
+    pub(crate) fn used_bytes(&self) -> usize {
+        self.top.get() - self.start.get()
     }
 
     /// Makes the memory up to `end` (an object's end, at most the limit) ready: when the TLAB
@@ -154,6 +176,7 @@ impl Tlab {
         self.start.set(start);
         self.chunk_end.set(start + len);
         self.zeroed_end.set(if zero_ahead { start } else { limit });
+        self.sample_at.set(usize::MAX);
     }
 
     /// Fills the free tail with a filler and leaves the TLAB empty (its soft end 0); returns

@@ -20,6 +20,7 @@ use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::RefillContext;
 use crate::memory::space::Space;
 use crate::mutator::safepoint::Safepoints;
+use crate::mutator::sampling::Sampling;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
@@ -48,6 +49,8 @@ pub(crate) struct Allocator {
     in_cpu_labs: AtomicBool,
     /// The collection count and requests; where stopped mutators wait.
     pub(crate) safepoints: Safepoints,
+    /// The allocation sampler, if any.
+    pub(crate) sampling: Sampling,
 }
 
 impl Allocator {
@@ -92,6 +95,7 @@ impl Allocator {
             flip,
             in_cpu_labs: AtomicBool::new(in_cpu_labs),
             safepoints: Safepoints::default(),
+            sampling: Sampling::default(),
         }
     }
 

@@ -19,6 +19,7 @@ use std::sync::Mutex;
 
 use crate::labs::sizing::TlabSizer;
 use crate::labs::tlab::Tlab;
+use crate::mutator::sampling::NextSample;
 use crate::mutator::stats::Counters;
 use crate::platform::cpu_id::SimulatedCpu;
 use crate::platform::process::{ForkGate, ThreadIdentity};
@@ -77,6 +78,8 @@ pub(crate) struct MutatorLocal {
     /// Whether the thread allocates in per-CPU LABs (`cpu-lab` mode, or the `flip` mode's
     /// per-CPU phase as the thread last saw it).
     pub(crate) in_cpu_labs: bool,
+    /// Where the thread's next allocation sample falls.
+    pub(crate) next_sample: NextSample,
 }
 
 impl MutatorCell {

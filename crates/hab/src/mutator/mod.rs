@@ -3,12 +3,14 @@
 //! it), the heap's allocation side that the paths read (`allocator`, where the mode is turned
 //! into parts once), the out-of-line slow path (`slow_path`), the per-CPU LAB fast path's
 //! state (`lab_cursor`), stopping at safepoints (`safepoint`), checked sizes and allocation
-//! errors (`alloc_size`), and the per-mutator counters (`stats`).
+//! errors (`alloc_size`), allocation sampling (`sampling`), and the per-mutator counters
+//! (`stats`).
 
 pub(crate) mod alloc_size;
 pub(crate) mod allocator;
 pub(crate) mod cell;
 pub(crate) mod lab_cursor;
 pub(crate) mod safepoint;
+pub(crate) mod sampling;
 pub(crate) mod slow_path;
 pub(crate) mod stats;

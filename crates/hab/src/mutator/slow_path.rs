@@ -16,8 +16,9 @@ use crate::levels::refill;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::{Allocator, TlabSource};
-use crate::mutator::cell::MutatorCell;
+use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::lab_cursor::{LabCursor, SlowResult};
+use crate::mutator::sampling::AllocationSample;
 
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
 /// cell, two plain references. Only built by the thread that runs the mutator.
@@ -99,11 +100,58 @@ impl SlowPath<'_> {
 
     /// After a soft miss (the object fits below the TLAB's limit, not below its soft end):
     /// raises the soft end and bumps. `None` when the object does not fit the TLAB.
-    fn bump_after_soft_miss(self, tlab: &Tlab, bytes: usize) -> Option<usize> {
+    fn bump_after_soft_miss(
+        self,
+        tlab: &Tlab,
+        local: &mut MutatorLocal,
+        bytes: usize,
+    ) -> Option<usize> {
         let object = tlab.bump_to_limit(bytes)?;
-        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
-        self.raise_soft_end(tlab);
+        self.prepare_tlab_object(tlab, local, object, bytes);
         Some(object)
+    }
+
+    /// After bumping `object` through the TLAB in the slow path: zeroes ahead, samples it if
+    /// it crossed the thread's next sample, and raises the soft end again.
+    fn prepare_tlab_object(
+        self,
+        tlab: &Tlab,
+        local: &mut MutatorLocal,
+        object: usize,
+        bytes: usize,
+    ) {
+        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
+        let interval = self.allocator.sampling.interval_bytes();
+        let clock = self.clock_bytes(tlab);
+        if local.next_sample.reached(clock, interval) {
+            self.report_sample(object, bytes, clock);
+        }
+        let next = match local.next_sample.bytes_ahead(clock, interval) {
+            Some(ahead) => tlab.top().saturating_add(ahead as usize),
+            None => usize::MAX,
+        };
+        tlab.set_sample_at(next);
+        self.raise_soft_end(tlab);
+    }
+
+    /// The thread's allocation clock: its objects' bytes in TLABs (the current one included)
+    /// and outside LABs.
+    fn clock_bytes(self, tlab: &Tlab) -> u64 {
+        let counters = &self.cell.counters;
+        counters.tlab_allocated_bytes.get()
+            + counters.slow_alloc_bytes.get()
+            + tlab.used_bytes() as u64
+    }
+
+    #[cold]
+    fn report_sample(self, object: usize, bytes: usize, clock: u64) {
+        self.allocator.sampling.report(&AllocationSample {
+            mutator_id: self.cell.id,
+            // SAFETY: a heap address is not null.
+            address: unsafe { NonNull::new_unchecked(address_to_pointer(object)) },
+            bytes,
+            thread_allocated_bytes: clock,
+        });
     }
 
     /// Sets the soft end to what the owner wants (the limit, or the end of the zeroed part),
@@ -184,7 +232,7 @@ impl SlowPath<'_> {
         let cell = self.cell;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { cell.running_parts() };
-        if let Some(object) = self.bump_after_soft_miss(tlab, bytes) {
+        if let Some(object) = self.bump_after_soft_miss(tlab, local, bytes) {
             // SAFETY: a TLAB address inside the reservation, not null.
             return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
         }
@@ -236,8 +284,7 @@ impl SlowPath<'_> {
         let object = tlab
             .bump_to_limit(bytes)
             .expect("a fresh TLAB holds the object it was carved for");
-        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
-        self.raise_soft_end(tlab);
+        self.prepare_tlab_object(tlab, local, object, bytes);
         // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
         Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
     }
@@ -249,8 +296,19 @@ impl SlowPath<'_> {
             .carve(bytes)
             .ok_or(AllocError::OutOfMemory { bytes })?;
         global.zero_reused(address, bytes);
-        self.cell.counters.slow_allocs.add(1);
-        self.cell.counters.slow_alloc_bytes.add(bytes as u64);
+        let counters = &self.cell.counters;
+        counters.slow_allocs.add(1);
+        counters.slow_alloc_bytes.add(bytes as u64);
+        let interval = self.allocator.sampling.interval_bytes();
+        if interval != 0 {
+            // SAFETY: only the thread running the mutator builds a `SlowPath`.
+            let (tlab, local) = unsafe { self.cell.running_parts() };
+            let clock = self.clock_bytes(tlab);
+            let _ = local.next_sample.bytes_ahead(clock, interval);
+            if local.next_sample.reached(clock, interval) {
+                self.report_sample(address, bytes, clock);
+            }
+        }
         // SAFETY: a carved heap address is not null.
         Ok(unsafe { NonNull::new_unchecked(address_to_pointer(address)) })
     }
