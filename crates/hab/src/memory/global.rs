@@ -88,15 +88,16 @@ impl GlobalHeap {
         }
     }
 
-    /// Zeroes the part of a chunk about to hold objects (a TLAB, or an object outside one)
-    /// that was handed out before, if so configured. Middle-level buffers are not zeroed: the
-    /// TLABs carved from them are, when they are installed, while they are hot in the cache.
-    /// Whether `[start, start + len)` holds memory to be zeroed before use: reused memory, in
-    /// a heap that zeroes it.
+    /// Whether a chunk starting at `start` holds memory to be zeroed before use: reused
+    /// memory, in a heap that zeroes it. (Only its start is looked at: a chunk that reaches
+    /// into never-used memory is zeroed whole, once per collection cycle.)
     pub(crate) fn needs_zeroing(&self, start: usize) -> bool {
         self.zero_reused && start < self.pristine_from.load(Ordering::Relaxed)
     }
 
+    /// Zeroes the part of a chunk about to hold objects (a TLAB, or an object outside one)
+    /// that was handed out before, if so configured. Middle-level buffers are not zeroed: the
+    /// TLABs carved from them are, when they are installed, while they are hot in the cache.
     pub(crate) fn zero_reused(&self, start: usize, len: usize) {
         if !self.zero_reused {
             return;
