@@ -153,7 +153,7 @@ pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
 pub use memory::reservation::memory_limit_bytes;
 pub use memory::size::{ByteSize, SizeParseError};
-pub use mutator::alloc_size::{AllocError, AllocSize};
+pub use mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 pub use mutator::cell::SAFEPOINT_POLL_OFFSET;
 pub use mutator::sampling::{AllocationSample, AllocationSampler};
 pub use mutator::stats::AllocationStats;

@@ -180,6 +180,27 @@ impl Heap {
         &self.allocator.config
     }
 
+    /// The largest object a LAB holds: a larger object is never placed in a TLAB or a
+    /// per-CPU LAB but carved on its own from the global heap (one compare-and-swap on its
+    /// top, zeroed when handed out unless [`ZeroMemory::Never`]), the *large-object path*. It
+    /// is the largest TLAB less the filler reserve. (Smaller objects may take the same path
+    /// when the keep-or-refill rule keeps a TLAB with much free space.)
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().max_tlab("64KiB").build()?, HeaderWordModel)?;
+    /// assert_eq!(heap.large_object_bytes(), 64 << 10);
+    /// let mut mutator = heap.attach();
+    /// let large = mutator.alloc(128 << 10)?; // outside any TLAB
+    /// // SAFETY: `large` is 128 KiB of fresh memory owned by this thread.
+    /// unsafe { HeaderWordModel::write_header(large, 128 << 10) };
+    /// assert_eq!(mutator.stats().slow_allocs, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn large_object_bytes(&self) -> usize {
+        self.config().max_tlab_bytes() - self.allocator.space.lab_reserve_bytes()
+    }
+
     /// Checks an object size once, for [`Mutator::alloc_sized`].
     pub fn checked_size(&self, bytes: usize) -> Result<AllocSize, AllocError> {
         AllocSize::check(

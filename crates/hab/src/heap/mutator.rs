@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::heap::Heap;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
-use crate::mutator::alloc_size::{AllocError, AllocSize};
+use crate::mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 use crate::mutator::cell::MutatorCell;
 use crate::mutator::lab_cursor::LabCursor;
 use crate::mutator::safepoint::Safepoints;
@@ -81,6 +81,48 @@ impl Mutator {
     pub fn alloc(&mut self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         let size = AllocSize::check(bytes, self.alignment_bytes, self.capacity_bytes)?;
         self.alloc_sized(size)
+    }
+
+    /// Allocates an object of `bytes` bytes at a multiple of `alignment_bytes`, a power of two
+    /// up to [`MAX_OBJECT_ALIGNMENT_BYTES`](crate::MAX_OBJECT_ALIGNMENT_BYTES) (a page). Up to
+    /// the heap's alignment this is [`alloc`](Mutator::alloc); beyond, always the slow path: in
+    /// the TLAB when the object fits there, else outside LABs (a compare-and-swap on the global
+    /// top; always so in the `cpu-lab` mode), with a filler over the gap before it (counted in
+    /// [`AllocationStats::alignment_gap_bytes`]).
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// let small = mutator.alloc(16)?;
+    /// // SAFETY: `small` is 16 fresh bytes owned by this thread.
+    /// unsafe { HeaderWordModel::write_header(small, 16) };
+    /// let vector = mutator.alloc_aligned(256, 64)?;
+    /// assert_eq!(vector.as_ptr() as usize % 64, 0);
+    /// // SAFETY: `vector` is 256 fresh bytes owned by this thread.
+    /// unsafe { HeaderWordModel::write_header(vector, 256) };
+    /// assert!(mutator.alloc_aligned(16, 48).is_err()); // not a power of two
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn alloc_aligned(
+        &mut self,
+        bytes: usize,
+        alignment_bytes: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if !alignment_bytes.is_power_of_two() || alignment_bytes > MAX_OBJECT_ALIGNMENT_BYTES {
+            return Err(AllocError::BadAlignment {
+                alignment: alignment_bytes,
+            });
+        }
+        if alignment_bytes <= self.alignment_bytes {
+            return self.alloc(bytes);
+        }
+        let size = AllocSize::check(bytes, self.alignment_bytes, self.capacity_bytes)?;
+        let (result, lab) = self
+            .slow_path()
+            .alloc_aligned(size.bytes(), alignment_bytes);
+        self.lab.set(lab);
+        result
     }
 
     /// Checks an object size once, for use with [`alloc_sized`](Mutator::alloc_sized).

@@ -55,6 +55,8 @@ pub(crate) struct Tlab {
     /// Where the thread's next allocation sample falls (`usize::MAX`: none in this TLAB); the
     /// soft end stays at or below it.
     sample_at: Cell<usize>,
+    /// Bytes of the fillers left before aligned objects in this TLAB.
+    gap_bytes: Cell<usize>,
 }
 
 /// Where the free tail of a retired TLAB is counted.
@@ -114,9 +116,14 @@ impl Tlab {
         self.top.get()
     }
 
-    /// Bytes of the objects bumped so far (0 for an empty TLAB).
+    /// Bytes bumped so far (0 for an empty TLAB).
     pub(crate) fn used_bytes(&self) -> usize {
         self.top.get() - self.start.get()
+    }
+
+    /// Counts `bytes` of the TLAB as a filler left before an aligned object.
+    pub(crate) fn count_gap(&self, bytes: usize) {
+        self.gap_bytes.set(self.gap_bytes.get() + bytes);
     }
 
     /// Makes the memory up to `end` (an object's end, at most the limit) ready: when the TLAB
@@ -192,7 +199,8 @@ impl Tlab {
         }
         let top = self.top.get();
         let retired = Retired {
-            used_bytes: top - start,
+            used_bytes: top - start - self.gap_bytes.get(),
+            gap_bytes: self.gap_bytes.get(),
             tail_bytes: self.chunk_end.get() - top,
         };
         // SAFETY: [top, chunk_end) is the unused tail of this TLAB, owned by the caller; the
@@ -204,6 +212,7 @@ impl Tlab {
             &self.start,
             &self.chunk_end,
             &self.zeroed_end,
+            &self.gap_bytes,
         ] {
             field.set(0);
         }
@@ -216,6 +225,8 @@ impl Tlab {
 pub(crate) struct Retired {
     /// Bytes of the objects allocated in it.
     pub(crate) used_bytes: usize,
+    /// Bytes of the fillers left in it before aligned objects.
+    pub(crate) gap_bytes: usize,
     /// Bytes of its free tail, now a filler: waste.
     pub(crate) tail_bytes: usize,
 }

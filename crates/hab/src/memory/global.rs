@@ -64,6 +64,33 @@ impl GlobalHeap {
         self.carve_between(bytes, bytes).map(|(start, _)| start)
     }
 
+    /// Carves a gap of `gap(top)` bytes followed by `bytes` bytes; returns the gap's start and
+    /// length (the object starts after the gap). `None` when the range has no room.
+    pub(crate) fn carve_after_gap(
+        &self,
+        bytes: usize,
+        gap: impl Fn(usize) -> usize,
+    ) -> Option<(usize, usize)> {
+        let end = self.end.load(Ordering::Relaxed);
+        let mut top = self.top.0.load(Ordering::Relaxed);
+        loop {
+            let gap_bytes = gap(top);
+            let new_top = top.checked_add(gap_bytes)?.checked_add(bytes)?;
+            if new_top > end {
+                return None;
+            }
+            match self.top.0.compare_exchange_weak(
+                top,
+                new_top,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some((top, gap_bytes)),
+                Err(current) => top = current,
+            }
+        }
+    }
+
     /// Carves `desired` bytes, or what is left of the range if that is at least `min`.
     /// Returns the chunk's start and length.
     pub(crate) fn carve_between(&self, min: usize, desired: usize) -> Option<(usize, usize)> {

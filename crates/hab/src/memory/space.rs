@@ -62,6 +62,17 @@ impl Space {
         self.lab_reserve_bytes
     }
 
+    /// The gap to leave at `address` so that an object after it starts at a multiple of
+    /// `alignment_bytes` (a power of two, at least the heap's alignment): 0, or long enough for
+    /// a filler.
+    pub(crate) fn aligned_gap(&self, address: usize, alignment_bytes: usize) -> usize {
+        let mut gap = address.next_multiple_of(alignment_bytes) - address;
+        while gap != 0 && gap < self.min_filler_bytes {
+            gap += alignment_bytes;
+        }
+        gap
+    }
+
     /// Covers the gap `[start, start + bytes)` with a filler. A gap that breaks the object
     /// model's contract (misaligned, or shorter than its smallest filler) can only come from a
     /// size checked against another heap; it is left unwritten rather than risk a write beyond

@@ -4,6 +4,10 @@ use std::fmt;
 
 use crate::memory::size::ByteSize;
 
+/// The largest alignment [`Mutator::alloc_aligned`](crate::Mutator::alloc_aligned) gives an
+/// object: a page.
+pub const MAX_OBJECT_ALIGNMENT_BYTES: usize = 4096;
+
 /// Why an allocation failed. Nothing was handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AllocError {
@@ -22,6 +26,12 @@ pub enum AllocError {
         bytes: usize,
         /// The heap's capacity.
         capacity: usize,
+    },
+    /// An alignment that is not a power of two or is larger than a page
+    /// ([`MAX_OBJECT_ALIGNMENT_BYTES`](crate::MAX_OBJECT_ALIGNMENT_BYTES)).
+    BadAlignment {
+        /// The alignment asked for.
+        alignment: usize,
     },
     /// The allocation range is full: the runtime should collect.
     OutOfMemory {
@@ -42,6 +52,10 @@ impl fmt::Display for AllocError {
                 f,
                 "object size {bytes} is larger than the heap ({})",
                 ByteSize::new(capacity)
+            ),
+            AllocError::BadAlignment { alignment } => write!(
+                f,
+                "alignment {alignment} is not a power of two from 1 to {MAX_OBJECT_ALIGNMENT_BYTES}"
             ),
             AllocError::OutOfMemory { bytes } => {
                 write!(

@@ -66,6 +66,61 @@ impl SlowPath<'_> {
         (result, LabCursor::INACTIVE)
     }
 
+    /// Allocates `bytes` at a multiple of `alignment_bytes` (a power of two larger than the
+    /// heap's alignment, at most a page; checked by the caller), first stopping at a requested
+    /// safepoint: in the TLAB when it fits there, after a filler; else outside LABs, after a
+    /// filler. Always this slow path: aligned objects are rare.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn alloc_aligned(self, bytes: usize, alignment_bytes: usize) -> SlowResult {
+        if self.cell.safepoint_requested() {
+            self.allocator.safepoints.stop(self.cell);
+        }
+        (
+            self.alloc_aligned_here(bytes, alignment_bytes),
+            self.lab_cursor(),
+        )
+    }
+
+    fn alloc_aligned_here(
+        self,
+        bytes: usize,
+        alignment_bytes: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let config = &self.allocator.config;
+        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
+        let space = &self.allocator.space;
+        if !self.follow_mode() && self.allocator.tlab_source.is_some() {
+            // SAFETY: only the thread running the mutator builds a `SlowPath`.
+            let (tlab, local) = unsafe { self.cell.running_parts() };
+            let gap = space.aligned_gap(tlab.top(), alignment_bytes);
+            if let Some(start) = tlab.bump_to_limit(gap + bytes) {
+                let object = start + gap;
+                self.prepare_tlab_object(tlab, local, object, bytes);
+                // After zeroing: the filler's header must survive it.
+                // SAFETY: `[start, object)` was just bumped through this thread's TLAB.
+                unsafe { space.write_filler(start, gap) };
+                tlab.count_gap(gap);
+                // SAFETY: a heap address is not null.
+                return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
+            }
+        }
+        let global = space.global();
+        let (start, gap) = global
+            .carve_after_gap(bytes, |top| space.aligned_gap(top, alignment_bytes))
+            .ok_or(AllocError::OutOfMemory { bytes })?;
+        let object = start + gap;
+        global.zero_reused(object, bytes);
+        // SAFETY: `[start, object)` was just carved by this thread.
+        unsafe { space.write_filler(start, gap) };
+        let counters = &self.cell.counters;
+        counters.alignment_gap_bytes.add(gap as u64);
+        counters.slow_allocs.add(1);
+        counters.slow_alloc_bytes.add(bytes as u64);
+        // SAFETY: a heap address is not null.
+        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
+    }
+
     /// Stops at a requested safepoint (the owner polled); returns how many collections
     /// ended meanwhile and the fast path to take next.
     #[cold]

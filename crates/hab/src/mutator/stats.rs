@@ -47,6 +47,9 @@ pub struct AllocationStats {
     pub gc_waste_bytes: u64,
     /// TLABs retired with free memory left (by refills and collections).
     pub partial_tlabs: u64,
+    /// Bytes of the fillers left before objects allocated with a larger alignment
+    /// ([`Mutator::alloc_aligned`](crate::Mutator::alloc_aligned)), in TLABs and outside.
+    pub alignment_gap_bytes: u64,
     /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
     pub levels: [LevelStats; Level::ALL.len()],
     /// Per-CPU LABs of the `cpu-lab` and `flip` modes.
@@ -72,10 +75,13 @@ impl AllocationStats {
     }
 
     /// Bytes left unused in every kind of LAB and buffer, now covered by fillers: TLABs'
-    /// ([`tlab_waste_bytes`](AllocationStats::tlab_waste_bytes)), the middle levels' and the
-    /// per-CPU LABs' ([`CpuLabStats::unused_bytes`]).
+    /// ([`tlab_waste_bytes`](AllocationStats::tlab_waste_bytes)), the middle levels', the
+    /// per-CPU LABs' ([`CpuLabStats::unused_bytes`]) and the gaps before aligned objects.
     pub fn waste_bytes(&self) -> u64 {
-        self.tlab_waste_bytes() + self.middle_waste_bytes() + self.cpu_lab.unused_bytes()
+        self.tlab_waste_bytes()
+            + self.middle_waste_bytes()
+            + self.cpu_lab.unused_bytes()
+            + self.alignment_gap_bytes
     }
 
     /// Bytes of TLABs left unused: refill waste plus collection waste.
@@ -102,6 +108,9 @@ impl AllocationStats {
                 .saturating_sub(earlier.refill_waste_bytes),
             gc_waste_bytes: self.gc_waste_bytes.saturating_sub(earlier.gc_waste_bytes),
             partial_tlabs: self.partial_tlabs.saturating_sub(earlier.partial_tlabs),
+            alignment_gap_bytes: self
+                .alignment_gap_bytes
+                .saturating_sub(earlier.alignment_gap_bytes),
             levels: std::array::from_fn(|i| self.levels[i].since(&earlier.levels[i])),
             cpu_lab: self.cpu_lab.since(&earlier.cpu_lab),
         }
@@ -137,6 +146,7 @@ impl AddAssign for AllocationStats {
         self.refill_waste_bytes += other.refill_waste_bytes;
         self.gc_waste_bytes += other.gc_waste_bytes;
         self.partial_tlabs += other.partial_tlabs;
+        self.alignment_gap_bytes += other.alignment_gap_bytes;
         self.cpu_lab += other.cpu_lab;
         for (mine, theirs) in self.levels.iter_mut().zip(other.levels) {
             *mine += theirs;
@@ -228,6 +238,7 @@ pub(crate) struct Counters {
     pub(crate) refill_waste_bytes: Counter,
     pub(crate) gc_waste_bytes: Counter,
     pub(crate) partial_tlabs: Counter,
+    pub(crate) alignment_gap_bytes: Counter,
     pub(crate) levels: [LevelCounters; Level::ALL.len()],
     pub(crate) cpu_lab: CpuLabCounters,
 }
@@ -237,12 +248,14 @@ impl Counters {
     pub(crate) fn count_retired(&self, retired: Option<Retired>, waste: Waste) {
         let Some(Retired {
             used_bytes,
+            gap_bytes,
             tail_bytes,
         }) = retired
         else {
             return;
         };
         self.tlab_allocated_bytes.add(used_bytes as u64);
+        self.alignment_gap_bytes.add(gap_bytes as u64);
         if tail_bytes > 0 {
             self.partial_tlabs.add(1);
         }
@@ -263,6 +276,7 @@ impl Counters {
             refill_waste_bytes: self.refill_waste_bytes.get(),
             gc_waste_bytes: self.gc_waste_bytes.get(),
             partial_tlabs: self.partial_tlabs.get(),
+            alignment_gap_bytes: self.alignment_gap_bytes.get(),
             cpu_lab: self.cpu_lab.snapshot(),
             levels: std::array::from_fn(|i| self.levels[i].snapshot()),
         }
