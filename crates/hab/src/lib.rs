@@ -151,7 +151,7 @@ pub use labs::stats::CpuLabStats;
 pub use labs::tlab::{TLAB_SOFT_END_OFFSET, TLAB_TOP_OFFSET};
 pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
-pub use memory::reservation::memory_limit_bytes;
+pub use memory::reservation::{memory_limit_bytes, RuntimeMemory};
 pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 pub use mutator::cell::SAFEPOINT_POLL_OFFSET;

@@ -29,7 +29,8 @@ use crate::labs::cpu_labs::CpuLabs;
 use crate::labs::sizing::{DecayingAverage, TlabSizer};
 use crate::memory::global::GlobalHeap;
 use crate::memory::object_model::ObjectModel;
-use crate::memory::reservation::Reservation;
+use crate::memory::reservation::{Reservation, RuntimeMemory};
+use crate::memory::size::ByteSize;
 use crate::memory::space::{self, Space};
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::Allocator;
@@ -80,6 +81,58 @@ impl Heap {
     /// topology spec is malformed, the CPU-id source asked for does not work here, or the
     /// address range cannot be reserved.
     pub fn new(config: HeapConfig, model: impl ObjectModel) -> Result<Arc<Heap>, HeapError> {
+        Heap::build(config, model, None)
+    }
+
+    /// A heap over memory the runtime owns (see [`RuntimeMemory`]) instead of a reservation
+    /// of its own: the first [`capacity`](crate::HeapConfigBuilder::capacity) bytes of it
+    /// are the allocation range. Hab never unmaps it.
+    ///
+    /// Errors: as [`Heap::new`]; the capacity is larger than the memory, the memory does not
+    /// start at a multiple of the alignment, or the configuration asks for a pre-touch (which
+    /// is for Hab's own reservation).
+    pub fn with_memory(
+        config: HeapConfig,
+        model: impl ObjectModel,
+        memory: RuntimeMemory,
+    ) -> Result<Arc<Heap>, HeapError> {
+        let problem = if config.capacity_bytes() > memory.len_bytes() {
+            Some((
+                "capacity",
+                format!(
+                    "{} is larger than the runtime's memory ({})",
+                    ByteSize::new(config.capacity_bytes()),
+                    ByteSize::new(memory.len_bytes())
+                ),
+            ))
+        } else if !memory.start().is_multiple_of(config.alignment_bytes()) {
+            Some((
+                "memory",
+                format!(
+                    "the runtime's memory starts at {:#x}, not a multiple of the alignment {}",
+                    memory.start(),
+                    config.alignment_bytes()
+                ),
+            ))
+        } else if config.pretouch() {
+            Some((
+                "pretouch",
+                "applies to the heap's own reservation, not to the runtime's memory".into(),
+            ))
+        } else {
+            None
+        };
+        if let Some((field, problem)) = problem {
+            return Err(ConfigError::new(field, problem).into());
+        }
+        Heap::build(config, model, Some(memory))
+    }
+
+    fn build(
+        config: HeapConfig,
+        model: impl ObjectModel,
+        memory: Option<RuntimeMemory>,
+    ) -> Result<Arc<Heap>, HeapError> {
         process::watch_forks();
         let min_filler = model.min_filler_bytes().max(1);
         let reserve_bytes = space::lab_reserve_bytes(min_filler, config.alignment_bytes());
@@ -105,11 +158,16 @@ impl Heap {
                 .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots())),
         }
         .map_err(|problem| ConfigError::new("cpu_id", problem))?;
-        let reservation =
-            Reservation::new(config.capacity_bytes()).map_err(|source| HeapError::Reserve {
-                bytes: config.capacity_bytes(),
-                source,
-            })?;
+        let pristine = memory.as_ref().is_none_or(RuntimeMemory::is_zeroed);
+        let reservation = match memory {
+            Some(memory) => Reservation::lent(memory),
+            None => {
+                Reservation::new(config.capacity_bytes()).map_err(|source| HeapError::Reserve {
+                    bytes: config.capacity_bytes(),
+                    source,
+                })?
+            }
+        };
         if config.pretouch() {
             reservation
                 .pretouch()
@@ -119,7 +177,7 @@ impl Heap {
                 })?;
         }
         let zero_reused = config.zero() != ZeroMemory::Never;
-        let global = GlobalHeap::new(reservation, config.capacity_bytes(), zero_reused);
+        let global = GlobalHeap::new(reservation, config.capacity_bytes(), zero_reused, pristine);
         let space = Space::new(
             global,
             Box::new(model),

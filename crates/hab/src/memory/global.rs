@@ -28,13 +28,21 @@ pub(crate) struct GlobalHeap {
 }
 
 impl GlobalHeap {
-    pub(crate) fn new(reservation: Reservation, capacity_bytes: usize, zero_reused: bool) -> Self {
+    /// The global heap over the first `capacity_bytes` of `reservation`; `pristine` when the
+    /// reservation holds only zeroes (a fresh mapping), else everything counts as reused.
+    pub(crate) fn new(
+        reservation: Reservation,
+        capacity_bytes: usize,
+        zero_reused: bool,
+        pristine: bool,
+    ) -> Self {
         let start = reservation.start();
+        let pristine_from = if pristine { start } else { reservation.end() };
         GlobalHeap {
             top: CachePadded(AtomicUsize::new(start)),
             start: AtomicUsize::new(start),
             end: AtomicUsize::new(start + capacity_bytes),
-            pristine_from: AtomicUsize::new(start),
+            pristine_from: AtomicUsize::new(pristine_from),
             zero_reused,
             reservation,
         }
@@ -158,7 +166,7 @@ mod tests {
     use super::*;
 
     fn heap(capacity: usize, zero_reused: bool) -> GlobalHeap {
-        GlobalHeap::new(Reservation::new(capacity).unwrap(), capacity, zero_reused)
+        GlobalHeap::new(Reservation::new(capacity).unwrap(), capacity, zero_reused, true)
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The heap's address range: one anonymous `mmap` reserved at start-up, unmapped on drop.
+//! The heap's address range: one anonymous `mmap` reserved at start-up, unmapped on drop; or
+//! memory the runtime owns and lends the heap ([`RuntimeMemory`]), left to it on drop.
 //!
 //! `MAP_NORESERVE` keeps a large heap from counting against swap until it is touched; the
 //! kernel hands out zero pages, so memory never handed out before needs no zeroing.
@@ -6,11 +7,79 @@
 use std::io;
 use std::ptr::{self, NonNull};
 
-/// An owned, page-aligned, readable and writable range of virtual memory.
+/// A readable and writable range of virtual memory: mapped by Hab (page-aligned, zero until
+/// written, unmapped on drop), or lent by the runtime.
 pub(crate) struct Reservation {
     base: NonNull<u8>,
     len_bytes: usize,
+    /// Whether Hab mapped it (and unmaps it on drop).
+    owned: bool,
 }
+
+/// Memory a runtime lends a heap instead of letting it reserve its own: the runtime's eden,
+/// say. Give it to [`Heap::with_memory`](crate::Heap::with_memory).
+///
+/// ```
+/// use std::ptr::NonNull;
+/// use hab::{HeaderWordModel, Heap, HeapConfig, RuntimeMemory};
+/// let mut eden = vec![0u64; 1 << 17]; // 1 MiB the runtime owns
+/// let start = NonNull::new(eden.as_mut_ptr().cast::<u8>()).unwrap();
+/// // SAFETY: `eden` is readable, writable, used by nothing else while the heap lives, and
+/// // outlives it (dropped after `heap` below).
+/// let memory = unsafe { RuntimeMemory::new(start, 1 << 20, true) };
+/// let heap = Heap::with_memory(HeapConfig::builder().capacity("1MiB").build()?, HeaderWordModel, memory)?;
+/// let mut mutator = heap.attach();
+/// let object = mutator.alloc(32)?;
+/// assert!(heap.reserved_range().contains(&(object.as_ptr() as usize)));
+/// # drop(mutator);
+/// # drop(heap);
+/// # drop(eden);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct RuntimeMemory {
+    start: NonNull<u8>,
+    len_bytes: usize,
+    zeroed: bool,
+}
+
+impl RuntimeMemory {
+    /// The memory `[start, start + len_bytes)`; `zeroed` when it holds only zeroes now (Hab
+    /// then zeroes nothing before its first use; otherwise it zeroes what it hands out, unless
+    /// the heap is built with [`ZeroMemory::Never`](crate::ZeroMemory::Never)).
+    ///
+    /// # Safety
+    /// The range is readable and writable, nothing else reads or writes it from now until the
+    /// heap built over it is dropped (and after, only once no object in it is used), and it
+    /// stays valid that long. The start must be a multiple of the heap's alignment (checked
+    /// by [`Heap::with_memory`](crate::Heap::with_memory)).
+    pub unsafe fn new(start: NonNull<u8>, len_bytes: usize, zeroed: bool) -> Self {
+        RuntimeMemory {
+            start,
+            len_bytes,
+            zeroed,
+        }
+    }
+
+    /// The first address.
+    pub fn start(&self) -> usize {
+        self.start.as_ptr() as usize
+    }
+
+    /// Its length.
+    pub fn len_bytes(&self) -> usize {
+        self.len_bytes
+    }
+
+    /// Whether it holds only zeroes.
+    pub fn is_zeroed(&self) -> bool {
+        self.zeroed
+    }
+}
+
+// SAFETY: the memory is lent whole to one heap (the `new` contract); the value only carries
+// its address.
+unsafe impl Send for RuntimeMemory {}
 
 // SAFETY: the reservation is plain memory owned by this value; who may write which part of it
 // is decided by the heap's allocation protocols, not by the reservation.
@@ -42,7 +111,22 @@ impl Reservation {
         // Addresses are handled as integers by the allocation paths; exposing the mapping's
         // provenance lets them turn back into pointers.
         let _ = base.as_ptr().expose_provenance();
-        Ok(Reservation { base, len_bytes })
+        Ok(Reservation {
+            base,
+            len_bytes,
+            owned: true,
+        })
+    }
+
+    /// The runtime's memory, as a reservation Hab does not unmap.
+    pub(crate) fn lent(memory: RuntimeMemory) -> Self {
+        // As in `new`: the allocation paths turn addresses back into pointers.
+        let _ = memory.start.as_ptr().expose_provenance();
+        Reservation {
+            base: memory.start,
+            len_bytes: memory.len_bytes,
+            owned: false,
+        }
     }
 
     /// The first address.
@@ -132,6 +216,9 @@ pub fn memory_limit_bytes() -> Option<usize> {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: this value owns the mapping and nothing handed out from it outlives the heap
         // (mutators and collections hold the heap alive).
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len_bytes) };
