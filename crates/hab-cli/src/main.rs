@@ -148,6 +148,9 @@ struct RunArgs {
     /// (alloc-array, alloc-object).
     #[arg(long, value_parser = parse_positive_bytes)]
     sample_every: Option<usize>,
+    /// alloc-object: poll for a safepoint after every object (what a poll costs).
+    #[arg(long)]
+    poll: bool,
     /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB.
     #[arg(long, default_value = "")]
     middle: String,
@@ -298,6 +301,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         zero: args.zero,
         prefetch: args.prefetch,
         sample_bytes: args.sample_every,
+        poll: args.poll,
         min_tlab: args.min_tlab,
         max_tlab: args.max_tlab,
         waste_target_percent: args.waste_target_percent,
@@ -396,9 +400,9 @@ fn run(args: RunArgs) -> Result<(), String> {
 }
 
 fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
-    if args.prefetch || args.zero != ZeroMemory::Ahead || args.sample_every.is_some() {
+    if args.prefetch || args.zero != ZeroMemory::Ahead || args.sample_every.is_some() || args.poll {
         return Err(
-            "--prefetch, --zero and --sample-every apply to the native alloc-array and \
+            "--prefetch, --zero, --sample-every and --poll apply to the native alloc-array and \
              alloc-object loops, not \
              to the VM (drop --vm, or these flags)"
                 .into(),

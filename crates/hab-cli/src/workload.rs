@@ -69,6 +69,9 @@ pub struct RunSpec {
     /// Sample allocations every this many bytes per thread (`Heap::sample_allocations`, with
     /// a callback that counts).
     pub sample_bytes: Option<usize>,
+    /// alloc-object: poll for a safepoint after every object (`Mutator::poll`), as a loop
+    /// back-edge of compiled code does.
+    pub poll: bool,
     pub min_tlab: Option<usize>,
     pub max_tlab: Option<usize>,
     pub waste_target_percent: f64,
@@ -110,6 +113,9 @@ impl RunSpec {
         if let Some(bytes) = self.sample_bytes {
             command += &format!(" --sample-every {bytes}");
         }
+        if self.poll {
+            command += " --poll";
+        }
         if !self.middle.is_empty() {
             command += &format!(
                 " --middle {}",
@@ -146,6 +152,7 @@ impl Default for RunSpec {
             zero: ZeroMemory::Ahead,
             prefetch: false,
             sample_bytes: None,
+            poll: false,
             min_tlab: None,
             max_tlab: None,
             waste_target_percent: 1.0,
@@ -611,7 +618,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                         Some(references) => {
                             alloc_array(&mut mutator, size, options, references, &mut array)
                         }
-                        None => alloc_object(&mut mutator, size, options, spec.objects),
+                        None => alloc_object(&mut mutator, size, options, spec.poll, spec.objects),
                     };
                     let end = Instant::now();
                     parked = mutator.park();
@@ -906,12 +913,17 @@ fn alloc_object(
     mutator: &mut Mutator,
     size: hab::AllocSize,
     options: LoopOptions,
+    poll: bool,
     objects: usize,
 ) -> Result<(), String> {
     let mut done = 0;
     while done < objects {
         let left = objects - done;
-        let (allocated, result) = per_loop!(mutator, options, drop_objects(size, left));
+        let (allocated, result) = if poll {
+            drop_objects_polling(mutator, size, left)
+        } else {
+            per_loop!(mutator, options, drop_objects(size, left))
+        };
         done += allocated;
         match result {
             Ok(()) => {}
@@ -935,6 +947,23 @@ fn drop_objects<const PREFETCH: bool, const INITIALISE: bool>(
             Ok(object) => initialise::<INITIALISE>(object, size),
             Err(error) => return (done, Err(error)),
         }
+    }
+    (objects, Ok(()))
+}
+
+/// `drop_objects` with a safepoint poll after each object: what the poll costs.
+#[inline(never)]
+fn drop_objects_polling(
+    mutator: &mut Mutator,
+    size: hab::AllocSize,
+    objects: usize,
+) -> (usize, Result<(), AllocError>) {
+    for done in 0..objects {
+        match mutator.alloc_sized(size) {
+            Ok(object) => initialise::<false>(object, size),
+            Err(error) => return (done, Err(error)),
+        }
+        mutator.poll();
     }
     (objects, Ok(()))
 }

@@ -112,7 +112,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "run --workload binary-trees --prefetch",
-        "--prefetch, --zero and --sample-every",
+        "--prefetch, --zero, --sample-every and --poll",
     ),
     (
         "report --quick --out /proc/hab-cannot-write-here",

@@ -166,7 +166,12 @@ mod tests {
     use super::*;
 
     fn heap(capacity: usize, zero_reused: bool) -> GlobalHeap {
-        GlobalHeap::new(Reservation::new(capacity).unwrap(), capacity, zero_reused, true)
+        GlobalHeap::new(
+            Reservation::new(capacity).unwrap(),
+            capacity,
+            zero_reused,
+            true,
+        )
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::mutator::sampling::NextSample;
 use crate::mutator::stats::Counters;
 use crate::platform::cpu_id::SimulatedCpu;
 use crate::platform::process::{ForkGate, ThreadIdentity};
+use crate::platform::relaxed;
 
 /// The owning thread may allocate; only it touches the TLAB.
 pub(crate) const RUNNING: u32 = 0;
@@ -116,10 +117,11 @@ impl MutatorCell {
         self.poll.store(0, Ordering::SeqCst);
     }
 
-    /// Whether a safepoint is requested: the inline poll (a relaxed load).
+    /// Whether a safepoint is requested: the inline poll (a relaxed load, folded into the
+    /// compare on x86_64).
     #[inline(always)]
     pub(crate) fn safepoint_requested(&self) -> bool {
-        self.poll.load(Ordering::Relaxed) != 0
+        !relaxed::is_zero(&self.poll)
     }
 
     /// Whether a safepoint is requested, read after the owner raised its soft end (the other

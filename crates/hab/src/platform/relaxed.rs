@@ -1,10 +1,11 @@
-//! A relaxed atomic load folded into the compare that uses it.
+//! Relaxed atomic loads folded into the compare that uses them.
 //!
 //! The TLAB fast path compares the new top with a soft end that other threads may lower at
-//! any time, so it must load it atomically; LLVM does not fold an atomic load into a compare
-//! (it costs one more instruction and one more register on the fast path). On x86_64 the
-//! compare is written out, with the word read as its memory operand: an aligned 8-byte read,
-//! which is a relaxed atomic load on this architecture. Elsewhere it is a relaxed load.
+//! any time, and the safepoint poll tests a word other threads set, so both must load
+//! atomically; LLVM does not fold an atomic load into a compare (it costs one more instruction
+//! and one more register). On x86_64 the compare is written out, with the word read as its
+//! memory operand: an aligned 8-byte read, which is a relaxed atomic load on this
+//! architecture. Elsewhere it is a relaxed load.
 
 use std::sync::atomic::AtomicUsize;
 #[cfg(not(target_arch = "x86_64"))]
@@ -36,6 +37,31 @@ pub(crate) fn at_most(value: usize, word: &AtomicUsize) -> bool {
     }
 }
 
+/// Whether `word` is 0, reading it as a relaxed atomic load.
+#[inline(always)]
+pub(crate) fn is_zero(word: &AtomicUsize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `word` is a live, aligned `AtomicUsize`; the block only reads it (one aligned
+        // 8-byte load: atomic on x86_64) and the flags, and jumps to the label when it is not
+        // 0.
+        unsafe {
+            core::arch::asm!(
+                "cmp qword ptr [{word}], 0",
+                "jne {set}",
+                word = in(reg) word.as_ptr(),
+                set = label { return false },
+                options(nostack, readonly)
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        word.load(Ordering::Relaxed) == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +79,15 @@ mod tests {
         assert!(!at_most(usize::MAX, &word));
         word.store(usize::MAX, Ordering::Relaxed);
         assert!(at_most(usize::MAX, &word));
+    }
+
+    #[test]
+    fn tests_for_zero_like_a_load() {
+        let word = AtomicUsize::new(0);
+        assert!(is_zero(&word));
+        for value in [1, 2, usize::MAX] {
+            word.store(value, Ordering::Relaxed);
+            assert!(!is_zero(&word));
+        }
     }
 }
