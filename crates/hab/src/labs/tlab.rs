@@ -139,13 +139,11 @@ impl Tlab {
         let new_end = end
             .max(zeroed.saturating_add(step_bytes))
             .min(self.limit.get());
-        // SAFETY: `[zeroed, new_end)` lies in this TLAB at or above the top before the object
-        // ending at `end` was bumped (the soft end, and so every earlier object, stays below
-        // `zeroed_end`): only that object, not yet handed out, and free memory, all the
-        // calling owner's.
-        unsafe {
-            std::ptr::write_bytes(address_to_pointer(zeroed), 0, new_end - zeroed);
-        }
+        // Every earlier object lies below `zeroed` (the soft end stays at or below it).
+        let bytes = new_end - zeroed;
+        // SAFETY: `[zeroed, new_end)` holds only the object ending at `end`, not yet handed
+        // out, and free TLAB memory: all the calling owner's.
+        unsafe { std::ptr::write_bytes(address_to_pointer(zeroed), 0, bytes) };
         self.zeroed_end.set(new_end);
     }
 
