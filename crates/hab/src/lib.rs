@@ -144,7 +144,7 @@ pub use config::{
     MIN_ALIGNMENT_BYTES, WORD_BYTES, ZERO_AHEAD_BYTES,
 };
 pub use heap::error::HeapError;
-pub use heap::mutator::{Mutator, ParkedMutator};
+pub use heap::mutator::{alloc_slow_from_compiled_code, Mutator, ParkedMutator};
 pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
 pub use labs::stats::CpuLabStats;
@@ -155,6 +155,9 @@ pub use memory::reservation::{memory_limit_bytes, RuntimeMemory};
 pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 pub use mutator::cell::SAFEPOINT_POLL_OFFSET;
+pub use mutator::lab_cursor::{
+    CpuLabPath, CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_SIGNATURE,
+};
 pub use mutator::sampling::{AllocationSample, AllocationSampler};
 pub use mutator::stats::AllocationStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};

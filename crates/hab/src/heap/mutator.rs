@@ -24,7 +24,7 @@ use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 use crate::mutator::cell::MutatorCell;
-use crate::mutator::lab_cursor::LabCursor;
+use crate::mutator::lab_cursor::{CpuLabPath, LabCursor};
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::slow_path::SlowPath;
 use crate::mutator::stats::AllocationStats;
@@ -296,6 +296,23 @@ impl Mutator {
         unsafe { NonNull::new_unchecked(self.cell.tlab_address().cast_mut().cast()) }
     }
 
+    /// The layout of the `cpu-lab` fast path for compiled code to inline, while this mutator
+    /// allocates in restartable per-CPU LABs; `None` while it allocates in its TLAB (at
+    /// [`tlab_address`](Mutator::tlab_address)) or restartable sequences do not work here.
+    /// It changes only when the mutator stops (a poll that stopped, a slow path, a safe
+    /// region, a park): read it again after each.
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig, Mode};
+    /// let heap = Heap::new(HeapConfig::builder().mode(Mode::Tlab).build()?, HeaderWordModel)?;
+    /// let mutator = heap.attach();
+    /// assert_eq!(mutator.cpu_lab_path(), None); // TLAB mode: inline the TLAB path instead
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cpu_lab_path(&self) -> Option<CpuLabPath> {
+        self.lab.path(self.heap.allocator().cpu_labs.as_ref())
+    }
+
     /// Parks the mutator: its thread is at a safepoint or about to block, and a collection may
     /// retire its TLAB meanwhile. Call [`ParkedMutator::unpark`] to allocate again.
     pub fn park(self) -> ParkedMutator {
@@ -329,6 +346,41 @@ impl Mutator {
         let lab = self.slow_path().lab_cursor();
         self.lab.set(lab);
     }
+}
+
+/// The slow path compiled code calls when its inlined fast path misses (the TLAB's soft end,
+/// or a per-CPU LAB's miss): allocates `bytes` for `mutator` through
+/// [`Mutator::alloc`], stopping at a requested safepoint first, and returns the object, or
+/// null when the allocation failed (the heap is full: collect, e.g. with
+/// [`Mutator::collect`]; or a bad size). The C calling convention; afterwards read the
+/// mutator's fast-path layout again ([`Mutator::cpu_lab_path`]): the thread may have stopped.
+///
+/// ```
+/// use hab::{alloc_slow_from_compiled_code, HeaderWordModel, Heap, HeapConfig};
+/// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
+/// let mut mutator = heap.attach();
+/// // SAFETY: `mutator` is this thread's running mutator, not otherwise borrowed.
+/// let object = unsafe { alloc_slow_from_compiled_code(&mut mutator, 32) };
+/// assert!(!object.is_null());
+/// // SAFETY: `object` is 32 fresh bytes owned by this thread.
+/// unsafe { HeaderWordModel::write_header(std::ptr::NonNull::new(object).unwrap(), 32) };
+/// // SAFETY: as above.
+/// assert!(unsafe { alloc_slow_from_compiled_code(&mut mutator, 12) }.is_null()); // misaligned
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Safety
+/// `mutator` points to a live [`Mutator`] run by the calling thread, not borrowed elsewhere
+/// for the call's duration.
+pub unsafe extern "C" fn alloc_slow_from_compiled_code(
+    mutator: *mut Mutator,
+    bytes: usize,
+) -> *mut u8 {
+    // SAFETY: the caller's contract.
+    let mutator = unsafe { &mut *mutator };
+    mutator
+        .alloc(bytes)
+        .map_or(std::ptr::null_mut(), NonNull::as_ptr)
 }
 
 // SAFETY: `cell_address` points into `cell`, which the mutator owns a share of; the other

@@ -27,6 +27,36 @@ pub(crate) struct LabCursor {
     area_offset: isize,
 }
 
+/// The bytes between two CPUs' LAB slots in [`CpuLabPath::slots_address`]'s array.
+pub const CPU_LAB_SLOT_BYTES: usize = rseq::SLOT_BYTES;
+/// Offset of a LAB's `top` (a `usize` address) in its slot.
+pub const CPU_LAB_TOP_OFFSET: usize = 0;
+/// Offset of a LAB's end (a `usize` address) in its slot: an object of `n` bytes fits when
+/// `top + n <= end`.
+pub const CPU_LAB_END_OFFSET: usize = 8;
+/// The signature the process's rseq registration carries: the four bytes before the abort
+/// handler of every restartable section.
+pub const RSEQ_SIGNATURE: u32 = rseq::SIGNATURE;
+
+/// What compiled code needs to inline the `cpu-lab` fast path, on x86_64 Linux with
+/// restartable sequences (see `docs/embedding.md`, "For a JIT"). In a restartable section
+/// whose descriptor sits in `__rseq_cs` and whose abort handler follows [`RSEQ_SIGNATURE`]:
+/// store the descriptor's address at `fs:[rseq_area_offset + 8]` (`rseq_cs`); check that the
+/// `u32` at `fs:[rseq_area_offset]` (`cpu_id_start`) is still the CPU whose slot is used;
+/// load `top`, add the size, compare with `end`; commit by storing `top`. A miss (moved,
+/// aborted, no room) calls [`alloc_slow_from_compiled_code`](crate::alloc_slow_from_compiled_code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuLabPath {
+    /// Offset of the thread's rseq area from the thread pointer (`fs` base).
+    pub rseq_area_offset: isize,
+    /// Address of CPU 0's LAB slot; CPU `c`'s is `c * CPU_LAB_SLOT_BYTES` further, for `c`
+    /// below `cpus`, and a CPU at or beyond `cpus` uses the slot at index `cpus`, which is
+    /// always empty (every bump misses).
+    pub slots_address: usize,
+    /// CPUs with a slot of their own.
+    pub cpus: u32,
+}
+
 /// What the slow paths return: the allocation's result and the fast path the mutator takes
 /// next (`None`: its TLAB's).
 pub(crate) type SlowResult = (Result<NonNull<u8>, AllocError>, LabCursor);
@@ -126,5 +156,15 @@ impl LabCursor {
     /// The rseq area's offset from the thread pointer.
     pub(crate) fn area_offset(&self) -> isize {
         self.area_offset
+    }
+
+    /// The layout compiled code reads to inline this fast path; `None` when inactive.
+    pub(crate) fn path(&self, cpu_labs: Option<&CpuLabs>) -> Option<CpuLabPath> {
+        let slots = cpu_labs?.lab_slots()?;
+        self.is_active().then(|| CpuLabPath {
+            rseq_area_offset: self.area_offset,
+            slots_address: slots.base() as usize,
+            cpus: u32::try_from(slots.cpus()).unwrap_or(u32::MAX),
+        })
     }
 }
