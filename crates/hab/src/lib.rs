@@ -149,6 +149,7 @@ pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
 pub use labs::stats::CpuLabStats;
 pub use labs::tlab::{TLAB_SOFT_END_OFFSET, TLAB_TOP_OFFSET};
+pub use levels::component::{LevelsThread, MiddleLevels, Upstream};
 pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
 pub use memory::reservation::{memory_limit_bytes, RuntimeMemory};

@@ -353,6 +353,20 @@ struct SizingKnobs {
     allocation_weight_percent: u32,
 }
 
+/// Checks middle levels used on their own (`MiddleLevels`), over the chunks of an upstream
+/// whose addresses are multiples of `alignment_bytes`: as in a heap of mode `hab`.
+pub(crate) fn check_levels(
+    middle: &[MiddleLevelSpec],
+    max_tlab_bytes: usize,
+    alignment_bytes: usize,
+) -> Result<(), ConfigError> {
+    let limits = Limits {
+        capacity_bytes: usize::MAX,
+        alignment_bytes,
+    };
+    check_middle(Mode::Hab, middle, max_tlab_bytes, &limits)
+}
+
 /// The middle levels fit the mode, come lowest first, and each buffer holds a whole number of
 /// the largest chunks the level below takes (the seed's rule against extra fragmentation).
 fn check_middle(

@@ -11,6 +11,7 @@ use crate::platform::cpu_id::CpuIdSource;
 use crate::platform::topology::Level;
 
 mod builder;
+pub(crate) use builder::check_levels;
 pub use builder::HeapConfigBuilder;
 
 /// The smallest object alignment: one 64-bit heap word. Every address Hab hands out is a

@@ -1,11 +1,14 @@
 //! How a refill travels up the levels: the thread's side of the middle-level protocol (which
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
+use crate::config::MiddleLevelSpec;
 use crate::levels::middle::{self, Chunk, MiddleLevel, RefillThread};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
-use crate::platform::cpu_id::{CpuIdReader, SimulatedCpu};
-use crate::platform::topology::{Level, Topology};
+use crate::memory::words::WORD_BYTES;
+use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+use crate::platform::rseq::{self, RseqMechanism};
+use crate::platform::topology::{Level, Topology, TopologySource};
 
 /// What a refill reads around the levels: the heap's space (the global heap above the levels,
 /// the fillers for retired tails), the machine's topology and where the CPU id comes from.
@@ -19,9 +22,42 @@ pub(crate) struct RefillContext<'a> {
 /// One thread's counters of every level, indexed by [`Level::index`].
 pub(crate) type LevelCountersByLevel = [LevelCounters; Level::ALL.len()];
 
-/// One refill by one mutator.
+/// Where the levels' buffers come from and what covers the tails they leave: the heap's
+/// [`Space`] (its global heap and the object model's fillers), or the runtime's upstream when
+/// the levels serve a runtime's own TLABs (`levels::component`).
+pub(crate) trait Above {
+    /// Address that offsets are counted from: no chunk starts below it.
+    fn base(&self) -> usize;
+    /// Carves `desired` bytes, or at least `min`.
+    fn carve(&self, min: usize, desired: usize) -> Option<Chunk>;
+    /// Covers the unused gap `[start, start + bytes)` with a filler.
+    ///
+    /// # Safety
+    /// The caller owns the gap exclusively.
+    unsafe fn write_filler(&self, start: usize, bytes: usize);
+}
+
+impl Above for Space {
+    fn base(&self) -> usize {
+        Space::base(self)
+    }
+
+    fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
+        let (start, len) = self.global().carve_between(min, desired)?;
+        Some(Chunk { start, len })
+    }
+
+    unsafe fn write_filler(&self, start: usize, bytes: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { Space::write_filler(self, start, bytes) }
+    }
+}
+
+/// One refill by one thread.
 struct Refill<'a> {
-    context: RefillContext<'a>,
+    above: &'a dyn Above,
+    topology: &'a Topology,
+    cpu_id: &'a CpuIdReader,
     levels: &'a [MiddleLevel],
     counters: &'a LevelCountersByLevel,
     simulated: &'a SimulatedCpu,
@@ -40,16 +76,79 @@ pub(crate) fn carve_chunk(
     min: usize,
     desired: usize,
 ) -> Option<Chunk> {
-    context.cpu_id.on_slow_path(simulated);
-    let cpu = context.cpu_id.current(simulated);
+    carve_chunk_from(
+        context.space,
+        context.topology,
+        context.cpu_id,
+        levels,
+        counters,
+        simulated,
+        min,
+        desired,
+    )
+}
+
+/// [`carve_chunk`] from levels over any [`Above`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn carve_chunk_from(
+    above: &dyn Above,
+    topology: &Topology,
+    cpu_id: &CpuIdReader,
+    levels: &[MiddleLevel],
+    counters: &LevelCountersByLevel,
+    simulated: &mut SimulatedCpu,
+    min: usize,
+    desired: usize,
+) -> Option<Chunk> {
+    cpu_id.on_slow_path(simulated);
+    let cpu = cpu_id.current(simulated);
     let mut refill = Refill {
-        context,
+        above,
+        topology,
+        cpu_id,
         levels,
         counters,
         simulated,
         cpu,
     };
     middle::carve(levels, 0, min, desired, &mut refill)
+}
+
+/// A configured middle level. The `cpu` level uses restartable sequences where they work,
+/// where its domains are the CPUs the kernel numbers (a real topology and CPU-id source),
+/// where its buffers fit a per-CPU word, and where any tail can hold a filler
+/// (`reserve_bytes`, the shortest tail allowed, is at most a word); else compare-and-swap
+/// buffers, which never leave a shorter tail.
+pub(crate) fn middle_level(
+    spec: &MiddleLevelSpec,
+    reserve_bytes: usize,
+    topology: &Topology,
+    cpu_id: &CpuIdReader,
+) -> MiddleLevel {
+    let level = MiddleLevel::new(
+        spec.level,
+        spec.buffer_bytes,
+        topology.domains(spec.level),
+        reserve_bytes,
+    );
+    // The restartable bump takes exactly what is asked and cannot look at the tail it leaves:
+    // only where every tail can hold a filler (the smallest filler is one word) is it used.
+    if spec.level == Level::Cpu
+        && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
+        && reserve_bytes <= WORD_BYTES
+        && per_cpu_works(topology, cpu_id)
+    {
+        level.with_per_cpu(topology.cpu_slots())
+    } else {
+        level
+    }
+}
+
+/// Restartable per-CPU buffers need rseq, and CPUs numbered as the kernel numbers them.
+pub(crate) fn per_cpu_works(topology: &Topology, cpu_id: &CpuIdReader) -> bool {
+    topology.source() == TopologySource::Sysfs
+        && !matches!(cpu_id.source(), CpuIdSource::Simulated { .. })
+        && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_))
 }
 
 impl Refill<'_> {
@@ -61,16 +160,15 @@ impl Refill<'_> {
 
 impl RefillThread for Refill<'_> {
     fn base(&self) -> usize {
-        self.context.space.base()
+        self.above.base()
     }
 
     fn current_domain(&mut self, level: Level) -> usize {
-        self.context.topology.domain_of(self.cpu, level)
+        self.topology.domain_of(self.cpu, level)
     }
 
     fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
-        let (start, len) = self.context.space.global().carve_between(min, desired)?;
-        Some(Chunk { start, len })
+        self.above.carve(min, desired)
     }
 
     fn retire_tail(&mut self, index: usize, start: usize, end: usize) {
@@ -79,7 +177,7 @@ impl RefillThread for Refill<'_> {
         if end > start {
             // SAFETY: the tail belongs to a buffer this thread claimed; no other thread carves
             // from a claimed buffer, so the thread owns the gap.
-            unsafe { self.context.space.write_filler(start, end - start) };
+            unsafe { self.above.write_filler(start, end - start) };
             counters.waste_bytes.add((end - start) as u64);
         }
     }
@@ -89,8 +187,8 @@ impl RefillThread for Refill<'_> {
     fn served(&mut self, _: usize, level: Level, domain: usize) {
         let counters = &self.counters[level.index()];
         counters.allocs.add(1);
-        let now = self.context.cpu_id.current(self.simulated);
-        if self.context.topology.domain_of(now, level) != domain {
+        let now = self.cpu_id.current(self.simulated);
+        if self.topology.domain_of(now, level) != domain {
             counters.foreign_allocs.add(1);
         }
     }

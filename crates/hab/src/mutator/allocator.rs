@@ -13,17 +13,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::config::{HeapConfig, MiddleLevelSpec, Mode};
+use crate::config::{HeapConfig, Mode};
 use crate::labs::cpu_labs::CpuLabs;
 use crate::labs::flip::{CycleWaste, FlipPolicy};
 use crate::levels::middle::MiddleLevel;
-use crate::levels::refill::RefillContext;
+use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
 use crate::memory::space::Space;
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::sampling::Sampling;
-use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
-use crate::platform::rseq::{self, RseqMechanism};
-use crate::platform::topology::{Level, Topology, TopologySource};
+use crate::platform::cpu_id::CpuIdReader;
+use crate::platform::topology::Topology;
 
 /// Where a mutator's TLABs come from.
 pub(crate) enum TlabSource {
@@ -131,36 +130,4 @@ impl Allocator {
             self.in_cpu_labs.store(next, Ordering::Relaxed);
         }
     }
-}
-
-/// A configured middle level. The `cpu` level uses restartable sequences where they work,
-/// where its domains are the CPUs the kernel numbers (a real topology and CPU-id source) and
-/// where its buffers fit a per-CPU word.
-fn middle_level(
-    spec: &MiddleLevelSpec,
-    reserve_bytes: usize,
-    topology: &Topology,
-    cpu_id: &CpuIdReader,
-) -> MiddleLevel {
-    let level = MiddleLevel::new(
-        spec.level,
-        spec.buffer_bytes,
-        topology.domains(spec.level),
-        reserve_bytes,
-    );
-    if spec.level == Level::Cpu
-        && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
-        && per_cpu_works(topology, cpu_id)
-    {
-        level.with_per_cpu(topology.cpu_slots())
-    } else {
-        level
-    }
-}
-
-/// Restartable per-CPU buffers need rseq, and CPUs numbered as the kernel numbers them.
-fn per_cpu_works(topology: &Topology, cpu_id: &CpuIdReader) -> bool {
-    topology.source() == TopologySource::Sysfs
-        && !matches!(cpu_id.source(), CpuIdSource::Simulated { .. })
-        && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_))
 }

@@ -1,0 +1,280 @@
+//! The middle levels on their own, for a runtime that keeps its own TLABs and global space (as
+//! Kirsch et al. put them inside HotSpot): the runtime supplies the upstream (carve a chunk
+//! from its space, write a filler over a gap) and asks for TLABs; Hab carves them through the
+//! per-CPU, per-core, per-package… buffers with the same protocol as in its own heaps
+//! (restartable or compare-and-swap, foreign allocations, sidelining), and empties every
+//! buffer at the runtime's collections.
+//!
+//! Cost: a TLAB is one carve at the lowest level (a restartable section or one CAS); refills
+//! of the levels call the upstream.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
+use crate::levels::middle::{Chunk, MiddleLevel};
+use crate::levels::refill::{self, middle_level, Above, LevelCountersByLevel};
+use crate::levels::stats::LevelStats;
+use crate::memory::packed::MAX_OFFSET_WORDS;
+use crate::memory::words::WORD_BYTES;
+use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+use crate::platform::topology::{Level, Topology};
+
+/// The runtime's side of [`MiddleLevels`]: where buffers come from, and how a gap is covered.
+/// Called from any thread that carves, concurrently.
+pub trait Upstream: Send + Sync {
+    /// Carves `desired_bytes`, or what is left if that is at least `min_bytes` (both multiples
+    /// of 8), from the runtime's space (its eden); `None` when it has no room. The range must
+    /// start at a multiple of 8 at or above the levels' base address, and its length must lie
+    /// between the two.
+    fn carve(&self, min_bytes: usize, desired_bytes: usize) -> Option<Range<usize>>;
+
+    /// Makes the unused gap `[start, start + bytes)` parseable: a filler object (a buffer's tail
+    /// at a refill or at [`MiddleLevels::retire_all`]). `bytes` is a multiple of 8, at least
+    /// the smallest filler the levels were given.
+    fn write_filler(&self, start: usize, bytes: usize);
+}
+
+/// The upstream as the levels' protocol sees it, checking what it hands out.
+struct Checked {
+    upstream: Box<dyn Upstream>,
+    base: usize,
+    /// One past the highest address word offsets can reach from `base`.
+    limit: usize,
+}
+
+impl Above for Checked {
+    fn base(&self) -> usize {
+        self.base
+    }
+
+    fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
+        let range = self.upstream.carve(min, desired)?;
+        let len = range.end.wrapping_sub(range.start);
+        assert!(
+            range.start >= self.base
+                && range.end <= self.limit
+                && range.start <= range.end
+                && range.start.is_multiple_of(WORD_BYTES)
+                && (min..=desired).contains(&len),
+            "Upstream::carve({min}, {desired}) returned {range:#x?}: the range must lie at or \
+             above the base address {:#x}, start at a multiple of 8 and hold between {min} and \
+             {desired} bytes",
+            self.base
+        );
+        Some(Chunk {
+            start: range.start,
+            len,
+        })
+    }
+
+    unsafe fn write_filler(&self, start: usize, bytes: usize) {
+        self.upstream.write_filler(start, bytes);
+    }
+}
+
+/// Middle levels serving a runtime's own TLABs. Give each thread a [`LevelsThread`] with
+/// [`thread`](MiddleLevels::thread); empty every buffer at collections with
+/// [`retire_all`](MiddleLevels::retire_all).
+///
+/// ```
+/// use std::ops::Range;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use hab::{MiddleLevels, Upstream};
+///
+/// /// A bump-pointer eden over memory the runtime owns.
+/// struct Eden { top: AtomicUsize, end: usize }
+/// impl Upstream for Eden {
+///     fn carve(&self, min: usize, desired: usize) -> Option<Range<usize>> {
+///         let mut top = self.top.load(Ordering::Relaxed);
+///         loop {
+///             let len = desired.min(self.end.checked_sub(top)?);
+///             if len < min { return None; }
+///             match self.top.compare_exchange(top, top + len, Ordering::AcqRel, Ordering::Relaxed) {
+///                 Ok(_) => return Some(top..top + len),
+///                 Err(now) => top = now,
+///             }
+///         }
+///     }
+///     fn write_filler(&self, _start: usize, _bytes: usize) { /* the runtime's filler object */ }
+/// }
+///
+/// let memory = vec![0u64; 1 << 20]; // 8 MiB
+/// let base = memory.as_ptr() as usize;
+/// let eden = Eden { top: AtomicUsize::new(base), end: base + (8 << 20) };
+/// let levels = MiddleLevels::new("core:1MiB", 64 << 10, 8, base, eden)?;
+/// let mut thread = levels.thread();
+/// let tlab = thread.carve_tlab(4096, 16 << 10).expect("room");
+/// assert_eq!(tlab.len(), 16 << 10);
+/// // At a collection, with no thread carving:
+/// // SAFETY: this thread is the only one using the levels, and it is not carving.
+/// unsafe { levels.retire_all() };
+/// assert_eq!(levels.stats()[0].1.allocs, 1);
+/// # Ok::<(), hab::ConfigError>(())
+/// ```
+pub struct MiddleLevels {
+    levels: Box<[MiddleLevel]>,
+    above: Checked,
+    topology: Topology,
+    cpu_id: CpuIdReader,
+    /// Every thread handle's counters, for the totals.
+    threads: Mutex<Vec<Arc<LevelCountersByLevel>>>,
+    /// What `retire_all` counted.
+    retired: LevelCountersByLevel,
+}
+
+impl MiddleLevels {
+    /// Levels from a list like `core:1MiB` or `cpu:256KiB,package:32MiB` (the grammar of
+    /// [`HeapConfigBuilder::middle`](crate::HeapConfigBuilder::middle)), on this machine's
+    /// topology, handing out TLABs of at most `max_tlab_bytes`, never leaving a tail shorter
+    /// than `min_filler_bytes` (the runtime's smallest filler), over an upstream whose chunks
+    /// lie at or above `base_address` (within 32 TiB of it).
+    ///
+    /// Errors: the list does not parse, the levels are not lowest first, or a buffer is not a
+    /// multiple of the chunks the level below takes (the largest TLAB for the lowest level).
+    pub fn new(
+        levels: &str,
+        max_tlab_bytes: usize,
+        min_filler_bytes: usize,
+        base_address: usize,
+        upstream: impl Upstream + 'static,
+    ) -> Result<Arc<MiddleLevels>, ConfigError> {
+        let specs = MiddleLevelSpec::parse_list(levels)?;
+        if max_tlab_bytes == 0 || !max_tlab_bytes.is_multiple_of(WORD_BYTES) {
+            return Err(ConfigError::new(
+                "max_tlab",
+                format!("{max_tlab_bytes} bytes is not a positive multiple of 8"),
+            ));
+        }
+        check_levels(&specs, max_tlab_bytes, WORD_BYTES)?;
+        let topology = Topology::discover();
+        let cpu_id = CpuIdReader::new(CpuIdSource::Rseq, topology.cpu_slots())
+            .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots()))
+            .map_err(|problem| ConfigError::new("cpu_id", problem))?;
+        let min_tail_bytes = min_filler_bytes.max(1).next_multiple_of(WORD_BYTES);
+        let levels = specs
+            .iter()
+            .map(|spec| middle_level(spec, min_tail_bytes, &topology, &cpu_id))
+            .collect();
+        let reach = usize::try_from(MAX_OFFSET_WORDS).unwrap_or(usize::MAX) * WORD_BYTES;
+        Ok(Arc::new(MiddleLevels {
+            levels,
+            above: Checked {
+                upstream: Box::new(upstream),
+                base: base_address,
+                limit: base_address.saturating_add(reach),
+            },
+            topology,
+            cpu_id,
+            threads: Mutex::default(),
+            retired: LevelCountersByLevel::default(),
+        }))
+    }
+
+    /// A handle for one thread to carve TLABs with (it counts that thread's events).
+    pub fn thread(self: &Arc<Self>) -> LevelsThread {
+        let counters = Arc::new(LevelCountersByLevel::default());
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let simulated = SimulatedCpu::new(&self.cpu_id, threads.len() as u64);
+        threads.push(counters.clone());
+        LevelsThread {
+            levels: self.clone(),
+            counters,
+            simulated,
+        }
+    }
+
+    /// Empties every buffer of every level: a filler over each free tail (through
+    /// [`Upstream::write_filler`], counted as the level's waste). After it, nothing the levels
+    /// handed out is shared with them, and the runtime may reset its space.
+    ///
+    /// # Safety
+    /// No thread carves meanwhile (the runtime's threads are stopped, as at a collection), and
+    /// no other `retire_all` runs.
+    pub unsafe fn retire_all(&self) {
+        let above = &self.above;
+        for level in self.levels.iter() {
+            let waste = &self.retired[level.level().index()].waste_bytes;
+            level.retire_all(above.base, |start, end| {
+                above.upstream.write_filler(start, end - start);
+                waste.add((end - start) as u64);
+            });
+        }
+    }
+
+    /// Each configured level with its figures: every thread's, and the tails retired by
+    /// [`retire_all`](MiddleLevels::retire_all).
+    pub fn stats(&self) -> Vec<(Level, LevelStats)> {
+        let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        self.levels
+            .iter()
+            .map(|level| {
+                let index = level.level().index();
+                let mut stats = self.retired[index].snapshot();
+                for counters in threads.iter() {
+                    stats += counters[index].snapshot();
+                }
+                (level.level(), stats)
+            })
+            .collect()
+    }
+
+    /// Whether the lowest level's buffers are restartable per-CPU buffers (a `cpu` level where
+    /// restartable sequences work).
+    pub fn is_restartable(&self) -> bool {
+        self.levels.first().is_some_and(MiddleLevel::is_restartable)
+    }
+}
+
+impl std::fmt::Debug for MiddleLevels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiddleLevels")
+            .field(
+                "levels",
+                &self.levels.iter().map(|l| l.level()).collect::<Vec<_>>(),
+            )
+            .field("base", &self.above.base)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One thread's handle on [`MiddleLevels`]: `Send`, not `Sync` (its counters have one writer).
+pub struct LevelsThread {
+    levels: Arc<MiddleLevels>,
+    counters: Arc<LevelCountersByLevel>,
+    simulated: SimulatedCpu,
+}
+
+impl LevelsThread {
+    /// A TLAB of `desired_bytes`, or at least `min_bytes`, from the buffer of the domain the
+    /// thread runs in (then the other domains, the level above, the upstream). It may be
+    /// larger than desired by less than the smallest filler, so that no buffer keeps a tail no
+    /// filler covers. `None` when the levels and the upstream are exhausted, or for sizes that
+    /// are 0, not multiples of 8, or with `min_bytes > desired_bytes`.
+    pub fn carve_tlab(&mut self, min_bytes: usize, desired_bytes: usize) -> Option<Range<usize>> {
+        if min_bytes == 0
+            || min_bytes > desired_bytes
+            || !(min_bytes | desired_bytes).is_multiple_of(WORD_BYTES)
+        {
+            return None;
+        }
+        let levels = &*self.levels;
+        let chunk = refill::carve_chunk_from(
+            &levels.above,
+            &levels.topology,
+            &levels.cpu_id,
+            &levels.levels,
+            &self.counters,
+            &mut self.simulated,
+            min_bytes,
+            desired_bytes,
+        )?;
+        Some(chunk.start..chunk.start + chunk.len)
+    }
+}
+
+impl std::fmt::Debug for LevelsThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelsThread").finish_non_exhaustive()
+    }
+}

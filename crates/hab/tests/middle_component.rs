@@ -1,0 +1,227 @@
+//! The middle levels as a component over a fake upstream (a bump-pointer eden that records
+//! what it hands out and every filler written): more threads than CPUs, moving between CPUs,
+//! carve TLABs until the eden is exhausted; after `retire_all` the TLABs and the fillers tile
+//! exactly what the eden handed out (no gap, no overlap), and the statistics count the TLABs and
+//! the fillers. Several rounds, the eden reset between them, in several level configurations.
+
+mod common;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{allowed_cpus, pin, watchdog, Rng};
+use hab::{Level, MiddleLevels, Upstream};
+
+const EDEN_BYTES: usize = 32 << 20;
+const MAX_TLAB_BYTES: usize = 16 << 10;
+
+/// A bump-pointer eden that records its fillers.
+struct Eden {
+    min_filler_bytes: usize,
+    start: usize,
+    end: usize,
+    top: AtomicUsize,
+    fillers: Mutex<Vec<Range<usize>>>,
+    bad_fillers: AtomicUsize,
+}
+
+impl Upstream for Eden {
+    fn carve(&self, min: usize, desired: usize) -> Option<Range<usize>> {
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            let len = desired.min(self.end.checked_sub(top)?);
+            if len < min {
+                return None;
+            }
+            match self
+                .top
+                .compare_exchange(top, top + len, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(top..top + len),
+                Err(now) => top = now,
+            }
+        }
+    }
+
+    fn write_filler(&self, start: usize, bytes: usize) {
+        if bytes < self.min_filler_bytes || !(start | bytes).is_multiple_of(8) {
+            self.bad_fillers.fetch_add(1, Ordering::Relaxed);
+        }
+        self.fillers.lock().unwrap().push(start..start + bytes);
+    }
+}
+
+/// Hands the eden's record to the test while the levels own the eden.
+struct Shared(Arc<Eden>);
+
+impl Upstream for Shared {
+    fn carve(&self, min: usize, desired: usize) -> Option<Range<usize>> {
+        self.0.carve(min, desired)
+    }
+    fn write_filler(&self, start: usize, bytes: usize) {
+        self.0.write_filler(start, bytes)
+    }
+}
+
+#[test]
+fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
+    let _watchdog = watchdog("middle_component", Duration::from_secs(120));
+    let memory = vec![0u64; EDEN_BYTES / 8];
+    let start = memory.as_ptr() as usize;
+    let cpus = allowed_cpus();
+    let threads = 4 * cpus.len().max(1);
+    // With a one-word smallest filler a `cpu` level is restartable (where rseq works); with a
+    // larger one, compare-and-swap buffers (a restartable bump cannot avoid short tails).
+    for (config, min_filler_bytes) in [
+        ("core:1MiB", 16),
+        ("cpu:256KiB,core:1MiB", 8),
+        ("cpu:256KiB,core:1MiB", 16),
+        ("cpu:64KiB,package:4MiB", 8),
+    ] {
+        let eden = Arc::new(Eden {
+            min_filler_bytes,
+            start,
+            end: start + EDEN_BYTES,
+            top: AtomicUsize::new(start),
+            fillers: Mutex::default(),
+            bad_fillers: AtomicUsize::new(0),
+        });
+        let levels = MiddleLevels::new(
+            config,
+            MAX_TLAB_BYTES,
+            min_filler_bytes,
+            start,
+            Shared(eden.clone()),
+        )
+        .unwrap();
+        let (mut tlab_count, mut all_filler_bytes) = (0u64, 0u64);
+        for round in 0..3 {
+            let tlabs: Vec<Range<usize>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|index| {
+                        let (levels, cpus) = (&levels, &cpus);
+                        scope.spawn(move || {
+                            let mut thread = levels.thread();
+                            let mut rng = Rng::new((index * 7 + round) as u64 + 1);
+                            let mut tlabs = Vec::new();
+                            loop {
+                                if tlabs.len() % 64 == 0 {
+                                    pin(cpus[(index + tlabs.len() / 64) % cpus.len()]);
+                                }
+                                let desired =
+                                    8 * (1 + rng.below(MAX_TLAB_BYTES as u64 / 8)) as usize;
+                                let min = 8 * (1 + rng.below(desired as u64 / 8)) as usize;
+                                let Some(tlab) = thread.carve_tlab(min, desired) else {
+                                    break;
+                                };
+                                assert!(tlab.len() >= min, "{config}: {tlab:x?} below {min}");
+                                assert!(
+                                    tlab.len() < desired + min_filler_bytes.max(min),
+                                    "{config}: {tlab:x?} far above {desired}"
+                                );
+                                tlabs.push(tlab);
+                            }
+                            tlabs
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap())
+                    .collect()
+            });
+            // SAFETY: every thread that carved has been joined.
+            unsafe { levels.retire_all() };
+            tlab_count += tlabs.len() as u64;
+            let top = eden.top.load(Ordering::Relaxed);
+            assert!(
+                top + MAX_TLAB_BYTES * 4 >= eden.end,
+                "{config} round {round}: exhausted with {} bytes left",
+                eden.end - top
+            );
+            let mut tiles: Vec<(Range<usize>, bool)> =
+                tlabs.iter().cloned().map(|r| (r, true)).collect();
+            let fillers = std::mem::take(&mut *eden.fillers.lock().unwrap());
+            let filler_bytes: usize = fillers.iter().map(|r| r.len()).sum();
+            tiles.extend(fillers.into_iter().map(|r| (r, false)));
+            tiles.sort_unstable_by_key(|(r, _)| r.start);
+            let mut expected_start = eden.start;
+            for (tile, is_tlab) in &tiles {
+                assert_eq!(
+                    tile.start, expected_start,
+                    "{config} round {round}: a gap or an overlap before {tile:x?} (TLAB: {is_tlab})"
+                );
+                expected_start = tile.end;
+            }
+            assert_eq!(
+                expected_start, top,
+                "{config} round {round}: the tiles end at the top"
+            );
+            assert_eq!(eden.bad_fillers.load(Ordering::Relaxed), 0, "{config}");
+            let stats = levels.stats();
+            let lowest = &stats[0].1;
+            assert_eq!(lowest.allocs, tlab_count, "{config}: TLABs counted");
+            all_filler_bytes += filler_bytes as u64;
+            let waste: u64 = stats.iter().map(|(_, s)| s.waste_bytes).sum();
+            assert_eq!(
+                waste, all_filler_bytes,
+                "{config}: every filler is counted waste"
+            );
+            eden.top.store(eden.start, Ordering::Relaxed);
+        }
+        let stats = levels.stats();
+        if config.starts_with("cpu") {
+            assert_eq!(stats[0].0, Level::Cpu);
+            if min_filler_bytes > 8 {
+                assert!(!levels.is_restartable(), "{config}: short tails ruled out");
+            }
+        }
+    }
+    drop(memory);
+}
+
+#[test]
+fn bad_requests_and_bad_configurations() {
+    let memory = vec![0u64; 1 << 17];
+    let start = memory.as_ptr() as usize;
+    let eden = || Eden {
+        min_filler_bytes: 16,
+        start,
+        end: start + (1 << 20),
+        top: AtomicUsize::new(start),
+        fillers: Mutex::default(),
+        bad_fillers: AtomicUsize::new(0),
+    };
+    let levels = MiddleLevels::new("core:256KiB", MAX_TLAB_BYTES, 16, start, eden()).unwrap();
+    let mut thread = levels.thread();
+    assert_eq!(thread.carve_tlab(0, 64), None);
+    assert_eq!(thread.carve_tlab(128, 64), None);
+    assert_eq!(thread.carve_tlab(12, 64), None);
+    assert!(thread.carve_tlab(64, 64).is_some());
+    for (levels, max_tlab, field) in [
+        ("core:1MiB,cpu:64KiB", MAX_TLAB_BYTES, "middle"),
+        ("core:100KiB", 64 << 10, "middle"),
+        ("banana:1MiB", MAX_TLAB_BYTES, "middle"),
+        ("core:1MiB", 12, "max_tlab"),
+    ] {
+        let error = MiddleLevels::new(levels, max_tlab, 16, start, eden()).unwrap_err();
+        assert_eq!(error.field(), field, "{levels}: {error}");
+    }
+}
+
+/// An upstream that breaks its contract is named in a panic, not trusted.
+#[test]
+#[should_panic(expected = "Upstream::carve")]
+fn an_upstream_outside_the_base_is_refused() {
+    struct Below;
+    impl Upstream for Below {
+        fn carve(&self, _: usize, desired: usize) -> Option<Range<usize>> {
+            Some(0x1000..0x1000 + desired)
+        }
+        fn write_filler(&self, _: usize, _: usize) {}
+    }
+    let levels = MiddleLevels::new("core:1MiB", MAX_TLAB_BYTES, 16, 0x10_0000, Below).unwrap();
+    let _ = levels.thread().carve_tlab(64, 64);
+}
