@@ -70,10 +70,9 @@ unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
     let index = cpu.min(path.cpus) as usize;
     let slot = path.slots_address + index * CPU_LAB_SLOT_BYTES;
     let object: usize;
+    // The kernel sends a section preempted, migrated or signalled inside to its abort handler.
     // SAFETY: the section writes only `top` of the slot of the CPU it checked it runs on, with
-    // its last instruction (the commit); the kernel restarts it at the abort handler if the
-    // thread is preempted, migrated or signalled inside. Descriptor and signature as the
-    // rseq ABI asks.
+    // its last instruction; descriptor and signature as the rseq ABI asks.
     unsafe {
         std::arch::asm!(
             ".pushsection __rseq_cs, \"aw\"",

@@ -1,0 +1,202 @@
+/*
+ * hab.h — the C ABI of Hab, hierarchical allocation buffers for garbage-collected runtimes.
+ *
+ * C11 and C++ compatible. Link with libhab_capi.a or libhab_capi.so (`cargo build --release -p
+ * hab-capi` puts them in target/release), with -lpthread -ldl -lm. Every function that can
+ * fail returns a hab_status (or NULL) and leaves a message for hab_last_error() on the calling
+ * thread; NULL and out-of-range arguments give HAB_INVALID_ARGUMENT, never a crash; a bug in
+ * Hab is reported as HAB_INTERNAL_ERROR, never as an exception or an unwind.
+ *
+ * The protocol (docs/embedding.md tells it step by step):
+ *   1. describe your objects (hab_object_model) and build a heap (hab_config_*, hab_heap_new);
+ *   2. attach each thread (hab_attach) and allocate with hab_alloc: write the object's header
+ *      before the thread's next allocation, poll or park;
+ *   3. poll (hab_poll) at loop back-edges; park around blocking calls (hab_park/hab_unpark);
+ *   4. when hab_alloc returns NULL with HAB_OUT_OF_MEMORY, park, collect (hab_collection_*),
+ *      unpark and retry.
+ */
+#ifndef HAB_H
+#define HAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes; compare with hab_abi_version() at start-up. */
+#define HAB_ABI_VERSION 1
+
+/* The layout the inline paths below read, from a mutator's tlab address. */
+#define HAB_TLAB_TOP_OFFSET 0
+#define HAB_TLAB_SOFT_END_OFFSET 8
+#define HAB_SAFEPOINT_POLL_OFFSET 64
+
+/* Why a call failed. */
+typedef enum hab_status {
+    HAB_OK = 0,
+    /* A NULL or out-of-range argument, or a handle in the wrong state. */
+    HAB_INVALID_ARGUMENT = 1,
+    /* A configuration key or value, or a combination of values, was rejected. */
+    HAB_CONFIG_ERROR = 2,
+    /* The heap is full: collect and retry. */
+    HAB_OUT_OF_MEMORY = 3,
+    /* The mutators did not stop within the timeout. */
+    HAB_TIMEOUT = 4,
+    /* The operating system refused the heap's memory. */
+    HAB_SYSTEM_ERROR = 5,
+    /* The heap walk met something that is not an object. */
+    HAB_VERIFY_ERROR = 6,
+    /* A bug in Hab; the message says where. */
+    HAB_INTERNAL_ERROR = 7
+} hab_status;
+
+/* The library's HAB_ABI_VERSION: refuse to run with a library whose version differs. */
+uint32_t hab_abi_version(void);
+
+/* The message of the calling thread's last failed call ("" if none); valid until its next
+ * failed call. */
+const char *hab_last_error(void);
+
+/* ---- Configuration ---------------------------------------------------------------------- */
+
+typedef struct hab_config hab_config;
+
+/* A configuration with every default; free it with hab_config_free. */
+hab_config *hab_config_new(void);
+
+/* Sets `key` to `value`, as the builder and `hab run` take them: capacity ("256MiB"), mode
+ * (shared, tlab, hab, cpu-lab, flip), middle ("core:1MiB"), tlab ("adaptive", "growing",
+ * "64KiB"), min_tlab, max_tlab, zero (ahead, refill, never), alignment (bytes), pretouch
+ * (true/false), refill_waste_fraction, waste_target_percent, cpu_id (rseq, getcpu, ...).
+ * HAB_CONFIG_ERROR names the key; combinations are checked by hab_heap_new. */
+hab_status hab_config_set(hab_config *config, const char *key, const char *value);
+
+/* Frees a configuration (NULL: nothing). */
+void hab_config_free(hab_config *config);
+
+/* ---- Object model and heap ---------------------------------------------------------------- */
+
+/* The runtime's object model. The callbacks may be called from any thread (allocating threads
+ * write fillers, collections read sizes), each with `user`. */
+typedef struct hab_object_model {
+    /* The size in bytes of the object or filler at `object`: a positive multiple of the heap's
+     * alignment for a well-formed one. */
+    size_t (*object_size)(void *user, const void *object);
+    /* Writes a filler covering exactly `bytes` bytes at `address` (aligned, at least
+     * min_filler_bytes). */
+    void (*write_filler)(void *user, void *address, size_t bytes);
+    /* Non-zero when the object at `object` is a filler written by write_filler. */
+    int (*is_filler)(void *user, const void *object);
+    /* The smallest gap a filler covers (its header). */
+    size_t min_filler_bytes;
+    void *user;
+} hab_object_model;
+
+typedef struct hab_heap hab_heap;
+
+/* Builds a heap from `config` (still the caller's) and `model` (copied) into *out. */
+hab_status hab_heap_new(const hab_config *config, const hab_object_model *model, hab_heap **out);
+
+/* Frees the caller's reference (NULL: nothing); attached mutators keep the heap alive. */
+void hab_heap_free(hab_heap *heap);
+
+/* Asks every mutator to stop at its next safepoint (hab_poll or allocation slow path). */
+hab_status hab_request_collection(hab_heap *heap);
+
+/* The heap's statistics as JSON, NUL-terminated in buffer when len exceeds their length;
+ * returns the length (call with len 0 to size the buffer), 0 on error. */
+size_t hab_stats_json(hab_heap *heap, char *buffer, size_t len);
+
+/* ---- Mutators ---------------------------------------------------------------------------- */
+
+/* One thread's allocation handle. Its address is stable for its life; `tlab` is the address
+ * the inline paths read (offsets above). The rest is private. */
+typedef struct hab_mutator {
+    unsigned char *const tlab;
+} hab_mutator;
+
+/* Attaches the calling thread: a running mutator, NULL on error. */
+hab_mutator *hab_attach(hab_heap *heap);
+
+/* Detaches and frees a mutator (NULL: nothing); its TLAB's rest becomes a filler. */
+void hab_detach(hab_mutator *mutator);
+
+/* The out-of-line allocation: stops at a requested safepoint first. NULL on failure:
+ * HAB_OUT_OF_MEMORY (collect and retry) or HAB_INVALID_ARGUMENT (a size of 0, not a multiple of
+ * the heap's alignment, or larger than the heap; a parked mutator). */
+void *hab_alloc_slow(hab_mutator *mutator, size_t bytes);
+
+/* Allocates `bytes` for the calling thread's running mutator. `bytes` must be a positive
+ * multiple of the heap's alignment no larger than the heap: the inline path does not check it
+ * (hab_alloc_slow does). The memory is zero unless the heap was
+ * built with zero = never. Inline: load top, add, compare with the soft end (which other
+ * threads lower to request a safepoint), store; else hab_alloc_slow. */
+static inline void *hab_alloc(hab_mutator *mutator, size_t bytes) {
+    uintptr_t *top = (uintptr_t *)(void *)(mutator->tlab + HAB_TLAB_TOP_OFFSET);
+    uintptr_t soft_end =
+        __atomic_load_n((uintptr_t *)(void *)(mutator->tlab + HAB_TLAB_SOFT_END_OFFSET),
+                        __ATOMIC_RELAXED);
+    uintptr_t object = *top;
+    uintptr_t new_top = object + bytes;
+    if (new_top <= soft_end) {
+        *top = new_top;
+        return (void *)object;
+    }
+    return hab_alloc_slow(mutator, bytes);
+}
+
+/* The out-of-line poll: stops if a collection is requested; the collections slept through. */
+uint64_t hab_poll_slow(hab_mutator *mutator);
+
+/* A safepoint poll: one load and a branch when nothing is requested; when a collection is,
+ * parks until it has ended and returns how many ended meanwhile (0: did not stop). */
+static inline uint64_t hab_poll(hab_mutator *mutator) {
+    if (__atomic_load_n((uintptr_t *)(void *)(mutator->tlab + HAB_SAFEPOINT_POLL_OFFSET),
+                        __ATOMIC_RELAXED) == 0) {
+        return 0;
+    }
+    return hab_poll_slow(mutator);
+}
+
+/* Parks a running mutator: collections need not wait for it (a safepoint, or around a blocking
+ * call). HAB_INVALID_ARGUMENT if it is parked already. */
+hab_status hab_park(hab_mutator *mutator);
+
+/* Unparks a parked mutator, first waiting for a collection in progress to end. */
+hab_status hab_unpark(hab_mutator *mutator);
+
+/* ---- Collections ------------------------------------------------------------------------- */
+
+typedef struct hab_collection hab_collection;
+
+/* Stops the world (every mutator at a safepoint or parked), waiting at most timeout_ms
+ * (0: without bound; HAB_TIMEOUT names the mutators that did not stop), and retires every
+ * LAB (fillers over their rests), so the allocation range walks. The calling thread must not
+ * hold a running mutator (park it first). */
+hab_status hab_collection_begin(hab_heap *heap, uint64_t timeout_ms, hab_collection **out);
+
+/* Visits every object and filler of the allocation range in address order. */
+hab_status hab_collection_walk(hab_collection *collection,
+                               void (*visit)(void *user, void *address, size_t bytes,
+                                             int is_filler),
+                               void *user);
+
+/* Checks that the allocation range parses up to its top (HAB_VERIFY_ERROR says where not). */
+hab_status hab_collection_verify(hab_collection *collection);
+
+/* Sets the next allocation range [start, end), inside the heap's memory. */
+hab_status hab_collection_set_range(hab_collection *collection, uintptr_t start, uintptr_t end);
+
+/* Everything allocated is dead: allocate from the bottom again. */
+hab_status hab_collection_reset(hab_collection *collection);
+
+/* Ends the collection and frees it: the mutators run again. */
+hab_status hab_collection_finish(hab_collection *collection);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HAB_H */

@@ -1,0 +1,773 @@
+//! `libhab`: Hab's C ABI. The declarations, documented, are in `include/hab.h`; this file
+//! implements the functions it declares that are not inline there.
+//!
+//! Conventions: every function that can fail returns a [`hab_status`] (or NULL) and leaves a
+//! message for [`hab_last_error`] on the calling thread; NULL and out-of-range arguments are
+//! `HAB_INVALID_ARGUMENT`; no Rust panic crosses the boundary (one is caught and reported as
+//! `HAB_INTERNAL_ERROR`). Handles are boxed, so their addresses are stable.
+
+#![allow(non_camel_case_types)]
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hab::{
+    Collection, CpuIdSource, Heap, HeapConfig, HeapConfigBuilder, Mode, Mutator, ObjectModel,
+    ParkedMutator, TlabPolicy, ZeroMemory,
+};
+
+/// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
+pub const HAB_ABI_VERSION: u32 = 1;
+
+/// Why a call failed (`hab_status` in `hab.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hab_status {
+    /// It did not.
+    HAB_OK = 0,
+    /// A NULL or out-of-range argument, or a handle in the wrong state.
+    HAB_INVALID_ARGUMENT = 1,
+    /// A configuration key or value, or a combination of values, was rejected.
+    HAB_CONFIG_ERROR = 2,
+    /// The heap is full: collect and retry.
+    HAB_OUT_OF_MEMORY = 3,
+    /// The mutators did not stop within the timeout.
+    HAB_TIMEOUT = 4,
+    /// The operating system refused the heap's memory.
+    HAB_SYSTEM_ERROR = 5,
+    /// The heap walk met something that is not an object.
+    HAB_VERIFY_ERROR = 6,
+    /// A bug in Hab (a caught panic); the message says where.
+    HAB_INTERNAL_ERROR = 7,
+}
+use hab_status::*;
+
+thread_local! {
+    /// The message of the calling thread's last failed call.
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `message` as the calling thread's last error and returns `status`.
+fn fail(status: hab_status, message: impl Into<String>) -> hab_status {
+    let message = message.into().replace('\0', " ");
+    LAST_ERROR.with(|last| *last.borrow_mut() = CString::new(message).unwrap_or_default());
+    status
+}
+
+/// Runs `body`, turning a panic into `HAB_INTERNAL_ERROR`.
+fn guarded(body: impl FnOnce() -> hab_status) -> hab_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(status) => status,
+        Err(panic) => fail(HAB_INTERNAL_ERROR, panic_message(&*panic)),
+    }
+}
+
+/// Runs `body`, which returns a pointer (NULL on failure, with the error recorded); a panic
+/// becomes NULL and `HAB_INTERNAL_ERROR`'s message.
+fn guarded_ptr<T>(body: impl FnOnce() -> *mut T) -> *mut T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(pointer) => pointer,
+        Err(panic) => {
+            fail(HAB_INTERNAL_ERROR, panic_message(&*panic));
+            ptr::null_mut()
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    format!("internal error (a panic in Hab): {text}")
+}
+
+/// `HAB_ABI_VERSION` of the library, for a runtime to refuse a mismatched one.
+#[no_mangle]
+pub extern "C" fn hab_abi_version() -> u32 {
+    HAB_ABI_VERSION
+}
+
+/// The message of the calling thread's last failed call ("" if none). Valid until the thread's
+/// next failed call.
+#[no_mangle]
+pub extern "C" fn hab_last_error() -> *const c_char {
+    LAST_ERROR.with(|last| last.borrow().as_ptr())
+}
+
+/// A configuration being built: `hab_config` in `hab.h`.
+pub struct hab_config {
+    builder: HeapConfigBuilder,
+}
+
+/// A new configuration with every default.
+#[no_mangle]
+pub extern "C" fn hab_config_new() -> *mut hab_config {
+    Box::into_raw(Box::new(hab_config {
+        builder: HeapConfig::builder(),
+    }))
+}
+
+/// Frees a configuration (NULL: nothing).
+///
+/// # Safety
+/// `config` is NULL or from `hab_config_new`, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn hab_config_free(config: *mut hab_config) {
+    if !config.is_null() {
+        // SAFETY: the caller's contract: a box from `hab_config_new`.
+        drop(unsafe { Box::from_raw(config) });
+    }
+}
+
+/// Reads a C string argument; `None` for NULL or text that is not UTF-8.
+///
+/// # Safety
+/// `text` is NULL or a NUL-terminated string.
+unsafe fn text<'a>(text: *const c_char) -> Option<&'a str> {
+    if text.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { CStr::from_ptr(text) }.to_str().ok()
+}
+
+/// Sets `key` to `value`, with the keys and values of the builder and `hab run`.
+///
+/// # Safety
+/// `config` is NULL or a live configuration; `key` and `value` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn hab_config_set(
+    config: *mut hab_config,
+    key: *const c_char,
+    value: *const c_char,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let (Some(config), Some(key), Some(value)) =
+            (unsafe { config.as_mut() }, unsafe { text(key) }, unsafe {
+                text(value)
+            })
+        else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_config_set: NULL configuration, key or value (or not UTF-8)",
+            );
+        };
+        if let Err(problem) = check(key, value) {
+            return fail(HAB_CONFIG_ERROR, format!("{key} = {value:?}: {problem}"));
+        }
+        config.builder = apply(std::mem::take(&mut config.builder), key, value);
+        HAB_OK
+    })
+}
+
+/// Whether `value` is a value of `key`: what is wrong if not.
+fn check(key: &str, value: &str) -> Result<(), String> {
+    fn parses<T: std::str::FromStr>(value: &str) -> Result<(), String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        value.parse::<T>().map(|_| ()).map_err(|e| e.to_string())
+    }
+    match key {
+        "capacity" | "min_tlab" | "max_tlab" => parses::<hab::ByteSize>(value),
+        "mode" => parses::<Mode>(value),
+        "tlab" => parses::<TlabPolicy>(value),
+        "zero" => parses::<ZeroMemory>(value),
+        "middle" => hab::MiddleLevelSpec::parse_list(value)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        "alignment" | "refill_waste_fraction" => parses::<usize>(value),
+        "waste_target_percent" => parses::<f64>(value),
+        "pretouch" => parses::<bool>(value),
+        "cpu_id" => parses::<CpuIdSource>(value),
+        _ => Err(
+            "unknown key (capacity, mode, middle, tlab, min_tlab, max_tlab, zero, \
+                  alignment, refill_waste_fraction, waste_target_percent, pretouch, cpu_id)"
+                .into(),
+        ),
+    }
+}
+
+/// The builder with `key` set to `value`, which [`check`] accepted.
+fn apply(builder: HeapConfigBuilder, key: &str, value: &str) -> HeapConfigBuilder {
+    let parsed = "checked by `check`";
+    match key {
+        "capacity" => builder.capacity(value),
+        "min_tlab" => builder.min_tlab(value),
+        "max_tlab" => builder.max_tlab(value),
+        "mode" => builder.mode(value.parse().expect(parsed)),
+        "tlab" => builder.tlab(value.parse().expect(parsed)),
+        "zero" => builder.zero(value.parse().expect(parsed)),
+        "middle" => builder.middle(value),
+        "alignment" => builder.alignment(value.parse().expect(parsed)),
+        "refill_waste_fraction" => builder.refill_waste_fraction(value.parse().expect(parsed)),
+        "waste_target_percent" => builder.waste_target_percent(value.parse().expect(parsed)),
+        "pretouch" => builder.pretouch(value.parse().expect(parsed)),
+        _ => builder.cpu_id(value.parse().expect(parsed)),
+    }
+}
+
+/// The runtime's object model as C callbacks: `hab_object_model` in `hab.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct hab_object_model {
+    /// The size in bytes of the object or filler at `object`.
+    pub object_size:
+        Option<unsafe extern "C" fn(user: *mut c_void, object: *const c_void) -> usize>,
+    /// Writes a filler covering `bytes` at `address`.
+    pub write_filler:
+        Option<unsafe extern "C" fn(user: *mut c_void, address: *mut c_void, bytes: usize)>,
+    /// Non-zero when the object at `object` is a filler.
+    pub is_filler: Option<unsafe extern "C" fn(user: *mut c_void, object: *const c_void) -> c_int>,
+    /// The smallest gap a filler covers.
+    pub min_filler_bytes: usize,
+    /// Passed to every callback.
+    pub user: *mut c_void,
+}
+
+/// The callbacks, checked non-NULL, as Hab's object model.
+struct CModel {
+    object_size: unsafe extern "C" fn(*mut c_void, *const c_void) -> usize,
+    write_filler: unsafe extern "C" fn(*mut c_void, *mut c_void, usize),
+    is_filler: unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int,
+    min_filler_bytes: usize,
+    user: *mut c_void,
+}
+
+// SAFETY: `hab.h` requires the callbacks to be callable from any thread, with `user` shared.
+unsafe impl Send for CModel {}
+// SAFETY: as above.
+unsafe impl Sync for CModel {}
+
+// SAFETY: the runtime's callbacks promise (in `hab.h`) what `ObjectModel` requires: fillers
+// of exactly the given size that `object_size` and `is_filler` then describe.
+unsafe impl ObjectModel for CModel {
+    fn min_filler_bytes(&self) -> usize {
+        self.min_filler_bytes
+    }
+
+    unsafe fn write_filler(&self, address: NonNull<u8>, bytes: usize) {
+        // SAFETY: the trait's contract, passed on to the callback.
+        unsafe { (self.write_filler)(self.user, address.as_ptr().cast(), bytes) }
+    }
+
+    unsafe fn object_size(&self, address: NonNull<u8>) -> usize {
+        // SAFETY: as above.
+        unsafe { (self.object_size)(self.user, address.as_ptr().cast()) }
+    }
+
+    unsafe fn is_filler(&self, address: NonNull<u8>) -> bool {
+        // SAFETY: as above.
+        unsafe { (self.is_filler)(self.user, address.as_ptr().cast()) != 0 }
+    }
+}
+
+/// A heap: `hab_heap` in `hab.h`.
+pub struct hab_heap {
+    heap: Arc<Heap>,
+}
+
+/// Builds a heap from `config` (which stays the caller's) and `model` (copied).
+///
+/// # Safety
+/// `config` and `model` are NULL or live; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_heap_new(
+    config: *const hab_config,
+    model: *const hab_object_model,
+    out: *mut *mut hab_heap,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let (Some(config), Some(model)) = (unsafe { config.as_ref() }, unsafe { model.as_ref() })
+        else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_heap_new: NULL configuration or model",
+            );
+        };
+        if out.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_heap_new: NULL out");
+        }
+        let (Some(object_size), Some(write_filler), Some(is_filler)) =
+            (model.object_size, model.write_filler, model.is_filler)
+        else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_heap_new: the object model needs object_size, write_filler and is_filler",
+            );
+        };
+        let config = match config.builder.clone().build() {
+            Ok(config) => config,
+            Err(error) => return fail(HAB_CONFIG_ERROR, error.to_string()),
+        };
+        let model = CModel {
+            object_size,
+            write_filler,
+            is_filler,
+            min_filler_bytes: model.min_filler_bytes,
+            user: model.user,
+        };
+        match Heap::new(config, model) {
+            Ok(heap) => {
+                // SAFETY: checked non-NULL; the caller's contract makes it writable.
+                unsafe { *out = Box::into_raw(Box::new(hab_heap { heap })) };
+                HAB_OK
+            }
+            Err(hab::HeapError::Config(error)) => fail(HAB_CONFIG_ERROR, error.to_string()),
+            Err(error) => fail(HAB_SYSTEM_ERROR, error.to_string()),
+        }
+    })
+}
+
+/// Frees the caller's reference to a heap (NULL: nothing). Mutators still attached keep it
+/// alive until they detach.
+///
+/// # Safety
+/// `heap` is NULL or from `hab_heap_new`, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn hab_heap_free(heap: *mut hab_heap) {
+    if !heap.is_null() {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(heap) });
+    }
+}
+
+/// Asks every mutator to stop at its next safepoint.
+///
+/// # Safety
+/// `heap` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_request_collection(heap: *mut hab_heap) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(heap) = (unsafe { heap.as_ref() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_request_collection: NULL heap");
+        };
+        heap.heap.request_collection();
+        HAB_OK
+    })
+}
+
+/// The heap's statistics as JSON (`HeapStats`), NUL-terminated in `buffer` when it holds
+/// them; returns their length without the NUL (call with `len` 0 to size the buffer), 0 on
+/// error.
+///
+/// # Safety
+/// `heap` is NULL or live; `buffer` is NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hab_stats_json(
+    heap: *mut hab_heap,
+    buffer: *mut c_char,
+    len: usize,
+) -> usize {
+    let mut needed = 0;
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(heap) = (unsafe { heap.as_ref() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_stats_json: NULL heap");
+        };
+        let json = match serde_json::to_string(&heap.heap.stats()) {
+            Ok(json) => json,
+            Err(error) => return fail(HAB_INTERNAL_ERROR, error.to_string()),
+        };
+        needed = json.len();
+        if !buffer.is_null() && len > json.len() {
+            // SAFETY: `buffer` holds `len > json.len()` bytes (the caller's contract).
+            unsafe {
+                ptr::copy_nonoverlapping(json.as_ptr(), buffer.cast(), json.len());
+                *buffer.add(json.len()) = 0;
+            }
+        }
+        HAB_OK
+    });
+    needed
+}
+
+/// What a `hab_mutator` holds.
+enum MutatorState {
+    Running(Mutator),
+    Parked(ParkedMutator),
+}
+
+/// A thread's mutator: `hab_mutator` in `hab.h`, whose first field (`tlab`, the TLAB's
+/// address) the inline fast path and poll read.
+#[repr(C)]
+pub struct hab_mutator {
+    tlab: *mut u8,
+    state: Option<MutatorState>,
+}
+
+/// Attaches the calling thread to `heap`: a running mutator, NULL on error.
+///
+/// # Safety
+/// `heap` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_attach(heap: *mut hab_heap) -> *mut hab_mutator {
+    guarded_ptr(|| {
+        // SAFETY: the caller's contract.
+        let Some(heap) = (unsafe { heap.as_ref() }) else {
+            fail(HAB_INVALID_ARGUMENT, "hab_attach: NULL heap");
+            return ptr::null_mut();
+        };
+        let mutator = heap.heap.attach();
+        Box::into_raw(Box::new(hab_mutator {
+            tlab: mutator.tlab_address().as_ptr(),
+            state: Some(MutatorState::Running(mutator)),
+        }))
+    })
+}
+
+/// Detaches and frees a mutator (NULL: nothing).
+///
+/// # Safety
+/// `mutator` is NULL or from `hab_attach`, not detached before, used by no other thread.
+#[no_mangle]
+pub unsafe extern "C" fn hab_detach(mutator: *mut hab_mutator) {
+    if !mutator.is_null() {
+        let _ = guarded(|| {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(mutator) });
+            HAB_OK
+        });
+    }
+}
+
+/// The running mutator behind `mutator`, or the recorded error.
+///
+/// # Safety
+/// `mutator` is NULL or live and used by the calling thread only.
+unsafe fn running<'a>(
+    mutator: *mut hab_mutator,
+    call: &str,
+) -> Result<&'a mut Mutator, hab_status> {
+    // SAFETY: the caller's contract.
+    match unsafe { mutator.as_mut() } {
+        None => Err(fail(HAB_INVALID_ARGUMENT, format!("{call}: NULL mutator"))),
+        Some(hab_mutator {
+            state: Some(MutatorState::Running(running)),
+            ..
+        }) => Ok(running),
+        Some(_) => Err(fail(
+            HAB_INVALID_ARGUMENT,
+            format!("{call}: the mutator is parked (hab_unpark it first)"),
+        )),
+    }
+}
+
+/// The slow path of `hab_alloc`: allocates `bytes` (a positive multiple of the heap's
+/// alignment), stopping at a requested safepoint first. NULL on failure.
+///
+/// # Safety
+/// `mutator` is NULL or live and the calling thread's.
+#[no_mangle]
+pub unsafe extern "C" fn hab_alloc_slow(mutator: *mut hab_mutator, bytes: usize) -> *mut c_void {
+    guarded_ptr(|| {
+        // SAFETY: the caller's contract.
+        let mutator = match unsafe { running(mutator, "hab_alloc") } {
+            Ok(mutator) => mutator,
+            Err(_) => return ptr::null_mut(),
+        };
+        match mutator.alloc(bytes) {
+            Ok(object) => object.as_ptr().cast(),
+            Err(error) => {
+                let status = match error {
+                    hab::AllocError::OutOfMemory { .. } => HAB_OUT_OF_MEMORY,
+                    _ => HAB_INVALID_ARGUMENT,
+                };
+                fail(status, format!("hab_alloc({bytes}): {error}"));
+                ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// The slow path of `hab_poll`: stops at a requested safepoint; the collections slept through.
+///
+/// # Safety
+/// `mutator` is NULL or live and the calling thread's.
+#[no_mangle]
+pub unsafe extern "C" fn hab_poll_slow(mutator: *mut hab_mutator) -> u64 {
+    let mut slept = 0;
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { running(mutator, "hab_poll") } {
+            Ok(mutator) => {
+                slept = mutator.poll();
+                HAB_OK
+            }
+            Err(status) => status,
+        }
+    });
+    slept
+}
+
+/// Parks a running mutator (a safepoint, or a blocking region).
+///
+/// # Safety
+/// `mutator` is NULL or live and the calling thread's.
+#[no_mangle]
+pub unsafe extern "C" fn hab_park(mutator: *mut hab_mutator) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(handle) = (unsafe { mutator.as_mut() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_park: NULL mutator");
+        };
+        match handle.state.take() {
+            Some(MutatorState::Running(running)) => {
+                handle.state = Some(MutatorState::Parked(running.park()));
+                HAB_OK
+            }
+            other => {
+                handle.state = other;
+                fail(
+                    HAB_INVALID_ARGUMENT,
+                    "hab_park: the mutator is already parked",
+                )
+            }
+        }
+    })
+}
+
+/// Unparks a parked mutator, waiting for a collection in progress to end.
+///
+/// # Safety
+/// `mutator` is NULL or live and the calling thread's.
+#[no_mangle]
+pub unsafe extern "C" fn hab_unpark(mutator: *mut hab_mutator) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(handle) = (unsafe { mutator.as_mut() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_unpark: NULL mutator");
+        };
+        match handle.state.take() {
+            Some(MutatorState::Parked(parked)) => {
+                handle.state = Some(MutatorState::Running(parked.unpark()));
+                HAB_OK
+            }
+            other => {
+                handle.state = other;
+                fail(HAB_INVALID_ARGUMENT, "hab_unpark: the mutator is running")
+            }
+        }
+    })
+}
+
+/// A collection in progress: `hab_collection` in `hab.h`. The collection borrows the heap
+/// this box also holds; it is declared first, so it is dropped first.
+pub struct hab_collection {
+    collection: Option<Collection<'static>>,
+    _heap: Arc<Heap>,
+}
+
+/// Stops the world (every mutator at a safepoint or parked), waiting at most `timeout_ms`
+/// (0: without bound), and retires every LAB. The calling thread must not hold a running
+/// mutator.
+///
+/// # Safety
+/// `heap` is NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_begin(
+    heap: *mut hab_heap,
+    timeout_ms: u64,
+    out: *mut *mut hab_collection,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(heap) = (unsafe { heap.as_ref() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_collection_begin: NULL heap");
+        };
+        if out.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_collection_begin: NULL out");
+        }
+        let heap = heap.heap.clone();
+        // SAFETY: the collection borrows the heap the box keeps alive, and is dropped before
+        // it (field order); the box is never moved out of.
+        let borrowed: &'static Heap = unsafe { &*Arc::as_ptr(&heap) };
+        let collection = if timeout_ms == 0 {
+            Ok(borrowed.collection())
+        } else {
+            borrowed.collection_within(Duration::from_millis(timeout_ms))
+        };
+        match collection {
+            Ok(collection) => {
+                let boxed = Box::new(hab_collection {
+                    collection: Some(collection),
+                    _heap: heap,
+                });
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { *out = Box::into_raw(boxed) };
+                HAB_OK
+            }
+            Err(error) => fail(HAB_TIMEOUT, error.to_string()),
+        }
+    })
+}
+
+/// The collection behind `collection`, or the recorded error.
+///
+/// # Safety
+/// `collection` is NULL or live.
+unsafe fn collection<'a>(
+    collection: *mut hab_collection,
+    call: &str,
+) -> Result<&'a mut Collection<'static>, hab_status> {
+    // SAFETY: the caller's contract.
+    match unsafe { collection.as_mut() }.and_then(|c| c.collection.as_mut()) {
+        Some(collection) => Ok(collection),
+        None => Err(fail(
+            HAB_INVALID_ARGUMENT,
+            format!("{call}: NULL collection"),
+        )),
+    }
+}
+
+/// The callback of `hab_collection_walk`.
+pub type hab_visit = Option<
+    unsafe extern "C" fn(user: *mut c_void, address: *mut c_void, bytes: usize, is_filler: c_int),
+>;
+
+/// Visits every object and filler of the allocation range in address order.
+///
+/// # Safety
+/// `collection` is NULL or live; `visit` NULL or a function taking `user`.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_walk(
+    collection_handle: *mut hab_collection,
+    visit: hab_visit,
+    user: *mut c_void,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let collection = match unsafe { collection(collection_handle, "hab_collection_walk") } {
+            Ok(collection) => collection,
+            Err(status) => return status,
+        };
+        let Some(visit) = visit else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_collection_walk: NULL visit");
+        };
+        let walked = collection.walk(|object| {
+            // SAFETY: the runtime's callback, with its own `user`.
+            unsafe {
+                visit(
+                    user,
+                    object.address.as_ptr().cast(),
+                    object.bytes,
+                    c_int::from(object.is_filler),
+                )
+            }
+        });
+        match walked {
+            Ok(_) => HAB_OK,
+            Err(error) => fail(HAB_VERIFY_ERROR, error.to_string()),
+        }
+    })
+}
+
+/// Checks that the allocation range parses as objects and fillers up to its top.
+///
+/// # Safety
+/// `collection` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_verify(
+    collection_handle: *mut hab_collection,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { collection(collection_handle, "hab_collection_verify") } {
+            Ok(collection) => match collection.verify() {
+                Ok(_) => HAB_OK,
+                Err(error) => fail(HAB_VERIFY_ERROR, error.to_string()),
+            },
+            Err(status) => status,
+        }
+    })
+}
+
+/// Sets the next cycle's allocation range `[start, end)` (inside the heap's reservation).
+///
+/// # Safety
+/// `collection` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_set_range(
+    collection_handle: *mut hab_collection,
+    start: usize,
+    end: usize,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { collection(collection_handle, "hab_collection_set_range") } {
+            Ok(collection) => match collection.set_allocation_range(start..end) {
+                Ok(()) => HAB_OK,
+                Err(error) => fail(HAB_INVALID_ARGUMENT, error.to_string()),
+            },
+            Err(status) => status,
+        }
+    })
+}
+
+/// Everything allocated is dead: the next cycle allocates from the bottom again.
+///
+/// # Safety
+/// `collection` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_reset(
+    collection_handle: *mut hab_collection,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { collection(collection_handle, "hab_collection_reset") } {
+            Ok(collection) => {
+                collection.reset();
+                HAB_OK
+            }
+            Err(status) => status,
+        }
+    })
+}
+
+/// Ends the collection (installs the next range, lets the mutators run) and frees it.
+///
+/// # Safety
+/// `collection` is NULL or live; not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_finish(
+    collection_handle: *mut hab_collection,
+) -> hab_status {
+    guarded(|| {
+        if collection_handle.is_null() {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_collection_finish: NULL collection",
+            );
+        }
+        // SAFETY: the caller's contract: a box from `hab_collection_begin`.
+        drop(unsafe { Box::from_raw(collection_handle) });
+        HAB_OK
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    /// `hab.h` states the layout the inline paths read; it must be the library's.
+    #[test]
+    fn the_header_states_the_layout() {
+        let header = include_str!("../include/hab.h");
+        for (name, value) in [
+            ("HAB_TLAB_TOP_OFFSET", hab::TLAB_TOP_OFFSET),
+            ("HAB_TLAB_SOFT_END_OFFSET", hab::TLAB_SOFT_END_OFFSET),
+            ("HAB_SAFEPOINT_POLL_OFFSET", hab::SAFEPOINT_POLL_OFFSET),
+            ("HAB_ABI_VERSION", super::HAB_ABI_VERSION as usize),
+        ] {
+            let line = format!("#define {name} {value}");
+            assert!(header.contains(&line), "hab.h lacks `{line}`");
+        }
+    }
+}

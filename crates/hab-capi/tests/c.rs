@@ -1,0 +1,124 @@
+//! The C ABI from C: `tests/c/*.c` built with the system C compiler against `include/hab.h`
+//! and this crate's static library, run in every mode; again with
+//! `-fsanitize=address,undefined`; and the header compiled alone as C11 and C++17 with
+//! `-Wall -Wextra -Werror -pedantic`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The static library cargo built beside this test (`target/<profile>/libhab_capi.a`).
+fn static_library() -> PathBuf {
+    let test = std::env::current_exe().expect("the test's path");
+    let profile_dir = test
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let library = profile_dir.join("libhab_capi.a");
+    assert!(
+        library.exists(),
+        "{} is missing: build the crate first (cargo builds it with its tests)",
+        library.display()
+    );
+    library
+}
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Compiles `source` into `output` with `extra` flags; panics with the compiler's output.
+fn compile(source: &str, output: &Path, extra: &[&str]) {
+    let status = Command::new("cc")
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O2",
+            "-g",
+        ])
+        .args(extra)
+        .arg("-I")
+        .arg(manifest().join("include"))
+        .arg(manifest().join("tests/c").join(source))
+        .arg(static_library())
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(output)
+        .output()
+        .expect("cc runs");
+    assert!(
+        status.status.success(),
+        "cc {source}: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+}
+
+fn run(binary: &Path, mode: &str) {
+    let output = Command::new(binary).arg(mode).output().expect("runs");
+    assert!(
+        output.status.success(),
+        "{} {mode}: {}{}",
+        binary.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+}
+
+fn out_dir() -> PathBuf {
+    let dir = static_library()
+        .parent()
+        .expect("profile dir")
+        .join("hab-capi-tests");
+    std::fs::create_dir_all(&dir).expect("a directory for the C binaries");
+    dir
+}
+
+#[test]
+fn c_threads_in_every_mode() {
+    let binary = out_dir().join("threads");
+    compile("threads.c", &binary, &[]);
+    for mode in ["shared", "tlab", "hab", "cpu-lab", "flip"] {
+        run(&binary, mode);
+    }
+}
+
+#[test]
+fn c_threads_under_the_sanitizers() {
+    let binary = out_dir().join("threads-sanitized");
+    compile(
+        "threads.c",
+        &binary,
+        &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    );
+    for mode in ["tlab", "cpu-lab"] {
+        run(&binary, mode);
+    }
+}
+
+#[test]
+fn the_header_compiles_as_c11_and_cpp17() {
+    let header = manifest().join("include/hab.h");
+    for (compiler, standard, language) in [("cc", "-std=c11", "c"), ("c++", "-std=c++17", "c++")] {
+        let output = Command::new(compiler)
+            .args([
+                standard,
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-fsyntax-only",
+                "-x",
+            ])
+            .arg(language)
+            .arg(&header)
+            .output()
+            .expect("the compiler runs");
+        assert!(
+            output.status.success(),
+            "{compiler} {standard}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
