@@ -142,6 +142,12 @@ static inline void *hab_alloc(hab_mutator *mutator, size_t bytes) {
     uintptr_t new_top = object + bytes;
     if (new_top <= soft_end) {
         *top = new_top;
+#if defined(__GNUC__)
+        /* A TLAB is never at address 0: the caller's NULL test then costs nothing here. */
+        if (object == 0) {
+            __builtin_unreachable();
+        }
+#endif
         return (void *)object;
     }
     return hab_alloc_slow(mutator, bytes);
