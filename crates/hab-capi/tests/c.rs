@@ -6,20 +6,21 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The static library cargo built beside this test (`target/<profile>/libhab_capi.a`).
+/// The static library cargo built with this test: `target/<profile>/deps/libhab_capi.a`
+/// (`cargo test` leaves it there; `cargo build` also copies it one level up).
 fn static_library() -> PathBuf {
     let test = std::env::current_exe().expect("the test's path");
-    let profile_dir = test
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>");
-    let library = profile_dir.join("libhab_capi.a");
-    assert!(
-        library.exists(),
-        "{} is missing: build the crate first (cargo builds it with its tests)",
-        library.display()
-    );
-    library
+    let deps = test.parent().expect("target/<profile>/deps/<test>");
+    let candidates = [
+        deps.join("libhab_capi.a"),
+        deps.parent()
+            .map_or_else(PathBuf::new, |p| p.join("libhab_capi.a")),
+    ];
+    candidates
+        .iter()
+        .find(|library| library.exists())
+        .cloned()
+        .unwrap_or_else(|| panic!("no libhab_capi.a in {candidates:?}"))
 }
 
 fn manifest() -> PathBuf {
@@ -67,10 +68,8 @@ fn run(binary: &Path, mode: &str) {
 }
 
 fn out_dir() -> PathBuf {
-    let dir = static_library()
-        .parent()
-        .expect("profile dir")
-        .join("hab-capi-tests");
+    let test = std::env::current_exe().expect("the test's path");
+    let dir = test.parent().expect("deps").join("hab-capi-tests");
     std::fs::create_dir_all(&dir).expect("a directory for the C binaries");
     dir
 }
