@@ -251,6 +251,11 @@ impl LevelsThread {
     /// larger than desired by less than the smallest filler, so that no buffer keeps a tail no
     /// filler covers. `None` when the levels and the upstream are exhausted, or for sizes that
     /// are 0, not multiples of 8, or with `min_bytes > desired_bytes`.
+    ///
+    /// # Panics
+    /// When the upstream breaks its contract (a range below the base address, misaligned, or
+    /// of a length outside what was asked): the levels would otherwise hand out memory that is
+    /// not the runtime's to give. The message names the range.
     pub fn carve_tlab(&mut self, min_bytes: usize, desired_bytes: usize) -> Option<Range<usize>> {
         if min_bytes == 0
             || min_bytes > desired_bytes
