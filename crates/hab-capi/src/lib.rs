@@ -769,5 +769,19 @@ mod tests {
             let line = format!("#define {name} {value}");
             assert!(header.contains(&line), "hab.h lacks `{line}`");
         }
+        use super::hab_status::*;
+        for status in [
+            HAB_OK,
+            HAB_INVALID_ARGUMENT,
+            HAB_CONFIG_ERROR,
+            HAB_OUT_OF_MEMORY,
+            HAB_TIMEOUT,
+            HAB_SYSTEM_ERROR,
+            HAB_VERIFY_ERROR,
+            HAB_INTERNAL_ERROR,
+        ] {
+            let line = format!("{status:?} = {}", status as i32);
+            assert!(header.contains(&line), "hab.h lacks `{line}`");
+        }
     }
 }
