@@ -1,12 +1,14 @@
 /* Instructions per object of the inline hab_alloc, counted with callgrind: allocate N 16-byte
- * objects (writing each header) in a 16 MiB heap, resetting it when full; run it for two N and
- * divide the difference in instructions by the difference in N:
+ * objects (writing each header) in a 16 MiB heap in a mode (default tlab), resetting it when
+ * full; run it for two N and divide the difference in instructions by the difference in N
+ * (cpu-lab: with HAB_RSEQ=unregistered, as the Rust figures, since valgrind does not run
+ * restartable sequences):
  *
  *   cargo build --release -p hab-capi
  *   cc -O2 -Icrates/hab-capi/include crates/hab-capi/bench/alloc_loop.c \
  *       target/release/libhab_capi.a -lpthread -ldl -lm -o target/alloc_loop
- *   valgrind --tool=callgrind --callgrind-out-file=/dev/null target/alloc_loop 200000
- *   valgrind --tool=callgrind --callgrind-out-file=/dev/null target/alloc_loop 400000
+ *   valgrind --tool=callgrind --callgrind-out-file=/dev/null target/alloc_loop 200000 [MODE]
+ *   valgrind --tool=callgrind --callgrind-out-file=/dev/null target/alloc_loop 400000 [MODE]
  */
 #include "hab.h"
 
@@ -40,9 +42,14 @@ __attribute__((noinline)) static size_t allocate(hab_mutator *mutator, size_t ob
 
 int main(int argc, char **argv) {
     size_t objects = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
+    const char *mode = argc > 2 ? argv[2] : "tlab";
     hab_config *config = hab_config_new();
     hab_config_set(config, "capacity", "16MiB");
     hab_config_set(config, "tlab", "256KiB");
+    if (hab_config_set(config, "mode", mode) != HAB_OK) {
+        fprintf(stderr, "%s\n", hab_last_error());
+        return 1;
+    }
     hab_object_model model = {object_size, write_filler, is_filler, 8, NULL};
     hab_heap *heap = NULL;
     if (hab_heap_new(config, &model, &heap) != HAB_OK) {

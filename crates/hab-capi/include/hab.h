@@ -33,6 +33,22 @@ extern "C" {
 #define HAB_TLAB_SOFT_END_OFFSET 8
 #define HAB_SAFEPOINT_POLL_OFFSET 64
 
+/* The per-CPU LAB path's layout (cpu-lab mode): CPU c's LAB is the slot at
+ * cpu_lab_slots + c * HAB_CPU_LAB_SLOT_BYTES, holding top and end at these offsets; the rseq
+ * ABI's signature precedes every abort handler. */
+#define HAB_CPU_LAB_SLOT_BYTES 128
+#define HAB_CPU_LAB_TOP_OFFSET 0
+#define HAB_CPU_LAB_END_OFFSET 8
+#define HAB_RSEQ_SIGNATURE 0x53053053
+
+/* Whether hab_alloc inlines the per-CPU LAB path (a restartable sequence): x86_64 Linux with
+ * GCC or Clang, unless HAB_NO_INLINE_RSEQ is defined. Elsewhere that path is out of line. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(HAB_NO_INLINE_RSEQ)
+#define HAB_INLINE_RSEQ 1
+#else
+#define HAB_INLINE_RSEQ 0
+#endif
+
 /* Why a call failed. */
 typedef enum hab_status {
     HAB_OK = 0,
@@ -111,10 +127,23 @@ size_t hab_stats_json(hab_heap *heap, char *buffer, size_t len);
 
 /* ---- Mutators ---------------------------------------------------------------------------- */
 
-/* One thread's allocation handle. Its address is stable for its life; `tlab` is the address
- * the inline paths read (offsets above). The rest is private. */
+/* One thread's allocation handle. Its address is stable for its life. The library writes
+ * these fields; the inline paths read them (a JIT may too). The rest is private. */
 typedef struct hab_mutator {
+    /* The TLAB's {top, soft end} and the poll word (offsets above); fixed for its life. */
     unsigned char *const tlab;
+    /* The per-CPU LAB path, while the mutator allocates in restartable per-CPU LABs (else
+     * all 0). The inline hab_alloc bumps cpu_lab_slot, the LAB slot of CPU cpu_lab_cpu (the
+     * CPU the thread last ran on), in a section that first checks the thread still runs there;
+     * the rseq area is at rseq_area_offset from the thread pointer. For a JIT: CPU c's slot is
+     * cpu_lab_slots + c * HAB_CPU_LAB_SLOT_BYTES, and a CPU at or beyond cpu_lab_cpus uses the
+     * always-empty slot at index cpu_lab_cpus. Changed only by the out-of-line calls
+     * (hab_alloc_slow, hab_poll_slow, hab_unpark, hab_blocking_end). */
+    const uintptr_t cpu_lab_slot;
+    const intptr_t rseq_area_offset;
+    const uint32_t cpu_lab_cpu;
+    const uint32_t cpu_lab_cpus;
+    const uintptr_t cpu_lab_slots;
 } hab_mutator;
 
 /* Attaches the calling thread: a running mutator, NULL on error. */
@@ -128,11 +157,57 @@ void hab_detach(hab_mutator *mutator);
  * the heap's alignment, or larger than the heap; a parked mutator). */
 void *hab_alloc_slow(hab_mutator *mutator, size_t bytes);
 
+#if HAB_INLINE_RSEQ
+/* The per-CPU LAB bump, a restartable sequence: 0 when it missed (the thread no longer runs
+ * on cpu_lab_cpu, the kernel aborted the section on a preemption or signal, or the LAB is
+ * full; the slow path then looks the CPU up again). The section's
+ * descriptor goes to __rseq_cs and its abort handler, after the signature, out of line. */
+static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t bytes) {
+    intptr_t area = mutator->rseq_area_offset;
+    uint32_t cpu = mutator->cpu_lab_cpu;
+    uintptr_t slot = mutator->cpu_lab_slot;
+    uintptr_t object, new_top;
+    __asm__ volatile(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "80:\n\t"
+        ".long 0, 0\n\t"
+        ".quad 81f, (82f - 81f), 83f\n\t"
+        ".popsection\n\t"
+        "leaq 80b(%%rip), %[new_top]\n\t"
+        "movq %[new_top], %%fs:8(%[area])\n\t"
+        "81:\n\t"
+        "cmpl %[cpu], %%fs:(%[area])\n\t"
+        "jne 84f\n\t"
+        "movq %c[top](%[slot]), %[object]\n\t"
+        "leaq (%[object], %[bytes]), %[new_top]\n\t"
+        "cmpq %c[end](%[slot]), %[new_top]\n\t"
+        "ja 84f\n\t"
+        "movq %[new_top], %c[top](%[slot])\n\t"
+        "82:\n\t"
+        ".pushsection .text.hab_rseq_abort, \"ax\"\n\t"
+        ".long %c[signature]\n\t"
+        "83:\n\t"
+        "84:\n\t"
+        "xorl %k[object], %k[object]\n\t"
+        "jmp 82b\n\t"
+        ".popsection\n\t"
+        : [object] "=&r"(object), [new_top] "=&r"(new_top)
+        : [area] "r"(area), [slot] "r"(slot), [cpu] "r"(cpu), [bytes] "r"(bytes),
+          [top] "i"(HAB_CPU_LAB_TOP_OFFSET), [end] "i"(HAB_CPU_LAB_END_OFFSET),
+          [signature] "i"(HAB_RSEQ_SIGNATURE)
+        : "memory", "cc");
+    return object;
+}
+#endif
+
 /* Allocates `bytes` for the calling thread's running mutator. `bytes` must be a positive
  * multiple of the heap's alignment no larger than the heap: the inline path does not check it
- * (hab_alloc_slow does). The memory is zero unless the heap was
- * built with zero = never. Inline: load top, add, compare with the soft end (which other
- * threads lower to request a safepoint), store; else hab_alloc_slow. */
+ * (hab_alloc_slow does). The memory is zero unless the heap was built with zero = never.
+ * Inline: load top, add, compare with the soft end (which other threads lower to request a
+ * safepoint), store. In cpu-lab mode the TLAB is empty, so that compare fails and, where
+ * HAB_INLINE_RSEQ, the object is bumped in the LAB of the CPU the thread runs on. Else
+ * hab_alloc_slow. */
 static inline void *hab_alloc(hab_mutator *mutator, size_t bytes) {
     uintptr_t *top = (uintptr_t *)(void *)(mutator->tlab + HAB_TLAB_TOP_OFFSET);
     uintptr_t soft_end =
@@ -150,6 +225,14 @@ static inline void *hab_alloc(hab_mutator *mutator, size_t bytes) {
 #endif
         return (void *)object;
     }
+#if HAB_INLINE_RSEQ
+    if (mutator->cpu_lab_slot != 0) {
+        object = hab_cpu_lab_bump_(mutator, bytes);
+        if (object != 0) {
+            return (void *)object;
+        }
+    }
+#endif
     return hab_alloc_slow(mutator, bytes);
 }
 
@@ -172,6 +255,13 @@ hab_status hab_park(hab_mutator *mutator);
 
 /* Unparks a parked mutator, first waiting for a collection in progress to end. */
 hab_status hab_unpark(hab_mutator *mutator);
+
+/* A safe region around a blocking call (I/O, a lock, a sleep): hab_blocking_begin parks the
+ * running mutator, so collections need not wait for it; hab_blocking_end unparks it, first
+ * waiting for a collection in progress to end. The same as hab_park and hab_unpark, named for
+ * the use. Between the two the thread must not allocate or touch the heap. */
+hab_status hab_blocking_begin(hab_mutator *mutator);
+hab_status hab_blocking_end(hab_mutator *mutator);
 
 /* ---- Collections ------------------------------------------------------------------------- */
 

@@ -55,8 +55,15 @@ fn compile(source: &str, output: &Path, extra: &[&str]) {
     );
 }
 
+/// Runs `binary` in `mode`; in `cpu-lab` mode it also checks that every thread gets the
+/// per-CPU LAB path inline where the library's own Rust mutators get it.
 fn run(binary: &Path, mode: &str) {
-    let output = Command::new(binary).arg(mode).output().expect("runs");
+    let mut command = Command::new(binary);
+    command.arg(mode);
+    if mode == "cpu-lab" && cpu_lab_path_here() {
+        command.arg("inline");
+    }
+    let output = command.output().expect("runs");
     assert!(
         output.status.success(),
         "{} {mode}: {}{}",
@@ -65,6 +72,19 @@ fn run(binary: &Path, mode: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
     print!("{}", String::from_utf8_lossy(&output.stdout));
+}
+
+/// Whether a Rust mutator in `cpu-lab` mode has a per-CPU LAB path to inline here (restartable
+/// sequences work on this machine and are not turned off).
+fn cpu_lab_path_here() -> bool {
+    let config = hab::HeapConfig::builder()
+        .mode(hab::Mode::CpuLab)
+        .capacity("4MiB")
+        .build()
+        .expect("a configuration");
+    let heap = hab::Heap::new(config, hab::HeaderWordModel).expect("a heap");
+    let mutator = heap.attach();
+    cfg!(target_arch = "x86_64") && mutator.cpu_lab_path().is_some()
 }
 
 fn out_dir() -> PathBuf {
