@@ -1,8 +1,10 @@
 /*
  * hab.h — the C ABI of Hab, hierarchical allocation buffers for garbage-collected runtimes.
  *
- * C11 and C++ compatible. Link with libhab_capi.a or libhab_capi.so (`cargo build --release -p
- * hab-capi` puts them in target/release), with -lpthread -ldl -lm. Every function that can
+ * C11 and C++ compatible. `make -C crates/hab-capi install PREFIX=DIR` installs libhab.so,
+ * libhab.a (link the static one with -lpthread -ldl -lm), this header, DIR/lib/pkgconfig/hab.pc
+ * (`pkg-config --cflags --libs hab`) and a CMake package (`find_package(Hab)`, target
+ * Hab::hab or Hab::hab_static). Every function that can
  * fail returns a hab_status (or NULL) and leaves a message for hab_last_error() on the calling
  * thread; NULL and out-of-range arguments give HAB_INVALID_ARGUMENT, never a crash; a bug in
  * Hab is reported as HAB_INTERNAL_ERROR, never as an exception or an unwind.
@@ -290,6 +292,64 @@ hab_status hab_collection_reset(hab_collection *collection);
 
 /* Ends the collection and frees it: the mutators run again. */
 hab_status hab_collection_finish(hab_collection *collection);
+
+/* ---- The middle levels on their own ------------------------------------------------------ */
+
+/* For a runtime that keeps its own TLABs and eden (HotSpot, say) and wants only Hab's per-CPU,
+ * per-core and per-package buffers between them: it gives the upstream (its eden) and asks
+ * for TLABs. docs/embedding.md, "The middle levels on their own", tells the protocol. */
+
+/* The runtime's eden, called from any thread that carves, concurrently, with `user`. */
+typedef struct hab_upstream {
+    /* Carves desired_bytes, or what is left if that is at least min_bytes (both multiples of
+     * 8): writes the start (a multiple of 8, at or above the levels' base) to *start and
+     * returns the length, between min_bytes and desired_bytes; returns 0 when there is no
+     * room. */
+    size_t (*carve)(void *user, size_t min_bytes, size_t desired_bytes, uintptr_t *start);
+    /* Makes [start, start + bytes) parseable with a filler object (a buffer's tail); bytes is
+     * a multiple of 8, at least the smallest filler the levels were given. */
+    void (*write_filler)(void *user, uintptr_t start, size_t bytes);
+    void *user;
+} hab_upstream;
+
+typedef struct hab_levels hab_levels;
+typedef struct hab_levels_thread hab_levels_thread;
+
+/* Levels from a list like "core:1MiB" or "cpu:256KiB,package:32MiB" (the grammar of the
+ * `middle` key), handing out TLABs of at most max_tlab_bytes, never leaving a tail shorter
+ * than min_filler_bytes, over an upstream whose chunks lie at or above base (within 32 TiB).
+ * HAB_CONFIG_ERROR names what is wrong with the list or the sizes. */
+hab_status hab_levels_new(const char *levels, size_t max_tlab_bytes, size_t min_filler_bytes,
+                          uintptr_t base, const hab_upstream *upstream, hab_levels **out);
+
+/* Frees the caller's reference (NULL: nothing); thread handles keep the levels alive. */
+void hab_levels_free(hab_levels *levels);
+
+/* A handle for the calling thread to carve TLABs with (it counts that thread's events); NULL
+ * on error. One thread uses it at a time. */
+hab_levels_thread *hab_levels_thread_new(hab_levels *levels);
+
+/* Frees a thread handle (NULL: nothing); its counts stay in the levels' statistics. */
+void hab_levels_thread_free(hab_levels_thread *thread);
+
+/* A TLAB of desired_bytes, or at least min_bytes (multiples of 8), from the buffer of the
+ * domain the thread runs in (then the other domains, the level above, the upstream): writes
+ * its start to *start and returns its length, which may exceed desired_bytes by less than the
+ * smallest filler. 0 when the levels and the upstream are exhausted (HAB_OUT_OF_MEMORY), for
+ * bad sizes (HAB_INVALID_ARGUMENT), or when the upstream broke its contract
+ * (HAB_INTERNAL_ERROR naming the range: the levels hand out nothing from it). */
+size_t hab_levels_carve_tlab(hab_levels_thread *thread, size_t min_bytes, size_t desired_bytes,
+                             uintptr_t *start);
+
+/* Empties every buffer: a filler over each free tail, through the upstream's write_filler.
+ * Afterwards nothing the levels handed out is shared with them, and the runtime may reset its
+ * eden. Only while no thread carves (the runtime's threads are stopped, as at a collection),
+ * from one thread. */
+hab_status hab_levels_retire_all(hab_levels *levels);
+
+/* The levels' statistics as JSON (a list of {level, allocs, foreign_allocs, refills,
+ * waste_bytes, ...}), as hab_stats_json writes. */
+size_t hab_levels_stats_json(hab_levels *levels, char *buffer, size_t len);
 
 #ifdef __cplusplus
 }

@@ -10,14 +10,16 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hab::{
-    Collection, CpuIdSource, Heap, HeapConfig, HeapConfigBuilder, Mode, Mutator, ObjectModel,
-    ParkedMutator, TlabPolicy, ZeroMemory,
+    Collection, CpuIdSource, Heap, HeapConfig, HeapConfigBuilder, LevelsThread, MiddleLevels, Mode,
+    Mutator, ObjectModel, ParkedMutator, TlabPolicy, Upstream, ZeroMemory,
 };
 
 /// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
@@ -58,9 +60,33 @@ fn fail(status: hab_status, message: impl Into<String>) -> hab_status {
     status
 }
 
+thread_local! {
+    /// Whether the calling thread is inside a call of this ABI (whose panics become statuses).
+    static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `body` with panics caught: they become the call's status and message, so the panic
+/// hook stays quiet for them (a hook chained in front of the process's, once) and speaks for
+/// every other panic as before.
+fn catch<R>(body: impl FnOnce() -> R) -> std::thread::Result<R> {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_CALL.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let outer = IN_CALL.with(|in_call| in_call.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(body));
+    IN_CALL.with(|in_call| in_call.set(outer));
+    result
+}
+
 /// Runs `body`, turning a panic into `HAB_INTERNAL_ERROR`.
 fn guarded(body: impl FnOnce() -> hab_status) -> hab_status {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    match catch(body) {
         Ok(status) => status,
         Err(panic) => fail(HAB_INTERNAL_ERROR, panic_message(&*panic)),
     }
@@ -69,7 +95,7 @@ fn guarded(body: impl FnOnce() -> hab_status) -> hab_status {
 /// Runs `body`, which returns a pointer (NULL on failure, with the error recorded); a panic
 /// becomes NULL and `HAB_INTERNAL_ERROR`'s message.
 fn guarded_ptr<T>(body: impl FnOnce() -> *mut T) -> *mut T {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    match catch(body) {
         Ok(pointer) => pointer,
         Err(panic) => {
             fail(HAB_INTERNAL_ERROR, panic_message(&*panic));
@@ -368,13 +394,24 @@ pub unsafe extern "C" fn hab_stats_json(
     buffer: *mut c_char,
     len: usize,
 ) -> usize {
+    // SAFETY: the caller's contract.
+    let Some(heap) = (unsafe { heap.as_ref() }) else {
+        fail(HAB_INVALID_ARGUMENT, "hab_stats_json: NULL heap");
+        return 0;
+    };
+    // SAFETY: the caller's contract.
+    unsafe { write_json(&heap.heap.stats(), buffer, len) }
+}
+
+/// Writes `value` as JSON, NUL-terminated, into `buffer` when its `len` bytes hold it; returns
+/// the JSON's length (0 on error, recorded).
+///
+/// # Safety
+/// `buffer` is NULL or writable for `len` bytes.
+unsafe fn write_json(value: &impl serde::Serialize, buffer: *mut c_char, len: usize) -> usize {
     let mut needed = 0;
     guarded(|| {
-        // SAFETY: the caller's contract.
-        let Some(heap) = (unsafe { heap.as_ref() }) else {
-            return fail(HAB_INVALID_ARGUMENT, "hab_stats_json: NULL heap");
-        };
-        let json = match serde_json::to_string(&heap.heap.stats()) {
+        let json = match serde_json::to_string(value) {
             Ok(json) => json,
             Err(error) => return fail(HAB_INTERNAL_ERROR, error.to_string()),
         };
@@ -875,6 +912,263 @@ pub unsafe extern "C" fn hab_collection_finish(
         drop(unsafe { Box::from_raw(collection_handle) });
         HAB_OK
     })
+}
+
+/// The runtime's eden as C callbacks: `hab_upstream` in `hab.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct hab_upstream {
+    /// Carves a chunk: writes its start, returns its length (0: no room).
+    pub carve: Option<
+        unsafe extern "C" fn(
+            user: *mut c_void,
+            min_bytes: usize,
+            desired_bytes: usize,
+            start: *mut usize,
+        ) -> usize,
+    >,
+    /// Writes a filler over `[start, start + bytes)`.
+    pub write_filler: Option<unsafe extern "C" fn(user: *mut c_void, start: usize, bytes: usize)>,
+    /// Passed to both callbacks.
+    pub user: *mut c_void,
+}
+
+/// The callbacks, checked non-NULL, as Hab's upstream.
+struct CUpstream {
+    carve: unsafe extern "C" fn(*mut c_void, usize, usize, *mut usize) -> usize,
+    write_filler: unsafe extern "C" fn(*mut c_void, usize, usize),
+    user: *mut c_void,
+}
+
+// SAFETY: `hab.h` requires the callbacks to be callable from any thread, with `user` shared.
+unsafe impl Send for CUpstream {}
+// SAFETY: as above.
+unsafe impl Sync for CUpstream {}
+
+impl Upstream for CUpstream {
+    fn carve(&self, min_bytes: usize, desired_bytes: usize) -> Option<Range<usize>> {
+        let mut start = 0;
+        // SAFETY: the runtime's callback, with its own `user` and a writable `start`.
+        let len = unsafe { (self.carve)(self.user, min_bytes, desired_bytes, &mut start) };
+        // A range that overflows or breaks the contract otherwise is caught by the levels.
+        (len != 0).then(|| start..start.wrapping_add(len))
+    }
+
+    fn write_filler(&self, start: usize, bytes: usize) {
+        // SAFETY: the runtime's callback, over a gap of a buffer the levels own.
+        unsafe { (self.write_filler)(self.user, start, bytes) }
+    }
+}
+
+/// Middle levels: `hab_levels` in `hab.h`. `broken` is set when the upstream broke its
+/// contract; every later call then fails, since a refill may have stopped half-way.
+pub struct hab_levels {
+    levels: Arc<MiddleLevels>,
+    broken: Arc<AtomicBool>,
+}
+
+/// One thread's handle: `hab_levels_thread` in `hab.h`.
+pub struct hab_levels_thread {
+    thread: LevelsThread,
+    broken: Arc<AtomicBool>,
+}
+
+const BROKEN_UPSTREAM: &str =
+    "the levels are unusable: their upstream broke its contract earlier (see that error)";
+
+/// Builds middle levels over the runtime's upstream.
+///
+/// # Safety
+/// `levels` is NULL or NUL-terminated; `upstream` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_new(
+    levels: *const c_char,
+    max_tlab_bytes: usize,
+    min_filler_bytes: usize,
+    base: usize,
+    upstream: *const hab_upstream,
+    out: *mut *mut hab_levels,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let (Some(list), Some(upstream)) = (unsafe { text(levels) }, unsafe { upstream.as_ref() })
+        else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_new: NULL (or not UTF-8) levels, or NULL upstream",
+            );
+        };
+        if out.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_levels_new: NULL out");
+        }
+        let (Some(carve), Some(write_filler)) = (upstream.carve, upstream.write_filler) else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_new: the upstream needs carve and write_filler",
+            );
+        };
+        let upstream = CUpstream {
+            carve,
+            write_filler,
+            user: upstream.user,
+        };
+        match MiddleLevels::new(list, max_tlab_bytes, min_filler_bytes, base, upstream) {
+            Ok(levels) => {
+                let handle = hab_levels {
+                    levels,
+                    broken: Arc::new(AtomicBool::new(false)),
+                };
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { *out = Box::into_raw(Box::new(handle)) };
+                HAB_OK
+            }
+            Err(error) => fail(HAB_CONFIG_ERROR, format!("hab_levels_new: {error}")),
+        }
+    })
+}
+
+/// Frees the caller's reference to the levels (NULL: nothing).
+///
+/// # Safety
+/// `levels` is NULL or from `hab_levels_new`, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_free(levels: *mut hab_levels) {
+    if !levels.is_null() {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(levels) });
+    }
+}
+
+/// A handle for the calling thread to carve TLABs with; NULL on error.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_thread_new(levels: *mut hab_levels) -> *mut hab_levels_thread {
+    guarded_ptr(|| {
+        // SAFETY: the caller's contract.
+        let Some(levels) = (unsafe { levels.as_ref() }) else {
+            fail(HAB_INVALID_ARGUMENT, "hab_levels_thread_new: NULL levels");
+            return ptr::null_mut();
+        };
+        Box::into_raw(Box::new(hab_levels_thread {
+            thread: levels.levels.thread(),
+            broken: levels.broken.clone(),
+        }))
+    })
+}
+
+/// Frees a thread handle (NULL: nothing).
+///
+/// # Safety
+/// `thread` is NULL or from `hab_levels_thread_new`, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_thread_free(thread: *mut hab_levels_thread) {
+    if !thread.is_null() {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(thread) });
+    }
+}
+
+/// Carves a TLAB through the levels: its length (0 on failure), its start in `*start`.
+///
+/// # Safety
+/// `thread` is NULL or live and used by the calling thread only; `start` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_carve_tlab(
+    thread: *mut hab_levels_thread,
+    min_bytes: usize,
+    desired_bytes: usize,
+    start: *mut usize,
+) -> usize {
+    let mut carved = 0;
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(handle) = (unsafe { thread.as_mut() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_levels_carve_tlab: NULL thread");
+        };
+        if start.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_levels_carve_tlab: NULL start");
+        }
+        if min_bytes == 0
+            || min_bytes > desired_bytes
+            || !(min_bytes | desired_bytes).is_multiple_of(8)
+        {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                format!(
+                    "hab_levels_carve_tlab({min_bytes}, {desired_bytes}): sizes must be \
+                     positive multiples of 8 with min <= desired"
+                ),
+            );
+        }
+        if handle.broken.load(Ordering::Acquire) {
+            return fail(HAB_INTERNAL_ERROR, BROKEN_UPSTREAM);
+        }
+        let result = catch(|| handle.thread.carve_tlab(min_bytes, desired_bytes));
+        match result {
+            Ok(Some(tlab)) => {
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { *start = tlab.start };
+                carved = tlab.len();
+                HAB_OK
+            }
+            Ok(None) => fail(
+                HAB_OUT_OF_MEMORY,
+                format!("hab_levels_carve_tlab({min_bytes}, {desired_bytes}): the levels and the upstream are exhausted"),
+            ),
+            Err(panic) => {
+                handle.broken.store(true, Ordering::Release);
+                fail(HAB_INTERNAL_ERROR, panic_message(&*panic))
+            }
+        }
+    });
+    carved
+}
+
+/// Empties every buffer of the levels, with fillers over their tails.
+///
+/// # Safety
+/// `levels` is NULL or live; no thread carves meanwhile, and no other `retire_all` runs.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_retire_all(levels: *mut hab_levels) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(levels) = (unsafe { levels.as_ref() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_levels_retire_all: NULL levels");
+        };
+        if levels.broken.load(Ordering::Acquire) {
+            return fail(HAB_INTERNAL_ERROR, BROKEN_UPSTREAM);
+        }
+        // SAFETY: no thread carves and no other retire runs (the caller's contract).
+        unsafe { levels.levels.retire_all() };
+        HAB_OK
+    })
+}
+
+/// The levels' statistics as JSON, as `hab_stats_json` writes.
+///
+/// # Safety
+/// `levels` is NULL or live; `buffer` NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_stats_json(
+    levels: *mut hab_levels,
+    buffer: *mut c_char,
+    len: usize,
+) -> usize {
+    // SAFETY: the caller's contract.
+    let Some(levels) = (unsafe { levels.as_ref() }) else {
+        fail(HAB_INVALID_ARGUMENT, "hab_levels_stats_json: NULL levels");
+        return 0;
+    };
+    let stats: Vec<_> = levels
+        .levels
+        .stats()
+        .into_iter()
+        .map(|(level, stats)| serde_json::json!({ "level": level.name(), "stats": stats }))
+        .collect();
+    // SAFETY: the caller's contract.
+    unsafe { write_json(&serde_json::Value::from(stats), buffer, len) }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The C ABI from C: `tests/c/*.c` built with the system C compiler against `include/hab.h`
-//! and this crate's static library, run in every mode; again with
-//! `-fsanitize=address,undefined`; and the header compiled alone as C11 and C++17 with
-//! `-Wall -Wextra -Werror -pedantic`.
+//! and this crate's static library — `threads.c` in every mode, `levels.c` over a fake eden —
+//! again with `-fsanitize=address,undefined`; and the header compiled alone as C11 and C++17
+//! with `-Wall -Wextra -Werror -pedantic`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,6 +114,20 @@ fn c_threads_under_the_sanitizers() {
     for mode in ["tlab", "cpu-lab"] {
         run(&binary, mode);
     }
+}
+
+#[test]
+fn c_middle_levels_over_a_fake_eden() {
+    let binary = out_dir().join("levels");
+    compile("levels.c", &binary, &[]);
+    run(&binary, "");
+    let sanitized = out_dir().join("levels-sanitized");
+    compile(
+        "levels.c",
+        &sanitized,
+        &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    );
+    run(&sanitized, "");
 }
 
 #[test]

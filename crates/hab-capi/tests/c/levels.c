@@ -1,0 +1,229 @@
+/* The middle levels through the C ABI, over a fake eden (a bump pointer that records its
+ * fillers): more threads than CPUs, moving between CPUs, carve TLABs until the eden is
+ * exhausted; after hab_levels_retire_all the TLABs and the fillers tile exactly what the eden
+ * handed out (no gap, no overlap). Three rounds per level list, the eden reset between them.
+ * Then bad arguments and an upstream that breaks its contract. Exit 0 on success. */
+#define _GNU_SOURCE
+#include "hab.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define THREADS 8
+#define EDEN_BYTES (16u << 20)
+#define MAX_TLAB_BYTES (16u << 10)
+#define MAX_RANGES (EDEN_BYTES / 64)
+
+static int failures;
+#define CHECK(condition)                                                                    \
+    do {                                                                                    \
+        if (!(condition)) {                                                                 \
+            fprintf(stderr, "%s:%d: %s failed (last error: %s)\n", __FILE__, __LINE__,     \
+                    #condition, hab_last_error());                                          \
+            failures++;                                                                     \
+        }                                                                                   \
+    } while (0)
+
+struct range {
+    uintptr_t start, end;
+};
+
+/* The eden: [start, end) bumped at top; its fillers recorded under a lock. */
+static struct {
+    uintptr_t start, end;
+    _Atomic uintptr_t top;
+    size_t min_filler_bytes;
+    pthread_mutex_t lock;
+    struct range *fillers;
+    size_t filler_count;
+    atomic_int bad_fillers;
+} eden = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t carve(void *user, size_t min_bytes, size_t desired_bytes, uintptr_t *start) {
+    (void)user;
+    uintptr_t top = atomic_load(&eden.top);
+    for (;;) {
+        size_t left = eden.end - top;
+        size_t len = desired_bytes < left ? desired_bytes : left;
+        if (len < min_bytes) {
+            return 0;
+        }
+        if (atomic_compare_exchange_weak(&eden.top, &top, top + len)) {
+            *start = top;
+            return len;
+        }
+    }
+}
+
+static void write_filler(void *user, uintptr_t start, size_t bytes) {
+    (void)user;
+    if (bytes < eden.min_filler_bytes || (start | bytes) % 8 != 0) {
+        atomic_fetch_add(&eden.bad_fillers, 1);
+    }
+    pthread_mutex_lock(&eden.lock);
+    if (eden.filler_count < MAX_RANGES) {
+        eden.fillers[eden.filler_count++] = (struct range){start, start + bytes};
+    }
+    pthread_mutex_unlock(&eden.lock);
+}
+
+struct worker {
+    hab_levels *levels;
+    size_t index;
+    struct range *tlabs;
+    size_t count;
+};
+
+static void *carver(void *argument) {
+    struct worker *worker = argument;
+    hab_levels_thread *thread = hab_levels_thread_new(worker->levels);
+    CHECK(thread != NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned seed = (unsigned)worker->index * 7919u + 1;
+    for (;;) {
+        if (worker->count % 64 == 0 && cpus > 1) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET((int)((worker->index + worker->count / 64) % (size_t)cpus), &set);
+            sched_setaffinity(0, sizeof set, &set);
+        }
+        seed = seed * 1103515245u + 12345u;
+        size_t desired = 8 * (1 + (seed >> 8) % (MAX_TLAB_BYTES / 8));
+        seed = seed * 1103515245u + 12345u;
+        size_t min = 8 * (1 + (seed >> 8) % (desired / 8));
+        uintptr_t start = 0;
+        size_t len = hab_levels_carve_tlab(thread, min, desired, &start);
+        if (len == 0) {
+            CHECK(strstr(hab_last_error(), "exhausted") != NULL);
+            break;
+        }
+        CHECK(len >= min && len < desired + 64 && start % 8 == 0);
+        CHECK(start >= eden.start && start + len <= eden.end);
+        worker->tlabs[worker->count++] = (struct range){start, start + len};
+    }
+    hab_levels_thread_free(thread);
+    return NULL;
+}
+
+static int by_start(const void *a, const void *b) {
+    uintptr_t x = ((const struct range *)a)->start, y = ((const struct range *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+static void tile(const char *list, size_t min_filler_bytes) {
+    hab_upstream upstream = {carve, write_filler, NULL};
+    hab_levels *levels = NULL;
+    CHECK(hab_levels_new(list, MAX_TLAB_BYTES, min_filler_bytes, eden.start, &upstream,
+                         &levels) == HAB_OK);
+    if (levels == NULL) {
+        return;
+    }
+    eden.min_filler_bytes = min_filler_bytes;
+    struct range *all = malloc(2 * MAX_RANGES * sizeof *all);
+    struct worker workers[THREADS];
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&eden.top, eden.start);
+        eden.filler_count = 0;
+        pthread_t threads[THREADS];
+        for (size_t i = 0; i < THREADS; i++) {
+            workers[i] = (struct worker){levels, i + (size_t)round, malloc(MAX_RANGES / THREADS * sizeof(struct range)), 0};
+            pthread_create(&threads[i], NULL, carver, &workers[i]);
+        }
+        for (size_t i = 0; i < THREADS; i++) {
+            pthread_join(threads[i], NULL);
+        }
+        CHECK(hab_levels_retire_all(levels) == HAB_OK);
+        size_t n = 0, tlabs = 0;
+        for (size_t i = 0; i < THREADS; i++) {
+            memcpy(all + n, workers[i].tlabs, workers[i].count * sizeof *all);
+            n += workers[i].count;
+            tlabs += workers[i].count;
+            free(workers[i].tlabs);
+        }
+        memcpy(all + n, eden.fillers, eden.filler_count * sizeof *all);
+        n += eden.filler_count;
+        qsort(all, n, sizeof *all, by_start);
+        uintptr_t at = eden.start;
+        size_t gaps = 0;
+        for (size_t i = 0; i < n; i++) {
+            gaps += all[i].start != at;
+            at = all[i].end;
+        }
+        CHECK(gaps == 0);
+        CHECK(at == atomic_load(&eden.top));
+        CHECK(atomic_load(&eden.top) + MAX_TLAB_BYTES > eden.end);
+        CHECK(atomic_load(&eden.bad_fillers) == 0);
+        printf("%s, smallest filler %zu, round %d: %zu TLABs and %zu fillers tile %zu KiB\n",
+               list, min_filler_bytes, round, tlabs, eden.filler_count,
+               (size_t)(at - eden.start) >> 10);
+    }
+    char json[4096];
+    size_t length = hab_levels_stats_json(levels, json, sizeof json);
+    CHECK(length > 0 && length < sizeof json && strstr(json, "\"allocs\"") != NULL);
+    free(all);
+    hab_levels_free(levels);
+}
+
+/* An upstream that hands out a range below the base. */
+static size_t broken_carve(void *user, size_t min_bytes, size_t desired_bytes, uintptr_t *start) {
+    (void)user;
+    (void)min_bytes;
+    *start = eden.start - 4096;
+    return desired_bytes;
+}
+
+static void bad_arguments(void) {
+    hab_upstream upstream = {carve, write_filler, NULL};
+    hab_levels *levels = NULL;
+    CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, NULL, &levels) ==
+          HAB_INVALID_ARGUMENT);
+    CHECK(hab_levels_new("lunar:1MiB", MAX_TLAB_BYTES, 8, eden.start, &upstream, &levels) ==
+          HAB_CONFIG_ERROR);
+    CHECK(strstr(hab_last_error(), "lunar") != NULL);
+    CHECK(hab_levels_new("core:1MiB", 12, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+    hab_upstream incomplete = {carve, NULL, NULL};
+    CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, &incomplete, &levels) ==
+          HAB_INVALID_ARGUMENT);
+    CHECK(levels == NULL);
+    CHECK(hab_levels_thread_new(NULL) == NULL);
+    uintptr_t start = 0;
+    CHECK(hab_levels_carve_tlab(NULL, 8, 8, &start) == 0);
+    CHECK(hab_levels_retire_all(NULL) == HAB_INVALID_ARGUMENT);
+    CHECK(hab_levels_stats_json(NULL, NULL, 0) == 0);
+
+    hab_upstream broken = {broken_carve, write_filler, NULL};
+    CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, &broken, &levels) ==
+          HAB_OK);
+    hab_levels_thread *thread = hab_levels_thread_new(levels);
+    CHECK(hab_levels_carve_tlab(thread, 8, 12, &start) == 0);
+    CHECK(strstr(hab_last_error(), "multiples of 8") != NULL);
+    CHECK(hab_levels_carve_tlab(thread, 64, 8, &start) == 0);
+    CHECK(hab_levels_carve_tlab(thread, 8, 64, NULL) == 0);
+    CHECK(hab_levels_carve_tlab(thread, 4096, 4096, &start) == 0);
+    CHECK(strstr(hab_last_error(), "internal error") != NULL);
+    CHECK(hab_levels_carve_tlab(thread, 4096, 4096, &start) == 0);
+    CHECK(strstr(hab_last_error(), "broke its contract") != NULL);
+    CHECK(hab_levels_retire_all(levels) == HAB_INTERNAL_ERROR);
+    hab_levels_thread_free(thread);
+    hab_levels_free(levels);
+}
+
+int main(void) {
+    void *memory = aligned_alloc(4096, EDEN_BYTES + 4096);
+    eden.start = (uintptr_t)memory + 4096;
+    eden.end = eden.start + EDEN_BYTES - 4096;
+    eden.fillers = malloc(MAX_RANGES * sizeof *eden.fillers);
+    bad_arguments();
+    tile("core:1MiB", 16);
+    tile("cpu:256KiB,core:1MiB", 8);
+    tile("cpu:256KiB,core:1MiB", 16);
+    tile("cpu:64KiB,package:4MiB", 8);
+    free(eden.fillers);
+    free(memory);
+    return failures == 0 ? 0 : 1;
+}
