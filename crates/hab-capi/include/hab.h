@@ -73,6 +73,10 @@ typedef enum hab_status {
 /* The library's HAB_ABI_VERSION: refuse to run with a library whose version differs. */
 uint32_t hab_abi_version(void);
 
+/* The status of the calling thread's last failed call (HAB_OK if none): after hab_alloc
+ * returned NULL, HAB_OUT_OF_MEMORY means collect and retry. */
+hab_status hab_last_status(void);
+
 /* The message of the calling thread's last failed call ("" if none); valid until its next
  * failed call. */
 const char *hab_last_error(void);
@@ -119,6 +123,10 @@ hab_status hab_heap_new(const hab_config *config, const hab_object_model *model,
 
 /* Frees the caller's reference (NULL: nothing); attached mutators keep the heap alive. */
 void hab_heap_free(hab_heap *heap);
+
+/* The heap's memory [*start, *end): allocation ranges (hab_collection_set_range) lie inside
+ * it; a copying collector can split it into two halves. */
+hab_status hab_heap_range(const hab_heap *heap, uintptr_t *start, uintptr_t *end);
 
 /* Asks every mutator to stop at its next safepoint (hab_poll or allocation slow path). */
 hab_status hab_request_collection(hab_heap *heap);

@@ -51,12 +51,15 @@ use hab_status::*;
 thread_local! {
     /// The message of the calling thread's last failed call.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The status of the calling thread's last failed call.
+    static LAST_STATUS: std::cell::Cell<hab_status> = const { std::cell::Cell::new(hab_status::HAB_OK) };
 }
 
-/// Records `message` as the calling thread's last error and returns `status`.
+/// Records `status` and `message` as the calling thread's last error and returns `status`.
 fn fail(status: hab_status, message: impl Into<String>) -> hab_status {
     let message = message.into().replace('\0', " ");
     LAST_ERROR.with(|last| *last.borrow_mut() = CString::new(message).unwrap_or_default());
+    LAST_STATUS.with(|last| last.set(status));
     status
 }
 
@@ -117,6 +120,12 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[no_mangle]
 pub extern "C" fn hab_abi_version() -> u32 {
     HAB_ABI_VERSION
+}
+
+/// The status of the calling thread's last failed call (`HAB_OK` if none).
+#[no_mangle]
+pub extern "C" fn hab_last_status() -> hab_status {
+    LAST_STATUS.with(std::cell::Cell::get)
 }
 
 /// The message of the calling thread's last failed call ("" if none). Valid until the thread's
@@ -364,6 +373,31 @@ pub unsafe extern "C" fn hab_heap_free(heap: *mut hab_heap) {
         // SAFETY: the caller's contract.
         drop(unsafe { Box::from_raw(heap) });
     }
+}
+
+/// The heap's memory `[*start, *end)`.
+///
+/// # Safety
+/// `heap` is NULL or live; `start` and `end` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_heap_range(
+    heap: *const hab_heap,
+    start: *mut usize,
+    end: *mut usize,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(heap) = (unsafe { heap.as_ref() }) else {
+            return fail(HAB_INVALID_ARGUMENT, "hab_heap_range: NULL heap");
+        };
+        if start.is_null() || end.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_heap_range: NULL start or end");
+        }
+        let range = heap.heap.reserved_range();
+        // SAFETY: checked non-NULL; writable by the caller's contract.
+        unsafe { (*start, *end) = (range.start, range.end) };
+        HAB_OK
+    })
 }
 
 /// Asks every mutator to stop at its next safepoint.

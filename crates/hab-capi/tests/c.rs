@@ -29,6 +29,11 @@ fn manifest() -> PathBuf {
 
 /// Compiles `source` into `output` with `extra` flags; panics with the compiler's output.
 fn compile(source: &str, output: &Path, extra: &[&str]) {
+    compile_sources(&[manifest().join("tests/c").join(source)], output, extra);
+}
+
+/// Compiles `sources` into `output` with `extra` flags; panics with the compiler's output.
+fn compile_sources(sources: &[PathBuf], output: &Path, extra: &[&str]) {
     let status = Command::new("cc")
         .args([
             "-std=c11",
@@ -42,7 +47,7 @@ fn compile(source: &str, output: &Path, extra: &[&str]) {
         .args(extra)
         .arg("-I")
         .arg(manifest().join("include"))
-        .arg(manifest().join("tests/c").join(source))
+        .args(sources)
         .arg(static_library())
         .args(["-lpthread", "-ldl", "-lm", "-o"])
         .arg(output)
@@ -50,7 +55,7 @@ fn compile(source: &str, output: &Path, extra: &[&str]) {
         .expect("cc runs");
     assert!(
         status.status.success(),
-        "cc {source}: {}",
+        "cc {sources:?}: {}",
         String::from_utf8_lossy(&status.stderr)
     );
 }
@@ -128,6 +133,86 @@ fn c_middle_levels_over_a_fake_eden() {
         &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
     );
     run(&sanitized, "");
+}
+
+/// The example runtime's programs (`examples/c/`), built with `runtime.c`.
+fn example(program: &str, extra: &[&str]) -> PathBuf {
+    let examples = manifest().join("examples/c");
+    let binary = out_dir().join(format!("{program}{}", extra.len()));
+    compile_sources(
+        &[
+            examples.join(format!("{program}.c")),
+            examples.join("runtime.c"),
+        ],
+        &binary,
+        extra,
+    );
+    binary
+}
+
+/// Runs an example program with its collector checking the heap around every collection;
+/// its stdout lines and its stderr figures (JSON).
+fn run_example(binary: &Path, args: &[&str]) -> (Vec<String>, serde_json::Value) {
+    let output = Command::new(binary)
+        .args(args)
+        .env("RT_VERIFY", "1")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{} {args:?}: {stderr}",
+        binary.display()
+    );
+    let figures = serde_json::from_str(stderr.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{args:?}: figures {stderr:?}: {e}"));
+    let lines = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (lines, figures)
+}
+
+#[test]
+fn c_binary_trees_prints_the_reference_lines_in_every_mode() {
+    for extra in [
+        &[][..],
+        &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    ] {
+        let binary = example("binary_trees", extra);
+        for mode in ["shared", "tlab", "hab", "cpu-lab", "flip"] {
+            for (depth, threads) in [(6, 1), (10, 2), (12, 3)] {
+                let (depth_text, threads_text) = (depth.to_string(), threads.to_string());
+                let (lines, figures) = run_example(&binary, &[&depth_text, &threads_text, mode]);
+                assert_eq!(
+                    lines,
+                    hab_vm::workloads::binary_trees::expected(depth),
+                    "{mode}, depth {depth}, {threads} threads"
+                );
+                if depth >= 10 {
+                    assert!(figures["collections"].as_u64().unwrap() > 0, "{figures}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn c_gcbench_prints_what_hab_vm_prints() {
+    let depth = 10;
+    let vm = hab_vm::Vm::new(hab_vm::VmConfig::new(
+        (3 * hab_vm::workloads::gcbench::max_live_bytes(depth)).next_multiple_of(4096),
+    ))
+    .expect("a VM");
+    let expected = hab_vm::workloads::gcbench::run(&vm, depth)
+        .expect("hab-vm's GCBench")
+        .lines;
+    let binary = example("gcbench", &[]);
+    for mode in ["shared", "tlab", "hab", "cpu-lab", "flip"] {
+        let (lines, figures) = run_example(&binary, &[&depth.to_string(), mode]);
+        assert_eq!(lines, expected, "{mode}");
+        assert!(figures["collections"].as_u64().unwrap() > 0, "{figures}");
+    }
 }
 
 #[test]

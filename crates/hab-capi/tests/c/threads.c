@@ -166,6 +166,7 @@ static void *mutator_thread(void *argument) {
         unsigned long long seen = atomic_load(&collections);
         uint64_t *object = hab_alloc(mutator, bytes);
         if (object == NULL) {
+            CHECK(hab_last_status() == HAB_OUT_OF_MEMORY);
             collect(mutator, seen);
             continue;
         }
@@ -220,6 +221,7 @@ static void bad_arguments(void) {
     hab_mutator *mutator = hab_attach(good);
     CHECK(hab_alloc_slow(mutator, 12) == NULL);
     CHECK(strstr(hab_last_error(), "alignment") != NULL);
+    CHECK(hab_last_status() == HAB_INVALID_ARGUMENT);
     CHECK(hab_alloc_slow(mutator, 0) == NULL);
     CHECK(hab_unpark(mutator) == HAB_INVALID_ARGUMENT);
     CHECK(hab_park(mutator) == HAB_OK);
