@@ -4,6 +4,7 @@
 //!
 //! Each experiment is a file: the runs it needs (`specs`) and the section it writes (`render`).
 
+mod c_runtime;
 mod claims;
 mod costs;
 mod hotspot;
@@ -222,7 +223,9 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     let cost_steps = costs::steps();
     let vm_steps = vm::specs(scale).len();
     let jvm_steps = if run_jvm { jvm::steps() + 1 } else { 0 };
-    let progress = ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps + jvm_steps) as u64);
+    let c_steps = c_runtime::steps();
+    let progress =
+        ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps + c_steps + jvm_steps) as u64);
     progress.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left) {msg}",
@@ -253,6 +256,8 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         progress.inc(1);
     }
     let vm_runs = vm::measure(scale, &progress)?;
+    noise.probe();
+    let c_runs = c_runtime::measure(scale, &progress)?;
     noise.probe();
     let hotspot = match jvm_skipped {
         Some(why) => hotspot::HotSpot::Skipped(why),
@@ -318,6 +323,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         &figures,
         &mut claims,
     );
+    sections += &c_runtime::render(scale, &c_runs, &vm_runs, &hotspot);
     sections += &costs::render(&extras.costs, &mut claims);
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
     text += &hotspot.note();

@@ -26,7 +26,7 @@ const SMALL_SPACE_BYTES: usize = 4 << 20;
 const CHAT_LAB_BYTES: usize = 64 << 10;
 /// Orders each warehouse keeps alive: 64 warehouses fit the small space three times over.
 const LIVE_ORDERS: usize = 25;
-const ALL_MODES: [Mode; 5] = [
+pub(super) const ALL_MODES: [Mode; 5] = [
     Mode::Shared,
     Mode::Tlab,
     Mode::Hab,
