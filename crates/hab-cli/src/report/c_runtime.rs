@@ -186,7 +186,8 @@ pub fn render(scale: &Scale, c: &CRuntime, vm_runs: &[vm::Runs], hotspot: &HotSp
          (the depths shared among worker threads; its lines checked against the reference \
          program's) and GCBench, depth {}. Time in ms `median (min–max)` over {} runs, and \
          collections; `hab-vm` runs the same programs on one thread (its table above), \
-         HotSpot binary-trees on one thread (Parallel GC, 64 MiB young generation):\n",
+         HotSpot binary-trees on as many threads as the C runtime, sharing the depths the same \
+         way (Parallel GC, 64 MiB young generation, one run):\n",
         scale.tree_depth, scale.vm_repeat
     );
     let _ = writeln!(
@@ -209,8 +210,8 @@ pub fn render(scale: &Scale, c: &CRuntime, vm_runs: &[vm::Runs], hotspot: &HotSp
                 .map_or("—".into(), Point::cell);
             let _ = write!(s, " {cell} |");
         }
-        let jvm = (workload == "binary-trees" && threads == 1)
-            .then(|| hotspot.find("binary-trees", |_| true))
+        let jvm = (workload == "binary-trees")
+            .then(|| hotspot.find("binary-trees", |p| p.threads == threads))
             .flatten();
         let _ = writeln!(
             s,

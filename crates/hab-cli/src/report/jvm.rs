@@ -396,18 +396,20 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         }
         flags
     };
-    progress.set_message("HotSpot binary-trees");
-    points.push(run_main(
-        "binary-trees",
-        "Parallel, default TLABs".into(),
-        parallel("64m"),
-        "hab.bench.BinaryTrees",
-        vec![scale.tree_depth.to_string()],
-        "elapsed_ms",
-        1,
-        0,
-    )?);
-    progress.inc(1);
+    for threads in [1usize, 2] {
+        progress.set_message(format!("HotSpot binary-trees, {threads} threads"));
+        points.push(run_main(
+            "binary-trees",
+            "Parallel, default TLABs".into(),
+            parallel("64m"),
+            "hab.bench.BinaryTrees",
+            vec![scale.tree_depth.to_string(), threads.to_string()],
+            "elapsed_ms",
+            threads,
+            0,
+        )?);
+        progress.inc(1);
+    }
     for (config, fixed_tlabs) in [(WAREHOUSES_ADAPTIVE, false), (WAREHOUSES_FIXED, true)] {
         for threads in [1usize, 2, 4, 8, 16, 32, 64] {
             progress.set_message(format!("HotSpot warehouses, {threads} threads, {config}"));
@@ -459,7 +461,7 @@ pub const WAREHOUSES_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLA
 
 /// Progress steps `measure` takes.
 pub fn steps() -> usize {
-    ALLOC_ARRAY_TLABS.len() + 4 + 1 + 2 * 7 + 4
+    ALLOC_ARRAY_TLABS.len() + 4 + 2 + 2 * 7 + 4
 }
 
 #[cfg(test)]

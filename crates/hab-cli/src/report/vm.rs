@@ -645,7 +645,7 @@ fn render_trees(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot)
             );
         }
         let jvm = match workload {
-            VmWorkload::BinaryTrees => hotspot.find("binary-trees", |_| true),
+            VmWorkload::BinaryTrees => hotspot.find("binary-trees", |p| p.threads == 1),
             _ => None,
         };
         let _ = writeln!(
