@@ -213,15 +213,7 @@ pub fn render(scale: &Scale, c: &CRuntime, vm_runs: &[vm::Runs], hotspot: &HotSp
         let jvm = (workload == "binary-trees")
             .then(|| hotspot.find("binary-trees", |p| p.threads == threads))
             .flatten();
-        let _ = writeln!(
-            s,
-            " {} |",
-            jvm.map_or("—".into(), |p| format!(
-                "{}; {} GCs",
-                hotspot::cell(p.value, 0),
-                p.collections.map_or("—".into(), |gcs| gcs.to_string())
-            ))
-        );
+        let _ = writeln!(s, " {} |", hotspot::time_and_collections(jvm));
     }
     for workload in [VmWorkload::BinaryTrees, VmWorkload::GcBench] {
         let _ = write!(s, "| hab-vm, {}, 1 thread |", workload.name());

@@ -62,6 +62,17 @@ impl HotSpot {
     }
 }
 
+/// A run's time in ms and its collections, `ms; n GCs` ("—" where HotSpot did not run it).
+pub fn time_and_collections(point: Option<&Point>) -> String {
+    point.map_or("—".into(), |p| {
+        format!(
+            "{}; {} GCs",
+            cell(p.value, 0),
+            p.collections.map_or("—".into(), |gcs| gcs.to_string())
+        )
+    })
+}
+
 /// A figure with `digits` decimals, or — when HotSpot has none.
 pub fn cell(value: Option<f64>, digits: usize) -> String {
     value.map_or("—".into(), |v| format!("{v:.digits$}"))

@@ -648,15 +648,7 @@ fn render_trees(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot)
             VmWorkload::BinaryTrees => hotspot.find("binary-trees", |p| p.threads == 1),
             _ => None,
         };
-        let _ = writeln!(
-            s,
-            " {} |",
-            jvm.map_or("—".into(), |p| format!(
-                "{}; {} GCs",
-                hotspot::cell(p.value, 0),
-                p.collections.map_or("—".into(), |gcs| gcs.to_string())
-            ))
-        );
+        let _ = writeln!(s, " {} |", hotspot::time_and_collections(jvm));
     }
     let _ = writeln!(s);
 }
