@@ -1195,9 +1195,15 @@ pub unsafe extern "C" fn hab_levels_stats_json(
         fail(HAB_INVALID_ARGUMENT, "hab_levels_stats_json: NULL levels");
         return 0;
     };
-    let stats: Vec<_> = levels
-        .levels
-        .stats()
+    let mut stats = Vec::new();
+    if guarded(|| {
+        stats = levels.levels.stats();
+        HAB_OK
+    }) != HAB_OK
+    {
+        return 0;
+    }
+    let stats: Vec<_> = stats
         .into_iter()
         .map(|(level, stats)| serde_json::json!({ "level": level.name(), "stats": stats }))
         .collect();

@@ -67,6 +67,15 @@ static void die(const char *what) {
     exit(2);
 }
 
+/* `memory`, or exit with a message when the C heap refused it. */
+static void *checked(void *memory) {
+    if (memory == NULL) {
+        fprintf(stderr, "runtime: out of C heap memory\n");
+        exit(2);
+    }
+    return memory;
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -74,7 +83,7 @@ static double now_ms(void) {
 }
 
 rt_runtime *rt_new(const rt_options *options) {
-    rt_runtime *runtime = calloc(1, sizeof *runtime);
+    rt_runtime *runtime = checked(calloc(1, sizeof *runtime));
     char capacity[32];
     snprintf(capacity, sizeof capacity, "%zu", 2 * options->space_bytes);
     hab_config *config = hab_config_new();
@@ -124,10 +133,10 @@ void rt_free(rt_runtime *runtime) {
 }
 
 rt_thread *rt_attach(rt_runtime *runtime) {
-    rt_thread *thread = calloc(1, sizeof *thread);
+    rt_thread *thread = checked(calloc(1, sizeof *thread));
     thread->runtime = runtime;
     thread->root_capacity = 256;
-    thread->roots = malloc(thread->root_capacity * sizeof *thread->roots);
+    thread->roots = checked(malloc(thread->root_capacity * sizeof *thread->roots));
     pthread_mutex_lock(&runtime->threads_lock);
     thread->next = runtime->threads;
     runtime->threads = thread;
@@ -158,7 +167,8 @@ size_t rt_push(rt_thread *thread, rt_object *object) {
     if (thread->root_count == thread->root_capacity) {
         /* Only this thread's running code and collections (with it stopped) touch its roots. */
         thread->root_capacity *= 2;
-        thread->roots = realloc(thread->roots, thread->root_capacity * sizeof *thread->roots);
+        thread->roots =
+            checked(realloc(thread->roots, thread->root_capacity * sizeof *thread->roots));
     }
     thread->roots[thread->root_count] = object;
     return thread->root_count++;

@@ -5,6 +5,7 @@
  * Then bad arguments and an upstream that breaks its contract. Exit 0 on success. */
 #define _GNU_SOURCE
 #include "hab.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -19,15 +20,6 @@
 #define MAX_TLAB_BYTES (16u << 10)
 #define MAX_RANGES (EDEN_BYTES / 64)
 
-static int failures;
-#define CHECK(condition)                                                                    \
-    do {                                                                                    \
-        if (!(condition)) {                                                                 \
-            fprintf(stderr, "%s:%d: %s failed (last error: %s)\n", __FILE__, __LINE__,     \
-                    #condition, hab_last_error());                                          \
-            failures++;                                                                     \
-        }                                                                                   \
-    } while (0)
 
 struct range {
     uintptr_t start, end;
@@ -225,5 +217,5 @@ int main(void) {
     tile("cpu:64KiB,package:4MiB", 8);
     free(eden.fillers);
     free(memory);
-    return failures == 0 ? 0 : 1;
+    return CHECK_EXIT_STATUS;
 }

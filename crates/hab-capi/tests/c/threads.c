@@ -7,6 +7,7 @@
  * published for the inline hab_alloc. Exit 0 on success. */
 #define _GNU_SOURCE
 #include "hab.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -23,15 +24,6 @@
 static size_t objects_per_thread = 200000;
 #define FILLER_BIT 1u
 
-static int failures;
-#define CHECK(condition)                                                                    \
-    do {                                                                                    \
-        if (!(condition)) {                                                                 \
-            fprintf(stderr, "%s:%d: %s failed (last error: %s)\n", __FILE__, __LINE__,     \
-                    #condition, hab_last_error());                                          \
-            failures++;                                                                     \
-        }                                                                                   \
-    } while (0)
 
 /* The object model: one header word holding the size, bit 0 marking fillers; a second word
  * holds a payload derived from the address, checked by every walk. */
@@ -285,5 +277,5 @@ int main(int argc, char **argv) {
            mode, THREADS, objects_per_thread, atomic_load(&collections),
            atomic_load(&signals_sent),
            expect_inline_cpu_lab ? ", per-CPU LAB path inline" : "");
-    return failures == 0 ? 0 : 1;
+    return CHECK_EXIT_STATUS;
 }
