@@ -60,6 +60,7 @@ struct rt_runtime {
     atomic_ullong collections;
     uint64_t copied_bytes;
     double pause_ms;
+    atomic_size_t free_after_collection; /* what the last collection left to allocate in */
 };
 
 static void die(const char *what) {
@@ -266,6 +267,7 @@ static void copy_reachable(rt_runtime *runtime, hab_collection *collection) {
     }
     runtime->current = to;
     runtime->copied_bytes += free - start;
+    atomic_store(&runtime->free_after_collection, runtime->halves[to][1] - free);
 }
 
 /* The calling thread's allocation failed after `seen` collections: collect, unless another
@@ -295,10 +297,18 @@ static void collect(rt_thread *thread, unsigned long long seen) {
     }
 }
 
+/* Allocation retries after a collection. Other threads may take what it freed before the
+ * failing thread retries (it parked, they did not), so a failure after a collection is out of
+ * memory only when that collection left too little to allocate in: less than a quarter of the
+ * half. A thread starved that many times over regardless gives up too. */
+#define STARVED_ATTEMPTS 64
+
 rt_object *rt_alloc(rt_thread *thread, uint32_t refs, size_t data_bytes) {
+    rt_runtime *runtime = thread->runtime;
     size_t bytes = sizeof(uint64_t) + refs * sizeof(rt_object *) + data_bytes;
+    size_t half_bytes = runtime->halves[0][1] - runtime->halves[0][0];
     for (int attempt = 0;; attempt++) {
-        unsigned long long seen = atomic_load(&thread->runtime->collections);
+        unsigned long long seen = atomic_load(&runtime->collections);
         rt_object *object = hab_alloc(thread->mutator, bytes);
         if (object != NULL) {
             object->header = (uint64_t)refs << 32 | bytes;
@@ -307,7 +317,11 @@ rt_object *rt_alloc(rt_thread *thread, uint32_t refs, size_t data_bytes) {
             }
             return object;
         }
-        if (hab_last_status() != HAB_OUT_OF_MEMORY || attempt == 3) {
+        if (hab_last_status() != HAB_OUT_OF_MEMORY) {
+            die("hab_alloc");
+        }
+        if (attempt > 0 && (atomic_load(&runtime->free_after_collection) < half_bytes / 4 ||
+                            attempt == STARVED_ATTEMPTS)) {
             die("out of memory");
         }
         collect(thread, seen);
