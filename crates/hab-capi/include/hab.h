@@ -324,11 +324,24 @@ typedef struct hab_levels hab_levels;
 typedef struct hab_levels_thread hab_levels_thread;
 
 /* Levels from a list like "core:1MiB" or "cpu:256KiB,package:32MiB" (the grammar of the
- * `middle` key), handing out TLABs of at most max_tlab_bytes, never leaving a tail shorter
+ * `middle` key), handing out TLABs of at most max_tlab_bytes (0: the lowest level's buffer;
+ * each buffer must hold a whole number of the chunks below it), never leaving a tail shorter
  * than min_filler_bytes, over an upstream whose chunks lie at or above base (within 32 TiB).
  * HAB_CONFIG_ERROR names what is wrong with the list or the sizes. */
 hab_status hab_levels_new(const char *levels, size_t max_tlab_bytes, size_t min_filler_bytes,
                           uintptr_t base, const hab_upstream *upstream, hab_levels **out);
+
+/* hab_levels_new with the current CPU read by cpu_id: "rseq", "getcpu" or "rdpid" (NULL: rseq
+ * where it works, else getcpu, as hab_levels_new). Only with "rseq" are the cpu level's
+ * buffers restartable; with another source they are compare-and-swap buffers. */
+hab_status hab_levels_new_with_cpu_id(const char *levels, const char *cpu_id,
+                                      size_t max_tlab_bytes, size_t min_filler_bytes,
+                                      uintptr_t base, const hab_upstream *upstream,
+                                      hab_levels **out);
+
+/* The largest TLAB the levels hand out (max_tlab_bytes, or the lowest level's buffer where
+ * that was 0); 0 for NULL. Carve larger TLABs straight from the runtime's space. */
+size_t hab_levels_max_tlab_bytes(hab_levels *levels);
 
 /* Frees the caller's reference (NULL: nothing); thread handles keep the levels alive. */
 void hab_levels_free(hab_levels *levels);
@@ -358,6 +371,23 @@ hab_status hab_levels_retire_all(hab_levels *levels);
 /* The levels' statistics as JSON (a list of {level, allocs, foreign_allocs, refills,
  * waste_bytes, ...}), as hab_stats_json writes. */
 size_t hab_levels_stats_json(hab_levels *levels, char *buffer, size_t len);
+
+/* One level's figures, over every thread and every retire. */
+typedef struct hab_level_stats {
+    const char *level;        /* "cpu", "core", "llc", "package" or "node" (static) */
+    uint64_t allocs;          /* chunks handed out: TLABs, or buffers of the level below */
+    uint64_t foreign_allocs;  /* of those, served by another domain than the thread's */
+    uint64_t refills;         /* buffers of this level claimed */
+    uint64_t waste_bytes;     /* free tails retired as fillers (refills and retire_all) */
+    uint64_t rseq_aborts;     /* restartable sections that aborted */
+    uint64_t rseq_fallbacks;  /* requests of a restartable level that took compare-and-swap */
+    uint64_t sidelined;       /* chunks a refill could not install, kept for later */
+    uint64_t sideline_reused; /* refills served by a sidelined chunk */
+} hab_level_stats;
+
+/* Writes each level's figures, lowest first, into out (at most capacity entries; out may be
+ * NULL to ask); returns the number of levels, or 0 on error. */
+size_t hab_levels_stats(hab_levels *levels, hab_level_stats *out, size_t capacity);
 
 #ifdef __cplusplus
 }

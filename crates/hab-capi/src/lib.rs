@@ -1023,6 +1023,36 @@ pub unsafe extern "C" fn hab_levels_new(
     upstream: *const hab_upstream,
     out: *mut *mut hab_levels,
 ) -> hab_status {
+    // SAFETY: forwarded; a NULL `cpu_id` reads rseq's CPU where it can.
+    unsafe {
+        hab_levels_new_with_cpu_id(
+            levels,
+            ptr::null(),
+            max_tlab_bytes,
+            min_filler_bytes,
+            base,
+            upstream,
+            out,
+        )
+    }
+}
+
+/// [`hab_levels_new`] with the current CPU read by `cpu_id` (`rseq`, `getcpu`, `rdpid`; NULL:
+/// rseq where it works, else getcpu). Only with `rseq` are the `cpu` level's buffers
+/// restartable; otherwise they are compare-and-swap buffers.
+///
+/// # Safety
+/// As for [`hab_levels_new`]; `cpu_id` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_new_with_cpu_id(
+    levels: *const c_char,
+    cpu_id: *const c_char,
+    max_tlab_bytes: usize,
+    min_filler_bytes: usize,
+    base: usize,
+    upstream: *const hab_upstream,
+    out: *mut *mut hab_levels,
+) -> hab_status {
     guarded(|| {
         // SAFETY: the caller's contract.
         let (Some(list), Some(upstream)) = (unsafe { text(levels) }, unsafe { upstream.as_ref() })
@@ -1035,6 +1065,23 @@ pub unsafe extern "C" fn hab_levels_new(
         if out.is_null() {
             return fail(HAB_INVALID_ARGUMENT, "hab_levels_new: NULL out");
         }
+        let source = if cpu_id.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's contract.
+            match unsafe { text(cpu_id) }.map(str::parse::<CpuIdSource>) {
+                Some(Ok(source)) => Some(source),
+                _ => {
+                    return fail(
+                        HAB_CONFIG_ERROR,
+                        format!(
+                            "hab_levels_new: cpu_id must be one of {}",
+                            CpuIdSource::NAMES.join(", ")
+                        ),
+                    )
+                }
+            }
+        };
         let (Some(carve), Some(write_filler)) = (upstream.carve, upstream.write_filler) else {
             return fail(
                 HAB_INVALID_ARGUMENT,
@@ -1046,7 +1093,18 @@ pub unsafe extern "C" fn hab_levels_new(
             write_filler,
             user: upstream.user,
         };
-        match MiddleLevels::new(list, max_tlab_bytes, min_filler_bytes, base, upstream) {
+        let built = match source {
+            None => MiddleLevels::new(list, max_tlab_bytes, min_filler_bytes, base, upstream),
+            Some(source) => MiddleLevels::with_cpu_id(
+                list,
+                source,
+                max_tlab_bytes,
+                min_filler_bytes,
+                base,
+                upstream,
+            ),
+        };
+        match built {
             Ok(levels) => {
                 let handle = hab_levels {
                     levels,
@@ -1209,6 +1267,105 @@ pub unsafe extern "C" fn hab_levels_stats_json(
         .collect();
     // SAFETY: the caller's contract.
     unsafe { write_json(&serde_json::Value::from(stats), buffer, len) }
+}
+
+/// The largest TLAB the levels hand out (the `max_tlab_bytes` given, or the lowest level's
+/// buffer where that was 0); 0 for NULL levels.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_max_tlab_bytes(levels: *mut hab_levels) -> usize {
+    // SAFETY: the caller's contract.
+    match unsafe { levels.as_ref() } {
+        Some(levels) => levels.levels.max_tlab_bytes(),
+        None => {
+            fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_max_tlab_bytes: NULL levels",
+            );
+            0
+        }
+    }
+}
+
+/// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hab_level_stats {
+    /// The level's name (`cpu`, `core`, `llc`, `package`, `node`): a static string.
+    pub level: *const c_char,
+    /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
+    pub allocs: u64,
+    /// Those served by a domain other than the thread's.
+    pub foreign_allocs: u64,
+    /// Buffers of this level claimed for a refill.
+    pub refills: u64,
+    /// Free bytes of this level's buffers retired (as fillers) at refills and collections.
+    pub waste_bytes: u64,
+    /// Restartable sections that aborted and restarted.
+    pub rseq_aborts: u64,
+    /// Requests of a restartable level that took the compare-and-swap path.
+    pub rseq_fallbacks: u64,
+    /// Chunks a refill could not install and kept for later refills.
+    pub sidelined: u64,
+    /// Refills served by a sidelined chunk.
+    pub sideline_reused: u64,
+}
+
+/// The level's name as a static C string.
+fn level_name(level: hab::Level) -> &'static CStr {
+    match level {
+        hab::Level::Cpu => c"cpu",
+        hab::Level::Core => c"core",
+        hab::Level::Llc => c"llc",
+        hab::Level::Package => c"package",
+        hab::Level::Node => c"node",
+    }
+}
+
+/// Writes each level's figures, lowest first, into `out` (up to `capacity` of them); returns
+/// the number of levels (0 on error, with the reason in `hab_last_error`).
+///
+/// # Safety
+/// `levels` is NULL or live; `out` NULL or writable for `capacity` entries.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_stats(
+    levels: *mut hab_levels,
+    out: *mut hab_level_stats,
+    capacity: usize,
+) -> usize {
+    // SAFETY: the caller's contract.
+    let Some(levels) = (unsafe { levels.as_ref() }) else {
+        fail(HAB_INVALID_ARGUMENT, "hab_levels_stats: NULL levels");
+        return 0;
+    };
+    let mut count = 0;
+    guarded(|| {
+        let stats = levels.levels.stats();
+        count = stats.len();
+        for (i, (level, figures)) in stats.into_iter().take(capacity).enumerate() {
+            if out.is_null() {
+                break;
+            }
+            let entry = hab_level_stats {
+                level: level_name(level).as_ptr(),
+                allocs: figures.allocs,
+                foreign_allocs: figures.foreign_allocs,
+                refills: figures.refills,
+                waste_bytes: figures.waste_bytes,
+                rseq_aborts: figures.rseq_aborts,
+                rseq_fallbacks: figures.rseq_fallbacks,
+                sidelined: figures.sidelined,
+                sideline_reused: figures.sideline_reused,
+            };
+            // SAFETY: `i < capacity`, and `out` holds `capacity` entries (the caller's
+            // contract).
+            unsafe { out.add(i).write(entry) };
+        }
+        HAB_OK
+    });
+    count
 }
 
 #[cfg(test)]

@@ -107,11 +107,15 @@ static int by_start(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void tile(const char *list, size_t min_filler_bytes) {
+/* cpu_id: NULL (hab_levels_new), or a source for hab_levels_new_with_cpu_id. */
+static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) {
     hab_upstream upstream = {carve, write_filler, NULL};
     hab_levels *levels = NULL;
-    CHECK(hab_levels_new(list, MAX_TLAB_BYTES, min_filler_bytes, eden.start, &upstream,
-                         &levels) == HAB_OK);
+    CHECK((cpu_id == NULL ? hab_levels_new(list, MAX_TLAB_BYTES, min_filler_bytes, eden.start,
+                                           &upstream, &levels)
+                          : hab_levels_new_with_cpu_id(list, cpu_id, MAX_TLAB_BYTES,
+                                                       min_filler_bytes, eden.start, &upstream,
+                                                       &levels)) == HAB_OK);
     if (levels == NULL) {
         return;
     }
@@ -150,13 +154,33 @@ static void tile(const char *list, size_t min_filler_bytes) {
         CHECK(at == atomic_load(&eden.top));
         CHECK(atomic_load(&eden.top) + MAX_TLAB_BYTES > eden.end);
         CHECK(atomic_load(&eden.bad_fillers) == 0);
-        printf("%s, smallest filler %zu, round %d: %zu TLABs and %zu fillers tile %zu KiB\n",
-               list, min_filler_bytes, round, tlabs, eden.filler_count,
-               (size_t)(at - eden.start) >> 10);
+        printf("%s, cpu id %s, smallest filler %zu, round %d: %zu TLABs and %zu fillers tile "
+               "%zu KiB\n",
+               list, cpu_id == NULL ? "default" : cpu_id, min_filler_bytes, round, tlabs,
+               eden.filler_count, (size_t)(at - eden.start) >> 10);
     }
     char json[4096];
     size_t length = hab_levels_stats_json(levels, json, sizeof json);
     CHECK(length > 0 && length < sizeof json && strstr(json, "\"allocs\"") != NULL);
+    hab_level_stats stats[4];
+    size_t count = hab_levels_stats(levels, stats, 4);
+    CHECK(count >= 1 && count <= 4 && hab_levels_stats(levels, NULL, 0) == count);
+    CHECK(strncmp(list, stats[0].level, strlen(stats[0].level)) == 0);
+    CHECK(stats[0].allocs > 0 && stats[count - 1].refills > 0);
+    if (strcmp(stats[0].level, "cpu") == 0 && cpu_id != NULL && strcmp(cpu_id, "rseq") == 0) {
+        /* Restartable buffers: a chunk is carved by a section on the CPU it belongs to, or
+         * by the compare-and-swap fallback. */
+        CHECK(stats[0].foreign_allocs <= stats[0].rseq_fallbacks);
+    }
+    for (size_t i = 0; i < count; i++) {
+        printf("  %s: %llu allocs, %llu foreign, %llu refills, %llu waste bytes, %llu aborts, "
+               "%llu fallbacks\n",
+               stats[i].level, (unsigned long long)stats[i].allocs,
+               (unsigned long long)stats[i].foreign_allocs, (unsigned long long)stats[i].refills,
+               (unsigned long long)stats[i].waste_bytes,
+               (unsigned long long)stats[i].rseq_aborts,
+               (unsigned long long)stats[i].rseq_fallbacks);
+    }
     free(all);
     hab_levels_free(levels);
 }
@@ -187,6 +211,17 @@ static void bad_arguments(void) {
     CHECK(hab_levels_carve_tlab(NULL, 8, 8, &start) == 0);
     CHECK(hab_levels_retire_all(NULL) == HAB_INVALID_ARGUMENT);
     CHECK(hab_levels_stats_json(NULL, NULL, 0) == 0);
+    CHECK(hab_levels_stats(NULL, NULL, 0) == 0);
+    CHECK(hab_levels_max_tlab_bytes(NULL) == 0);
+    CHECK(hab_levels_new("cpu:64KiB,core:1MiB", 0, 16, eden.start, &upstream, &levels) == HAB_OK);
+    CHECK(hab_levels_max_tlab_bytes(levels) == 64u << 10);
+    hab_levels_free(levels);
+    levels = NULL;
+    CHECK(hab_levels_new("core:1MiB", 3u << 20, 16, eden.start, &upstream, &levels) ==
+          HAB_CONFIG_ERROR);
+    CHECK(hab_levels_new_with_cpu_id("core:1MiB", "sundial", MAX_TLAB_BYTES, 8, eden.start,
+                                     &upstream, &levels) == HAB_CONFIG_ERROR);
+    CHECK(strstr(hab_last_error(), "getcpu") != NULL);
 
     hab_upstream broken = {broken_carve, write_filler, NULL};
     CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, &broken, &levels) ==
@@ -211,10 +246,12 @@ int main(void) {
     eden.end = eden.start + EDEN_BYTES - 4096;
     eden.fillers = malloc(MAX_RANGES * sizeof *eden.fillers);
     bad_arguments();
-    tile("core:1MiB", 16);
-    tile("cpu:256KiB,core:1MiB", 8);
-    tile("cpu:256KiB,core:1MiB", 16);
-    tile("cpu:64KiB,package:4MiB", 8);
+    tile("core:1MiB", 16, NULL);
+    tile("cpu:256KiB,core:1MiB", 8, NULL);
+    /* HotSpot's smallest filler: the restartable buffers keep a two-word reserve. */
+    tile("cpu:256KiB,core:1MiB", 16, "rseq");
+    tile("cpu:256KiB,core:1MiB", 16, "getcpu");
+    tile("cpu:64KiB,package:4MiB", 8, "rseq");
     free(eden.fillers);
     free(memory);
     return CHECK_EXIT_STATUS;

@@ -117,6 +117,8 @@ pub struct MiddleLevels {
     above: Checked,
     topology: Topology,
     cpu_id: CpuIdReader,
+    /// The largest TLAB the levels were built for.
+    max_tlab_bytes: usize,
     /// Every thread handle's counters, for the totals.
     threads: Mutex<Vec<Arc<LevelCountersByLevel>>>,
     /// What `retire_all` counted.
@@ -126,7 +128,8 @@ pub struct MiddleLevels {
 impl MiddleLevels {
     /// Levels from a list like `core:1MiB` or `cpu:256KiB,package:32MiB` (the grammar of
     /// [`HeapConfigBuilder::middle`](crate::HeapConfigBuilder::middle)), on this machine's
-    /// topology, handing out TLABs of at most `max_tlab_bytes`, never leaving a tail shorter
+    /// topology, handing out TLABs of at most `max_tlab_bytes` (0: the lowest level's buffer),
+    /// never leaving a tail shorter
     /// than `min_filler_bytes` (the runtime's smallest filler), over an upstream whose chunks
     /// lie at or above `base_address` (within 32 TiB of it).
     ///
@@ -139,7 +142,54 @@ impl MiddleLevels {
         base_address: usize,
         upstream: impl Upstream + 'static,
     ) -> Result<Arc<MiddleLevels>, ConfigError> {
+        Self::build(
+            levels,
+            None,
+            max_tlab_bytes,
+            min_filler_bytes,
+            base_address,
+            upstream,
+        )
+    }
+
+    /// [`new`](MiddleLevels::new) with the current CPU read from `cpu_id` (`new` reads
+    /// restartable sequences' `cpu_id` where it can, else `sched_getcpu`). With
+    /// [`CpuIdSource::Rseq`] the `cpu` level's buffers are restartable (where rseq works); with
+    /// any other source no restartable sequence runs and they are compare-and-swap buffers,
+    /// which is how the two are compared.
+    ///
+    /// Errors: those of `new`, and a source this machine lacks (rseq or RDPID).
+    pub fn with_cpu_id(
+        levels: &str,
+        cpu_id: CpuIdSource,
+        max_tlab_bytes: usize,
+        min_filler_bytes: usize,
+        base_address: usize,
+        upstream: impl Upstream + 'static,
+    ) -> Result<Arc<MiddleLevels>, ConfigError> {
+        Self::build(
+            levels,
+            Some(cpu_id),
+            max_tlab_bytes,
+            min_filler_bytes,
+            base_address,
+            upstream,
+        )
+    }
+
+    fn build(
+        levels: &str,
+        cpu_id: Option<CpuIdSource>,
+        max_tlab_bytes: usize,
+        min_filler_bytes: usize,
+        base_address: usize,
+        upstream: impl Upstream + 'static,
+    ) -> Result<Arc<MiddleLevels>, ConfigError> {
         let specs = MiddleLevelSpec::parse_list(levels)?;
+        let max_tlab_bytes = match (max_tlab_bytes, specs.first()) {
+            (0, Some(lowest)) => lowest.buffer_bytes,
+            _ => max_tlab_bytes,
+        };
         if max_tlab_bytes == 0 || !max_tlab_bytes.is_multiple_of(WORD_BYTES) {
             return Err(ConfigError::new(
                 "max_tlab",
@@ -148,13 +198,18 @@ impl MiddleLevels {
         }
         check_levels(&specs, max_tlab_bytes, WORD_BYTES)?;
         let topology = Topology::discover();
-        let cpu_id = CpuIdReader::new(CpuIdSource::Rseq, topology.cpu_slots())
-            .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots()))
-            .map_err(|problem| ConfigError::new("cpu_id", problem))?;
+        let explicit = cpu_id;
+        let cpu_id = match cpu_id {
+            Some(source) => CpuIdReader::new(source, topology.cpu_slots()),
+            None => CpuIdReader::new(CpuIdSource::Rseq, topology.cpu_slots())
+                .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots())),
+        }
+        .map_err(|problem| ConfigError::new("cpu_id", problem))?;
         let min_tail_bytes = min_filler_bytes.max(1).next_multiple_of(WORD_BYTES);
+        let restartable = cpu_id.source() == CpuIdSource::Rseq || explicit.is_none();
         let levels = specs
             .iter()
-            .map(|spec| middle_level(spec, min_tail_bytes, &topology, &cpu_id))
+            .map(|spec| middle_level(spec, min_tail_bytes, &topology, &cpu_id, restartable))
             .collect();
         let reach = usize::try_from(MAX_OFFSET_WORDS).unwrap_or(usize::MAX) * WORD_BYTES;
         Ok(Arc::new(MiddleLevels {
@@ -166,6 +221,7 @@ impl MiddleLevels {
             },
             topology,
             cpu_id,
+            max_tlab_bytes,
             threads: Mutex::default(),
             retired: LevelCountersByLevel::default(),
         }))
@@ -217,6 +273,13 @@ impl MiddleLevels {
                 (level.level(), stats)
             })
             .collect()
+    }
+
+    /// The largest TLAB the levels were built for: the `max_tlab_bytes` given, or the lowest
+    /// level's buffer where that was 0. A runtime carves larger TLABs straight from its space
+    /// (Kirsch et al. do the same).
+    pub fn max_tlab_bytes(&self) -> usize {
+        self.max_tlab_bytes
     }
 
     /// Whether the lowest level's buffers are restartable per-CPU buffers (a `cpu` level where

@@ -188,7 +188,7 @@ impl MiddleLevel {
 
     /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
     pub(crate) fn with_per_cpu(mut self, cpus: usize) -> Self {
-        self.per_cpu = Some(PerCpuBuffers::new(cpus));
+        self.per_cpu = Some(PerCpuBuffers::new(cpus, self.min_tail_words));
         self
     }
 

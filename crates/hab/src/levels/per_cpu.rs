@@ -6,6 +6,12 @@
 //! sidelines the rest, which later refills take before going up. A thread without an rseq
 //! registration, or whose section keeps aborting, uses the level's compare-and-swap buffers instead (separate memory), counted as
 //! a fallback.
+//!
+//! The bump takes exactly what is asked and cannot look at the tail it leaves. Where the
+//! runtime's smallest filler is one word, any tail can hold one. Where it is larger (HotSpot's
+//! is two words), each installed buffer keeps a **reserve** of that many words past the end
+//! its slot shows: every tail is then at least the reserve. An installed slot never holds the
+//! raw word 0 (its offset is past the chunk's first TLAB), so 0 marks an empty slot.
 
 use crate::levels::middle::{self, portion, portion_bytes, Chunk, MiddleLevel, RefillThread};
 use crate::levels::sideline::Sideline;
@@ -17,14 +23,34 @@ use crate::platform::rseq::{self, Outcome, PackedWord, Slots};
 pub(crate) struct PerCpuBuffers {
     pub(crate) slots: Slots,
     sideline: Sideline,
+    /// Words each installed buffer keeps past the end its slot shows (0 or the smallest tail).
+    reserve_words: u64,
 }
 
 impl PerCpuBuffers {
-    pub(crate) fn new(cpus: usize) -> Self {
+    /// Buffers for `cpus` CPUs whose tails are never shorter than `min_tail_words`.
+    pub(crate) fn new(cpus: usize, min_tail_words: u64) -> Self {
         PerCpuBuffers {
             slots: Slots::new(cpus),
             sideline: Sideline::new(),
+            reserve_words: if min_tail_words > 1 {
+                min_tail_words
+            } else {
+                0
+            },
         }
+    }
+
+    /// The free tail `[start, end)` of the buffer a slot held (`None` for an empty slot).
+    fn tail_of(&self, base: usize, word: PackedWord) -> Option<(usize, usize)> {
+        if word.raw() == 0 {
+            return None;
+        }
+        let start = words::address(base, word.offset_words());
+        Some((
+            start,
+            start + words::bytes(word.upper() + self.reserve_words),
+        ))
     }
 }
 
@@ -112,7 +138,16 @@ fn refill(
     };
     let take = portion_bytes(level, chunk.len, desired);
     let (rest, end) = (chunk.start + take, chunk.start + chunk.len);
-    let new = PackedWord::new(words::offset(base, rest), words::words(end - rest));
+    // `portion_bytes` left no rest, or one of at least the smallest tail (the reserve).
+    let new = if rest == end {
+        PackedWord::from_raw(0)
+    } else {
+        let rest_words = words::words(end - rest);
+        PackedWord::new(
+            words::offset(base, rest),
+            rest_words - buffers.reserve_words,
+        )
+    };
     // SAFETY: `area` is the calling thread's registered area; `cpu` came from a section, so it
     // is below the number of slots.
     let (installed, aborts) = unsafe { buffers.slots.install(area, cpu, seen, new) };
@@ -120,8 +155,9 @@ fn refill(
     match installed {
         // The old buffer is unreachable now: its tail is this thread's to retire.
         Outcome::Done { .. } => {
-            let old_tail = words::address(base, seen.offset_words());
-            env.retire_tail(index, old_tail, old_tail + words::bytes(seen.upper()));
+            if let Some((start, end)) = buffers.tail_of(base, seen) {
+                env.retire_tail(index, start, end);
+            }
         }
         // Not installed: the rest of the chunk is this thread's; keep it for a later refill.
         _ if rest == end => {}
@@ -140,10 +176,9 @@ fn refill(
 pub(crate) fn retire_all(buffers: &PerCpuBuffers, base: usize, mut tail: impl FnMut(usize, usize)) {
     let slots = &buffers.slots;
     for cpu in 0..slots.cpus() {
-        let word = slots.load(cpu);
-        if word.upper() > 0 {
-            let start = words::address(base, word.offset_words());
-            tail(start, start + words::bytes(word.upper()));
+        match buffers.tail_of(base, slots.load(cpu)) {
+            Some((start, end)) if end > start => tail(start, end),
+            _ => {}
         }
         slots.store(cpu, PackedWord::from_raw(0));
     }

@@ -5,7 +5,6 @@ use crate::config::MiddleLevelSpec;
 use crate::levels::middle::{self, Chunk, MiddleLevel, RefillThread};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
-use crate::memory::words::WORD_BYTES;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
@@ -114,16 +113,16 @@ pub(crate) fn carve_chunk_from(
     middle::carve(levels, 0, min, desired, &mut refill)
 }
 
-/// A configured middle level. The `cpu` level uses restartable sequences where they work,
-/// where its domains are the CPUs the kernel numbers (a real topology and CPU-id source),
-/// where its buffers fit a per-CPU word, and where any tail can hold a filler
-/// (`reserve_bytes`, the shortest tail allowed, is at most a word); else compare-and-swap
-/// buffers, which never leave a shorter tail.
+/// A configured middle level. The `cpu` level uses restartable sequences where `restartable`
+/// allows them, where they work, where its domains are the CPUs the kernel numbers (a real
+/// topology and CPU-id source) and where its buffers fit a per-CPU word; else compare-and-swap
+/// buffers. Neither leaves a tail shorter than `reserve_bytes`.
 pub(crate) fn middle_level(
     spec: &MiddleLevelSpec,
     reserve_bytes: usize,
     topology: &Topology,
     cpu_id: &CpuIdReader,
+    restartable: bool,
 ) -> MiddleLevel {
     let level = MiddleLevel::new(
         spec.level,
@@ -131,11 +130,11 @@ pub(crate) fn middle_level(
         topology.domains(spec.level),
         reserve_bytes,
     );
-    // The restartable bump takes exactly what is asked and cannot look at the tail it leaves:
-    // only where every tail can hold a filler (the smallest filler is one word) is it used.
-    if spec.level == Level::Cpu
+    // The restartable buffers keep a reserve past their end where the smallest filler is
+    // longer than a word (see `per_cpu`), so that every tail can hold one.
+    if restartable
+        && spec.level == Level::Cpu
         && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
-        && reserve_bytes <= WORD_BYTES
         && per_cpu_works(topology, cpu_id)
     {
         level.with_per_cpu(topology.cpu_slots())

@@ -64,7 +64,7 @@ impl Allocator {
         let levels = || {
             let levels = config.middle().iter();
             levels
-                .map(|spec| middle_level(spec, reserve_bytes, &topology, &cpu_id))
+                .map(|spec| middle_level(spec, reserve_bytes, &topology, &cpu_id, true))
                 .collect()
         };
         let cpu_labs = || {
