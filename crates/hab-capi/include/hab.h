@@ -343,6 +343,10 @@ hab_status hab_levels_new_with_cpu_id(const char *levels, const char *cpu_id,
  * that was 0); 0 for NULL. Carve larger TLABs straight from the runtime's space. */
 size_t hab_levels_max_tlab_bytes(hab_levels *levels);
 
+/* The most memory the levels' buffers hold at once: each level's buffer size times its
+ * domains (CPUs, cores, packages...), summed; 0 for NULL. */
+size_t hab_levels_buffered_bytes(hab_levels *levels);
+
 /* Frees the caller's reference (NULL: nothing); thread handles keep the levels alive. */
 void hab_levels_free(hab_levels *levels);
 

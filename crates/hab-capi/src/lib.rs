@@ -1289,6 +1289,26 @@ pub unsafe extern "C" fn hab_levels_max_tlab_bytes(levels: *mut hab_levels) -> u
     }
 }
 
+/// The most memory the levels' buffers hold at once (each level's buffer times its domains,
+/// summed); 0 for NULL levels.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_buffered_bytes(levels: *mut hab_levels) -> usize {
+    // SAFETY: the caller's contract.
+    match unsafe { levels.as_ref() } {
+        Some(levels) => levels.levels.buffered_bytes(),
+        None => {
+            fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_buffered_bytes: NULL levels",
+            );
+            0
+        }
+    }
+}
+
 /// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

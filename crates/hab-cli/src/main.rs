@@ -42,6 +42,42 @@ enum Command {
     Topology(TopologyArgs),
     /// Measure the cost of each CPU-id source (ns per call).
     CpuId(CpuIdArgs),
+    /// Run the javac workload on HotSpot with HABs (`jvm/hotspot/build.sh`) against stock
+    /// HotSpot over a grid of TLAB sizes and middle levels; print the tables, write JSON.
+    HotspotHab(HotspotHabArgs),
+}
+
+#[derive(clap::Args)]
+struct HotspotHabArgs {
+    /// The JDK with HABs (default: target/hotspot-hab/jdk).
+    #[arg(long)]
+    jdk: Option<PathBuf>,
+    /// `bench/jvm`'s jar.
+    #[arg(long, default_value = "bench/jvm/target/benchmarks.jar")]
+    bench_jar: PathBuf,
+    /// The sources jar the javac workload compiles.
+    #[arg(long, default_value = "bench/jvm/target/javac-sources.jar")]
+    sources: PathBuf,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "80")]
+    threads: Vec<usize>,
+    /// `seed` (the seed's TLAB sizes and buffers) or `small` (a few of them).
+    #[arg(long, default_value = "small")]
+    grid: String,
+    /// Timed compiles per thread.
+    #[arg(long, default_value_t = 2)]
+    compiles: usize,
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Only these TLAB settings of the grid (sizes like 4K, or `adaptive`), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    tlabs: Vec<String>,
+    /// Leave out the grid's configurations whose levels are these (e.g. core:1M).
+    #[arg(long, value_delimiter = ',')]
+    skip_levels: Vec<String>,
+    /// Where to write the runs as JSON, after every run (`hab report` renders docs/results/hotspot-hab-*.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -266,6 +302,7 @@ fn main() -> ExitCode {
         }
         Command::Topology(args) => topology(args),
         Command::CpuId(args) => cpu_id(args),
+        Command::HotspotHab(args) => hotspot_hab(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -274,6 +311,73 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
+    use report::hotspot_hab::{self, Grid};
+    let jdk = args
+        .jdk
+        .or_else(hotspot_hab::built_jdk)
+        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
+    for jar in [&args.bench_jar, &args.sources] {
+        if !jar.exists() {
+            return Err(format!(
+                "{}: not there (mvn -q -B package in bench/jvm makes it)",
+                jar.display()
+            ));
+        }
+    }
+    let grid = match args.grid.as_str() {
+        "seed" => Grid::seed(args.threads, args.compiles, args.repeat),
+        "small" => Grid::small(args.threads, args.compiles, args.repeat),
+        other => return Err(format!("--grid {other}: expected seed or small")),
+    };
+    let mut grid = grid;
+    if !args.tlabs.is_empty() {
+        grid.tlab_bytes = args
+            .tlabs
+            .iter()
+            .map(|text| match text.as_str() {
+                "adaptive" => Ok(None),
+                size => parse_size(size).map(Some),
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    grid.configs.retain(|c| {
+        c.levels
+            .as_ref()
+            .is_none_or(|l| !args.skip_levels.contains(l))
+    });
+    let total = grid.runs();
+    let mut done = 0;
+    let mut write_error = None;
+    let runs = hotspot_hab::measure(
+        &jdk,
+        &args.bench_jar,
+        &args.sources,
+        &grid,
+        |what| {
+            done += 1;
+            eprintln!("[{done}/{total}] {what}");
+        },
+        |runs| {
+            if let Some(out) = &args.out {
+                let written = serde_json::to_string_pretty(runs)
+                    .map_err(|e| e.to_string())
+                    .and_then(|json| {
+                        std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))
+                    });
+                if let Err(e) = written {
+                    write_error.get_or_insert(e);
+                }
+            }
+        },
+    )?;
+    if let Some(error) = write_error {
+        return Err(error);
+    }
+    print!("{}", hotspot_hab::render_runs(&runs));
+    Ok(())
 }
 
 fn run(args: RunArgs) -> Result<(), String> {

@@ -215,6 +215,10 @@ static void bad_arguments(void) {
     CHECK(hab_levels_max_tlab_bytes(NULL) == 0);
     CHECK(hab_levels_new("cpu:64KiB,core:1MiB", 0, 16, eden.start, &upstream, &levels) == HAB_OK);
     CHECK(hab_levels_max_tlab_bytes(levels) == 64u << 10);
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    CHECK(hab_levels_buffered_bytes(levels) >= (size_t)(64u << 10) + (1u << 20));
+    CHECK(hab_levels_buffered_bytes(levels) <= (size_t)cpus * ((64u << 10) + (1u << 20)));
+    CHECK(hab_levels_buffered_bytes(NULL) == 0);
     hab_levels_free(levels);
     levels = NULL;
     CHECK(hab_levels_new("core:1MiB", 3u << 20, 16, eden.start, &upstream, &levels) ==

@@ -24,7 +24,7 @@ fn project_dir() -> PathBuf {
 
 /// A built benchmark jar and the `java` that runs it.
 pub struct Jvm {
-    jar: PathBuf,
+    pub jar: PathBuf,
     /// `java -version`'s first line.
     pub version: String,
 }

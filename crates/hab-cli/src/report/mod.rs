@@ -8,6 +8,7 @@ mod c_runtime;
 mod claims;
 mod costs;
 mod hotspot;
+pub mod hotspot_hab;
 mod html;
 mod jaffer;
 mod jvm;
@@ -223,9 +224,15 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     let cost_steps = costs::steps();
     let vm_steps = vm::specs(scale).len();
     let jvm_steps = if run_jvm { jvm::steps() + 1 } else { 0 };
+    let hotspot_hab_grid = hotspot_hab::grid_for(scale);
+    let hotspot_hab_steps = match (&hotspot_hab_grid, run_jvm) {
+        (Some(grid), true) if hotspot_hab::built_jdk().is_some() => grid.runs(),
+        _ => 0,
+    };
     let c_steps = c_runtime::steps();
-    let progress =
-        ProgressBar::new((specs.len() + 1 + cost_steps + vm_steps + c_steps + jvm_steps) as u64);
+    let progress = ProgressBar::new(
+        (specs.len() + 1 + cost_steps + vm_steps + c_steps + jvm_steps + hotspot_hab_steps) as u64,
+    );
     progress.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left) {msg}",
@@ -259,6 +266,10 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     noise.probe();
     let c_runs = c_runtime::measure(scale, &progress)?;
     noise.probe();
+    let mut hotspot_with_habs: Result<hotspot_hab::Runs, String> = Err(match &jvm_skipped {
+        Some(why) => format!("HotSpot does not run in this report: {why}"),
+        None => "bench/jvm did not build".into(),
+    });
     let hotspot = match jvm_skipped {
         Some(why) => hotspot::HotSpot::Skipped(why),
         None => {
@@ -267,12 +278,25 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
             let measured = jvm::build().and_then(|built| {
                 progress.inc(1);
                 let points = jvm::measure(&built, scale, &progress)?;
-                Ok(hotspot::HotSpot::Measured {
-                    version: built.version,
-                    points,
-                })
+                Ok((
+                    hotspot::HotSpot::Measured {
+                        version: built.version.clone(),
+                        points,
+                    },
+                    built,
+                ))
             });
-            measured.unwrap_or_else(|why| hotspot::HotSpot::Skipped(format!("it failed: {why}")))
+            match measured {
+                Ok((hotspot, built)) => {
+                    hotspot_with_habs = hotspot_hab::measure_for_report(
+                        hotspot_hab_grid.as_ref(),
+                        &built.jar,
+                        &progress,
+                    );
+                    hotspot
+                }
+                Err(why) => hotspot::HotSpot::Skipped(format!("it failed: {why}")),
+            }
         }
     };
     let costs = costs::measure(&progress)?;
@@ -324,6 +348,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         &mut claims,
     );
     sections += &c_runtime::render(scale, &c_runs, &vm_runs, &hotspot);
+    sections += &hotspot_hab::render(&hotspot_with_habs);
     sections += &costs::render(&extras.costs, &mut claims);
     let mut text = header(scale, &extras, started.elapsed().as_secs_f64());
     text += &hotspot.note();

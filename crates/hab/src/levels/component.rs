@@ -282,6 +282,16 @@ impl MiddleLevels {
         self.max_tlab_bytes
     }
 
+    /// The most memory the levels' buffers hold at once: each level's buffer size times its
+    /// domains, summed. A runtime whose space is not several times this leaves much of it in
+    /// buffers between collections.
+    pub fn buffered_bytes(&self) -> usize {
+        self.levels
+            .iter()
+            .map(|level| level.buffer_bytes().saturating_mul(level.domains()))
+            .fold(0, usize::saturating_add)
+    }
+
     /// Whether the lowest level's buffers are restartable per-CPU buffers (a `cpu` level where
     /// restartable sequences work).
     pub fn is_restartable(&self) -> bool {

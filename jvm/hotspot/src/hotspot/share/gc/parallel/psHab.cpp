@@ -15,6 +15,7 @@
 #include "logging/logStream.hpp"
 #include "runtime/atomic.hpp"
 #include "runtime/globals.hpp"
+#include "runtime/globals_extension.hpp"
 #include "runtime/os.hpp"
 #include "runtime/safepoint.hpp"
 #include "utilities/ostream.hpp"
@@ -31,6 +32,7 @@
   f(hab_last_error)              \
   f(hab_levels_new_with_cpu_id)  \
   f(hab_levels_max_tlab_bytes)   \
+  f(hab_levels_buffered_bytes)   \
   f(hab_levels_thread_new)       \
   f(hab_levels_thread_free)      \
   f(hab_levels_carve_tlab)       \
@@ -90,7 +92,7 @@ static void free_thread_handle(void* handle) {
   _hab_levels_thread_free((hab_levels_thread*)handle);
 }
 
-bool PSHab::initialize(HeapWord* base) {
+bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
   char path[JVM_MAXPATHLEN];
   if (HABLibrary != NULL) {
     jio_snprintf(path, sizeof(path), "%s", HABLibrary);
@@ -130,6 +132,14 @@ bool PSHab::initialize(HeapWord* base) {
     log_error(gc, init)("UseHAB: -XX:HABLevels=%s -XX:HABCpuId=%s: %s",
                         HABLevels, HABCpuId, _hab_last_error());
     return false;
+  }
+  size_t buffered_bytes = _hab_levels_buffered_bytes(_levels);
+  if (eden_bytes < 2 * buffered_bytes) {
+    log_warning(gc, init)("UseHAB: eden (" SIZE_FORMAT "K) is less than twice what the buffers of "
+                          "-XX:HABLevels=%s hold (" SIZE_FORMAT "K): HABs turned off",
+                          eden_bytes / K, HABLevels, buffered_bytes / K);
+    FLAG_SET_ERGO(UseHAB, false);
+    return true;
   }
   _max_tlab_words = _hab_levels_max_tlab_bytes(_levels) / HeapWordSize;
   if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {

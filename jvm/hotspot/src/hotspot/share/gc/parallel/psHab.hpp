@@ -17,8 +17,10 @@
 class PSHab : AllStatic {
  public:
   // Loads libhab and builds the levels over eden, whose addresses lie at or above `base`.
-  // False, after printing why, when it cannot (the VM then does not start).
-  static bool initialize(HeapWord* base);
+  // False, after printing why, when it cannot (the VM then does not start). Where eden
+  // (`eden_bytes` at start-up) is less than twice what the buffers can hold, they would keep
+  // much of it from the TLABs: HABs are turned off (UseHAB false) with a warning.
+  static bool initialize(HeapWord* base, size_t eden_bytes);
 
   // A new TLAB of `requested_size` words, or at least `min_size`; NULL when eden is full.
   // TLABs larger than the lowest level's buffer come straight from eden.
