@@ -75,6 +75,9 @@ struct HotspotHabArgs {
     /// Leave out the grid's configurations whose levels are these (e.g. core:1M).
     #[arg(long, value_delimiter = ',')]
     skip_levels: Vec<String>,
+    /// Print the tables of runs written earlier with --out, and run nothing.
+    #[arg(long, conflicts_with = "out")]
+    from: Option<PathBuf>,
     /// Where to write the runs as JSON, after every run (`hab report` renders docs/results/hotspot-hab-*.json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -314,7 +317,14 @@ fn main() -> ExitCode {
 }
 
 fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
-    use report::hotspot_hab::{self, Grid};
+    use report::hotspot_hab::{self, Grid, Runs};
+    if let Some(from) = &args.from {
+        let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
+        let runs: Runs =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
+        print!("{}", hotspot_hab::render_runs(&runs));
+        return Ok(());
+    }
     let jdk = args
         .jdk
         .or_else(hotspot_hab::built_jdk)
