@@ -134,8 +134,17 @@ public final class Javac {
         if (compiler == null) {
             throw new IllegalStateException("no system Java compiler: run on a JDK");
         }
-        CyclicBarrier warm = new CyclicBarrier(threads + 1);
-        CyclicBarrier done = new CyclicBarrier(threads + 1);
+        // The clock is read by the barriers' actions, which run in the last thread to arrive
+        // before any is released: a main thread scheduled late (80 threads on a few CPUs)
+        // cannot start the clock after the workers have begun, or stop it after they ended.
+        long[] startedNanos = new long[1];
+        long[] finishedNanos = new long[1];
+        long[] collectionsBefore = new long[1];
+        CyclicBarrier warm = new CyclicBarrier(threads + 1, () -> {
+            collectionsBefore[0] = Gc.collections();
+            startedNanos[0] = System.nanoTime();
+        });
+        CyclicBarrier done = new CyclicBarrier(threads + 1, () -> finishedNanos[0] = System.nanoTime());
         List<Throwable> failures = new ArrayList<>();
         AtomicLong classBytes = new AtomicLong();
         List<Thread> workers = new ArrayList<>();
@@ -161,11 +170,9 @@ public final class Javac {
         }
         try {
             warm.await();
-            long collectionsBefore = Gc.collections();
-            long started = System.nanoTime();
             done.await();
-            double elapsedMs = (System.nanoTime() - started) / 1e6;
-            long collections = Gc.collections() - collectionsBefore;
+            double elapsedMs = (finishedNanos[0] - startedNanos[0]) / 1e6;
+            long collections = Gc.collections() - collectionsBefore[0];
             System.err.printf("compiles_per_min=%.2f%n", threads * compiles * 60_000.0 / elapsedMs);
             System.err.printf("elapsed_ms=%.1f%n", elapsedMs);
             System.err.println("collections=" + collections);

@@ -129,7 +129,13 @@ public final class Warehouses {
 
     /** One round: every warehouse on its own thread; returns the seconds it took. */
     static double round(int threads, long orders, int live) throws Exception {
-        CyclicBarrier start = new CyclicBarrier(threads + 1);
+        // The clock is read by the barriers' actions, in the last thread to arrive before any
+        // is released: with more threads than CPUs the main thread may run only after the
+        // warehouses have begun (or ended), so it cannot read the clock itself.
+        long[] startedNanos = new long[1];
+        long[] finishedNanos = new long[1];
+        CyclicBarrier start = new CyclicBarrier(threads + 1, () -> startedNanos[0] = System.nanoTime());
+        CyclicBarrier done = new CyclicBarrier(threads, () -> finishedNanos[0] = System.nanoTime());
         long[] checksums = new long[threads];
         List<Thread> workers = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
@@ -137,20 +143,26 @@ public final class Warehouses {
             Thread worker = new Thread(() -> {
                 try {
                     start.await();
+                    checksums[index] = warehouse(index, orders, live);
+                    done.await();
                 } catch (Exception e) {
+                    // Release the others: a broken barrier ends the round (checked below).
+                    start.reset();
+                    done.reset();
                     throw new RuntimeException(e);
                 }
-                checksums[index] = warehouse(index, orders, live);
             });
             worker.start();
             workers.add(worker);
         }
         start.await();
-        long started = System.nanoTime();
         for (Thread worker : workers) {
             worker.join();
         }
-        double seconds = (System.nanoTime() - started) / 1e9;
+        if (finishedNanos[0] == 0) {
+            throw new IllegalStateException("a warehouse failed: the round has no time");
+        }
+        double seconds = (finishedNanos[0] - startedNanos[0]) / 1e9;
         long checksum = 0;
         for (long c : checksums) {
             checksum += c;
