@@ -4,7 +4,8 @@
  * (cpu-lab: with HAB_RSEQ=unregistered, as the Rust figures, since valgrind does not run
  * restartable sequences):
  *
- *   cargo build --release -p hab-capi
+ *   cargo build --release -p hab-capi      # cpu-lab: --features instruction-counting, which
+ *                                            # lets HAB_RSEQ=unregistered publish the LAB slot
  *   cc -O2 -Icrates/hab-capi/include crates/hab-capi/bench/alloc_loop.c \
  *       target/release/libhab_capi.a -lpthread -ldl -lm -o target/alloc_loop
  *   valgrind --tool=callgrind --callgrind-out-file=/dev/null target/alloc_loop 200000 [MODE]

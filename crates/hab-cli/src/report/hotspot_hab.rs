@@ -6,7 +6,7 @@
 //! or not). Everything runs the same `libjvm.so`: with `-XX:-UseHAB` its TLAB path is stock.
 //!
 //! `hab hotspot-hab` runs a grid and writes its runs as JSON; `hab report` runs one when the
-//! JVM is built, and renders the runs recorded under `docs/results/` (a larger machine's).
+//! JVM is built, and renders the runs recorded under `docs/results/` (each with its machine).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -566,7 +566,7 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// The recorded runs of larger machines, `docs/results/hotspot-hab-*.json`.
+/// The recorded runs (of this or other machines), `docs/results/hotspot-hab-*.json`.
 pub fn recorded() -> Vec<(PathBuf, Runs)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -614,10 +614,7 @@ pub fn render(here: &Result<Runs, String>) -> String {
         let name = path
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let _ = writeln!(
-            text,
-            "\n### Recorded on a larger machine (`docs/results/{name}`)\n"
-        );
+        let _ = writeln!(text, "\n### Recorded runs (`docs/results/{name}`)\n");
         text += &render_runs(&runs);
     }
     text.push_str(
