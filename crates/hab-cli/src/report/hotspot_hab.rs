@@ -427,6 +427,19 @@ fn speedup(point: Option<&Point>, stock: Option<&Point>) -> String {
 }
 
 /// The section's tables for one grid's runs.
+/// A Markdown table's header: the `first` columns (the first left-aligned, the others
+/// numbers), then one numeric column per HAB configuration.
+fn table_header(text: &mut String, first: &[&str], habs: &[&Config]) {
+    let labels = first
+        .iter()
+        .copied()
+        .chain(habs.iter().map(|c| c.label.as_str()));
+    let _ = writeln!(text, "| {} |", labels.collect::<Vec<_>>().join(" | "));
+    let aligns =
+        std::iter::once("---").chain(std::iter::repeat_n("---:", first.len() - 1 + habs.len()));
+    let _ = writeln!(text, "| {} |", aligns.collect::<Vec<_>>().join(" | "));
+}
+
 pub fn render_runs(runs: &Runs) -> String {
     let mut text = String::new();
     let grid = &runs.grid;
@@ -450,15 +463,7 @@ pub fn render_runs(runs: &Runs) -> String {
             "**{threads} threads: speed-up of HABs over stock HotSpot with the same TLAB \
              setting** (the seed's Figure 2; the last row is its Figure 3, both adaptive).\n"
         );
-        let _ = write!(text, "| TLAB | stock (compiles/min) |");
-        for config in &habs {
-            let _ = write!(text, " {} |", config.label);
-        }
-        let _ = write!(text, "\n| --- | ---: |");
-        for _ in &habs {
-            text.push_str(" ---: |");
-        }
-        text.push('\n');
+        table_header(&mut text, &["TLAB", "stock (compiles/min)"], &habs);
         for &tlab in &grid.tlab_bytes {
             let base = find(runs, &stock, tlab, threads);
             let base_text = base
@@ -479,17 +484,9 @@ pub fn render_runs(runs: &Runs) -> String {
             let _ = write!(
                 text,
                 "\n**{threads} threads: speed-up over stock HotSpot with adaptive TLABs** (the \
-                 seed's Figure 3: HABs with fixed TLABs against HotSpot's own sizing).\n\n| \
-                 TLAB |"
+                 seed's Figure 3: HABs with fixed TLABs against HotSpot's own sizing).\n\n"
             );
-            for config in &habs {
-                let _ = write!(text, " {} |", config.label);
-            }
-            text.push_str("\n| --- |");
-            for _ in &habs {
-                text.push_str(" ---: |");
-            }
-            text.push('\n');
+            table_header(&mut text, &["TLAB"], &habs);
             for &tlab in &grid.tlab_bytes {
                 let _ = write!(text, "| {} |", tlab_label(tlab));
                 for config in &habs {
@@ -508,15 +505,7 @@ pub fn render_runs(runs: &Runs) -> String {
              carved from the buffer of a domain other than the thread's, per lowest level; \
              restartable per-CPU buffers have none by construction).\n"
         );
-        let _ = write!(text, "| TLAB |");
-        for config in &habs {
-            let _ = write!(text, " {} |", config.label);
-        }
-        text.push_str("\n| --- |");
-        for _ in &habs {
-            text.push_str(" ---: |");
-        }
-        text.push('\n');
+        table_header(&mut text, &["TLAB"], &habs);
         for &tlab in &grid.tlab_bytes {
             let _ = write!(text, "| {} |", tlab_label(tlab));
             for config in &habs {
