@@ -440,6 +440,25 @@ fn table_header(text: &mut String, first: &[&str], habs: &[&Config]) {
     let _ = writeln!(text, "| {} |", aligns.collect::<Vec<_>>().join(" | "));
 }
 
+/// The rest of a row: each HAB configuration's speed-up over `base` with this TLAB setting.
+fn speedup_cells(
+    text: &mut String,
+    runs: &Runs,
+    habs: &[&Config],
+    tlab: Option<usize>,
+    threads: usize,
+    base: Option<&Point>,
+) {
+    for config in habs {
+        let _ = write!(
+            text,
+            " {} |",
+            speedup(find(runs, config, tlab, threads), base)
+        );
+    }
+    text.push('\n');
+}
+
 pub fn render_runs(runs: &Runs) -> String {
     let mut text = String::new();
     let grid = &runs.grid;
@@ -470,14 +489,7 @@ pub fn render_runs(runs: &Runs) -> String {
                 .and_then(Point::throughput)
                 .map_or("—".into(), |s| s.to_string());
             let _ = write!(text, "| {} | {base_text} |", tlab_label(tlab));
-            for config in &habs {
-                let _ = write!(
-                    text,
-                    " {} |",
-                    speedup(find(runs, config, tlab, threads), base)
-                );
-            }
-            text.push('\n');
+            speedup_cells(&mut text, runs, &habs, tlab, threads, base);
         }
         let adaptive = find(runs, &stock, None, threads);
         if adaptive.is_some() {
@@ -489,14 +501,7 @@ pub fn render_runs(runs: &Runs) -> String {
             table_header(&mut text, &["TLAB"], &habs);
             for &tlab in &grid.tlab_bytes {
                 let _ = write!(text, "| {} |", tlab_label(tlab));
-                for config in &habs {
-                    let _ = write!(
-                        text,
-                        " {} |",
-                        speedup(find(runs, config, tlab, threads), adaptive)
-                    );
-                }
-                text.push('\n');
+                speedup_cells(&mut text, runs, &habs, tlab, threads, adaptive);
             }
         }
         let _ = writeln!(
