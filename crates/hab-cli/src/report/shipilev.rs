@@ -338,8 +338,9 @@ fn render_zeroing<'m>(
         "\nWith 1 MiB TLABs one thread writes {:.1} GB/s (objects plus the array of references). \
          Reused memory is zeroed by default a step ahead of each TLAB's top (`--zero ahead`: \
          {} KiB at a time, when an allocation reaches the end of the zeroed part, through the \
-         TLAB's soft end), so that the zeroes are still in the cache when the objects are \
-         written. Zeroing a whole TLAB when it is taken (`--zero refill`) goes through memory \
+         TLAB's soft end). The steps are small so that zeroing overlaps allocation: a step's \
+         stores wait in the CPU's store buffer while their lines come from memory, and the \
+         thread goes on allocating. Zeroing a whole TLAB when it is taken (`--zero refill`) goes through memory \
          twice when the TLAB is larger than the caches (zeroes, then objects). Without zeroing \
          (`--zero never`) the loop initialises each object whole, header then zeroes, as a \
          runtime must then:\n",

@@ -134,9 +134,16 @@ impl FromStr for TlabPolicy {
 }
 
 /// How far ahead of a TLAB's top [`ZeroMemory::Ahead`] zeroes, at least, each time an
-/// allocation reaches the end of the zeroed part: small enough to stay in the first-level
-/// cache until the objects are written, large enough that the slow path it costs is rare.
-pub const ZERO_AHEAD_BYTES: usize = 32 << 10;
+/// allocation reaches the end of the zeroed part.
+///
+/// Small, so that zeroing overlaps allocation: a step's few dozen vector stores wait in the
+/// CPU's store buffer while their cache lines come from memory, and the thread goes on
+/// allocating. Steps of tens of KiB make it wait for every line before its next object, and
+/// from 2 KiB glibc's `memset` turns into `rep stosb`, which waited as well: with 32 KiB
+/// steps, `alloc-array` (20 M objects of 16 bytes, kept) took 1.5 times as long as not
+/// zeroing; with 1 KiB steps it takes as long. Large enough that the short slow path it costs
+/// (`SlowPath::bump_in_next_zeroed_step`) is rare next to the objects it serves.
+pub const ZERO_AHEAD_BYTES: usize = 1 << 10;
 
 /// Whether memory handed out is zeroed.
 ///

@@ -126,10 +126,30 @@ impl Tlab {
         self.gap_bytes.set(self.gap_bytes.get() + bytes);
     }
 
+    /// The soft miss of zeroing ahead, on its own: when an object of `bytes` ends past the
+    /// zeroed part but within the limit and before the next sample, zeroes the next step
+    /// (see [`zero_through`](Tlab::zero_through)), bumps, and returns the object. `None`
+    /// otherwise (and for an empty TLAB). The caller raises the soft end.
+    #[inline]
+    pub(crate) fn bump_zeroing_ahead(&self, bytes: usize, step_bytes: usize) -> Option<usize> {
+        let top = self.top.get();
+        let new_top = top.checked_add(bytes)?;
+        if new_top <= self.zeroed_end.get()
+            || new_top > self.limit.get()
+            || new_top >= self.sample_at.get()
+        {
+            return None;
+        }
+        self.zero_through(new_top, step_bytes);
+        self.top.set(new_top);
+        Some(top)
+    }
+
     /// Makes the memory up to `end` (an object's end, at most the limit) ready: when the TLAB
     /// is zeroed ahead and `end` passes what is zeroed, zeroes from there to `end` or
     /// `step_bytes` further, whichever is further, within the limit. Cost: a `memset` of
     /// about `step_bytes` once per step.
+    #[inline]
     pub(crate) fn zero_through(&self, end: usize, step_bytes: usize) {
         let zeroed = self.zeroed_end.get();
         if end <= zeroed {
@@ -140,10 +160,9 @@ impl Tlab {
             .max(zeroed.saturating_add(step_bytes))
             .min(self.limit.get());
         // Every earlier object lies below `zeroed` (the soft end stays at or below it).
-        let bytes = new_end - zeroed;
         // SAFETY: `[zeroed, new_end)` holds only the object ending at `end`, not yet handed
         // out, and free TLAB memory: all the calling owner's.
-        unsafe { std::ptr::write_bytes(address_to_pointer(zeroed), 0, bytes) };
+        unsafe { std::ptr::write_bytes(address_to_pointer(zeroed), 0, new_end - zeroed) };
         self.zeroed_end.set(new_end);
     }
 
@@ -227,4 +246,69 @@ pub(crate) struct Retired {
     pub(crate) gap_bytes: usize,
     /// Bytes of its free tail, now a filler: waste.
     pub(crate) tail_bytes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TLAB zeroed ahead over `memory` (dirty: every byte 0xab), without a reserve.
+    fn dirty_tlab(memory: &mut [u64]) -> (Tlab, usize) {
+        memory.fill(u64::MAX / 0xff * 0xab);
+        let start = memory.as_mut_ptr().expose_provenance();
+        let tlab = Tlab::default();
+        tlab.install(start, memory.len() * 8, 0, true);
+        tlab.set_soft_end(tlab.wanted_soft_end());
+        (tlab, start)
+    }
+
+    #[test]
+    fn zeroing_ahead_zeroes_one_step_past_each_object_that_leaves_the_zeroed_part() {
+        let mut memory = vec![0u64; 512];
+        let (tlab, start) = dirty_tlab(&mut memory);
+        let step = 256;
+        assert_eq!(tlab.bump(16), None, "nothing is zeroed yet");
+        assert_eq!(tlab.bump_zeroing_ahead(16, step), Some(start));
+        assert_eq!(tlab.wanted_soft_end(), start + step);
+        assert_eq!(
+            tlab.bump_zeroing_ahead(16, step),
+            None,
+            "inside the zeroed part: not a zeroing soft miss"
+        );
+        tlab.set_soft_end(tlab.wanted_soft_end());
+        while tlab.bump(16).is_some() {}
+        assert_eq!(tlab.top(), start + step);
+        // An object larger than a step is zeroed whole.
+        assert_eq!(tlab.bump_zeroing_ahead(400, step), Some(start + step));
+        assert_eq!(tlab.wanted_soft_end(), start + step + 400);
+        let zeroed_words = (step + 400) / 8;
+        assert!(memory[..zeroed_words].iter().all(|&word| word == 0));
+        assert!(memory[zeroed_words..].iter().all(|&word| word != 0));
+    }
+
+    #[test]
+    fn zeroing_ahead_stops_at_the_limit_and_before_a_sample() {
+        let mut memory = vec![0u64; 64];
+        let (tlab, start) = dirty_tlab(&mut memory);
+        assert_eq!(
+            tlab.bump_zeroing_ahead(64 * 8 + 8, 1024),
+            None,
+            "past the limit"
+        );
+        tlab.set_sample_at(start + 64);
+        assert_eq!(
+            tlab.bump_zeroing_ahead(64, 1024),
+            None,
+            "reaches the sample"
+        );
+        assert_eq!(tlab.bump_zeroing_ahead(56, 1024), Some(start));
+        assert_eq!(tlab.wanted_soft_end(), start + 64, "the sample is lower");
+        tlab.set_sample_at(usize::MAX);
+        assert_eq!(
+            tlab.wanted_soft_end(),
+            start + 64 * 8,
+            "one step reaches the limit"
+        );
+        assert!(memory.iter().all(|&word| word == 0));
+    }
 }

@@ -37,10 +37,33 @@ impl SlowPath<'_> {
     #[inline(never)]
     pub(crate) fn alloc(self, bytes: usize) -> SlowResult {
         if self.allocator.tlab_source.is_none() && self.allocator.cpu_labs.is_none() {
-            self.alloc_shared(bytes)
-        } else {
-            self.alloc_in_labs(bytes)
+            return self.alloc_shared(bytes);
         }
+        if let Some(object) = self.bump_in_next_zeroed_step(bytes) {
+            return (Ok(object), LabCursor::INACTIVE);
+        }
+        self.alloc_in_labs(bytes)
+    }
+
+    /// The most frequent soft miss, kept short: the object fits the TLAB but ends past the
+    /// memory zeroed so far, no safepoint is requested and sampling is off. Zeroes the next
+    /// step, bumps, raises the soft end. `None` for any other case, which the rest of the
+    /// slow path handles. (A non-empty TLAB means the thread allocates in TLABs this cycle:
+    /// a collection that moves it to per-CPU LABs retires it.)
+    #[inline]
+    fn bump_in_next_zeroed_step(self, bytes: usize) -> Option<NonNull<u8>> {
+        let allocator = self.allocator;
+        if self.cell.safepoint_requested() || allocator.sampling.interval_bytes() != 0 {
+            return None;
+        }
+        let config = &allocator.config;
+        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes()).ok()?;
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (tlab, _) = unsafe { self.cell.running_parts() };
+        let object = tlab.bump_zeroing_ahead(bytes, ZERO_AHEAD_BYTES)?;
+        self.raise_soft_end(tlab);
+        // SAFETY: a TLAB address inside the reservation, not null.
+        Some(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
     }
 
     /// `alloc` in the modes with LABs (TLABs or per-CPU LABs).
