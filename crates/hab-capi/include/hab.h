@@ -347,6 +347,10 @@ size_t hab_levels_max_tlab_bytes(hab_levels *levels);
  * domains (CPUs, cores, packages...), summed; 0 for NULL. */
 size_t hab_levels_buffered_bytes(hab_levels *levels);
 
+/* TLABs carved straight from the upstream because every level's buffers were busy (another
+ * thread refilling them) or too small: the TLABs no level's allocs count; 0 for NULL. */
+uint64_t hab_levels_tlabs_past_levels(hab_levels *levels);
+
 /* Frees the caller's reference (NULL: nothing); thread handles keep the levels alive. */
 void hab_levels_free(hab_levels *levels);
 

@@ -1309,6 +1309,29 @@ pub unsafe extern "C" fn hab_levels_buffered_bytes(levels: *mut hab_levels) -> u
     }
 }
 
+/// TLABs carved straight from the upstream, every level's buffers being busy or too small
+/// (counted by no level); 0 for NULL levels.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_tlabs_past_levels(levels: *mut hab_levels) -> u64 {
+    // SAFETY: the caller's contract.
+    let Some(levels) = (unsafe { levels.as_ref() }) else {
+        fail(
+            HAB_INVALID_ARGUMENT,
+            "hab_levels_tlabs_past_levels: NULL levels",
+        );
+        return 0;
+    };
+    let mut count = 0;
+    guarded(|| {
+        count = levels.levels.tlabs_past_levels();
+        HAB_OK
+    });
+    count
+}
+
 /// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -163,13 +163,24 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
             assert_eq!(eden.bad_fillers.load(Ordering::Relaxed), 0, "{config}");
             let stats = levels.stats();
             let lowest = &stats[0].1;
-            // A TLAB comes from the lowest level, or straight from the eden when every buffer
-            // of the levels is being refilled or exhausted (counted by no level).
+            // A TLAB comes from the lowest level; from a higher one when the buffers below
+            // were busy (counted among that level's chunks, with the buffers it hands the
+            // level below); or straight from the eden when every buffer was busy or
+            // exhausted (`tlabs_past_levels`). With one level, the first and the last are
+            // all.
+            let past = levels.tlabs_past_levels();
+            let higher: u64 = stats[1..].iter().map(|(_, s)| s.allocs).sum();
             assert!(
-                lowest.allocs <= tlab_count && lowest.allocs * 4 >= tlab_count * 3,
-                "{config}: {} of {tlab_count} TLABs through the lowest level",
+                lowest.allocs + past <= tlab_count
+                    && tlab_count - lowest.allocs - past <= higher
+                    && lowest.allocs * 4 >= tlab_count * 3,
+                "{config}: {tlab_count} TLABs, {} through the lowest level, {past} past \
+                 every level, {higher} chunks of higher levels",
                 lowest.allocs
             );
+            if stats.len() == 1 {
+                assert_eq!(lowest.allocs + past, tlab_count, "{config}");
+            }
             all_filler_bytes += filler_bytes as u64;
             let waste: u64 = stats.iter().map(|(_, s)| s.waste_bytes).sum();
             assert_eq!(

@@ -122,6 +122,7 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
     eden.min_filler_bytes = min_filler_bytes;
     struct range *all = malloc(2 * MAX_RANGES * sizeof *all);
     struct worker workers[THREADS];
+    uint64_t all_tlabs = 0;
     for (int round = 0; round < 3; round++) {
         atomic_store(&eden.top, eden.start);
         eden.filler_count = 0;
@@ -141,6 +142,7 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
             tlabs += workers[i].count;
             free(workers[i].tlabs);
         }
+        all_tlabs += tlabs;
         memcpy(all + n, eden.fillers, eden.filler_count * sizeof *all);
         n += eden.filler_count;
         qsort(all, n, sizeof *all, by_start);
@@ -167,6 +169,14 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
     CHECK(count >= 1 && count <= 4 && hab_levels_stats(levels, NULL, 0) == count);
     CHECK(strncmp(list, stats[0].level, strlen(stats[0].level)) == 0);
     CHECK(stats[0].allocs > 0 && stats[count - 1].refills > 0);
+    /* Each TLAB is counted by the level that served it, or as past every level. */
+    uint64_t past = hab_levels_tlabs_past_levels(levels);
+    CHECK(stats[0].allocs + past <= all_tlabs);
+    if (count == 1) {
+        CHECK(stats[0].allocs + past == all_tlabs);
+    }
+    printf("  %llu of %llu TLABs past every level\n", (unsigned long long)past,
+           (unsigned long long)all_tlabs);
     if (strcmp(stats[0].level, "cpu") == 0 && cpu_id != NULL && strcmp(cpu_id, "rseq") == 0) {
         /* Restartable buffers: a chunk is carved by a section on the CPU it belongs to, or
          * by the compare-and-swap fallback. */
@@ -219,6 +229,8 @@ static void bad_arguments(void) {
     CHECK(hab_levels_buffered_bytes(levels) >= (size_t)(64u << 10) + (1u << 20));
     CHECK(hab_levels_buffered_bytes(levels) <= (size_t)cpus * ((64u << 10) + (1u << 20)));
     CHECK(hab_levels_buffered_bytes(NULL) == 0);
+    CHECK(hab_levels_tlabs_past_levels(levels) == 0);
+    CHECK(hab_levels_tlabs_past_levels(NULL) == 0);
     hab_levels_free(levels);
     levels = NULL;
     CHECK(hab_levels_new("core:1MiB", 3u << 20, 16, eden.start, &upstream, &levels) ==

@@ -17,6 +17,7 @@ use crate::levels::refill::{self, middle_level, Above, LevelCountersByLevel};
 use crate::levels::stats::LevelStats;
 use crate::memory::packed::MAX_OFFSET_WORDS;
 use crate::memory::words::WORD_BYTES;
+use crate::platform::counter::Counter;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::platform::topology::{Level, Topology};
 
@@ -120,7 +121,7 @@ pub struct MiddleLevels {
     /// The largest TLAB the levels were built for.
     max_tlab_bytes: usize,
     /// Every thread handle's counters, for the totals.
-    threads: Mutex<Vec<Arc<LevelCountersByLevel>>>,
+    threads: Mutex<Vec<Arc<ThreadCounters>>>,
     /// What `retire_all` counted.
     retired: LevelCountersByLevel,
 }
@@ -229,7 +230,7 @@ impl MiddleLevels {
 
     /// A handle for one thread to carve TLABs with (it counts that thread's events).
     pub fn thread(self: &Arc<Self>) -> LevelsThread {
-        let counters = Arc::new(LevelCountersByLevel::default());
+        let counters = Arc::new(ThreadCounters::default());
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         let simulated = SimulatedCpu::new(&self.cpu_id, threads.len() as u64);
         threads.push(counters.clone());
@@ -268,11 +269,23 @@ impl MiddleLevels {
                 let index = level.level().index();
                 let mut stats = self.retired[index].snapshot();
                 for counters in threads.iter() {
-                    stats += counters[index].snapshot();
+                    stats += counters.levels[index].snapshot();
                 }
                 (level.level(), stats)
             })
             .collect()
+    }
+
+    /// TLABs carved straight from the upstream, every level's buffers being busy (another
+    /// thread refilling them) or too small for them; every other TLAB is counted in the
+    /// lowest level's `allocs`, or a higher level's when the levels below were busy. Over
+    /// every thread.
+    pub fn tlabs_past_levels(&self) -> u64 {
+        let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        threads
+            .iter()
+            .map(|counters| counters.tlabs_past_levels.get())
+            .sum()
     }
 
     /// The largest TLAB the levels were built for: the `max_tlab_bytes` given, or the lowest
@@ -311,10 +324,17 @@ impl std::fmt::Debug for MiddleLevels {
     }
 }
 
+/// What one thread counted: every level's figures, and the TLABs that passed every level.
+#[derive(Default)]
+struct ThreadCounters {
+    levels: LevelCountersByLevel,
+    tlabs_past_levels: Counter,
+}
+
 /// One thread's handle on [`MiddleLevels`]: `Send`, not `Sync` (its counters have one writer).
 pub struct LevelsThread {
     levels: Arc<MiddleLevels>,
-    counters: Arc<LevelCountersByLevel>,
+    counters: Arc<ThreadCounters>,
     simulated: SimulatedCpu,
 }
 
@@ -342,7 +362,10 @@ impl LevelsThread {
             &levels.topology,
             &levels.cpu_id,
             &levels.levels,
-            &self.counters,
+            (
+                &self.counters.levels,
+                Some(&self.counters.tlabs_past_levels),
+            ),
             &mut self.simulated,
             min_bytes,
             desired_bytes,

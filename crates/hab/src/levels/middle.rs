@@ -274,6 +274,18 @@ pub(crate) trait RefillThread {
     fn sideline_reused(&mut self, index: usize) {
         let _ = index;
     }
+    /// A TLAB came straight from the global heap: every level's buffers were busy or too
+    /// small for it.
+    fn tlab_past_every_level(&mut self) {}
+}
+
+/// What a carve is for: where a chunk that passes every level is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// A TLAB (the request started at the lowest level).
+    Tlab,
+    /// A buffer of a level (its refill, counted there).
+    Buffer,
 }
 
 /// Carves a chunk of `desired` bytes (or at least `min`) for the level below `levels[index]`
@@ -284,10 +296,15 @@ pub(crate) fn carve(
     index: usize,
     min: usize,
     desired: usize,
+    request: Request,
     env: &mut impl RefillThread,
 ) -> Option<Chunk> {
     let Some(level) = levels.get(index) else {
-        return env.carve_global(min, desired);
+        let chunk = env.carve_global(min, desired)?;
+        if request == Request::Tlab {
+            env.tlab_past_every_level();
+        }
+        return Some(chunk);
     };
     if let Some(buffers) = &level.per_cpu {
         match per_cpu::carve(levels, index, buffers, min, desired, env) {
@@ -325,7 +342,7 @@ pub(crate) fn carve(
             return Some(chunk);
         }
     }
-    carve(levels, index + 1, min, desired, env)
+    carve(levels, index + 1, min, desired, request, env)
 }
 
 /// Claims the exhausted buffer of `domain`, retires its tail, refills it from the level above
@@ -349,7 +366,8 @@ fn refill(
         words::address(base, tail_top),
         words::address(base, tail_end),
     );
-    let Some(chunk) = carve(levels, index + 1, min, level.buffer_bytes.max(min), env) else {
+    let buffer_bytes = level.buffer_bytes.max(min);
+    let Some(chunk) = carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env) else {
         buffer.install(seen, tail_end, tail_end);
         return None;
     };
@@ -376,6 +394,7 @@ mod tests {
         global_end: usize,
         tails: Vec<(usize, usize)>,
         served: Vec<(usize, usize)>,
+        tlabs_past_levels: usize,
     }
 
     impl RefillThread for Fixed {
@@ -404,6 +423,9 @@ mod tests {
         fn served(&mut self, index: usize, _: Level, domain: usize) {
             self.served.push((index, domain));
         }
+        fn tlab_past_every_level(&mut self) {
+            self.tlabs_past_levels += 1;
+        }
     }
 
     fn env(domain: usize, global_bytes: usize) -> Fixed {
@@ -413,17 +435,48 @@ mod tests {
             global_end: global_bytes,
             tails: vec![],
             served: vec![],
+            tlabs_past_levels: 0,
         }
+    }
+
+    /// Marks the (empty or exhausted) buffer as being refilled by another thread.
+    fn make_busy(buffer: &CasBuffer) {
+        let Attempt::Exhausted(seen) = buffer.try_carve(0, usize::MAX / 2, usize::MAX / 2, 0)
+        else {
+            panic!("the buffer serves any request");
+        };
+        buffer.claim(seen).expect("no other thread claims it");
+    }
+
+    #[test]
+    fn a_tlab_that_passes_every_level_is_counted_there_and_only_there() {
+        let levels = [
+            MiddleLevel::new(Level::Core, 1024, 1, 0),
+            MiddleLevel::new(Level::Package, 4096, 1, 0),
+        ];
+        let mut env = env(0, 1 << 20);
+        make_busy(&levels[0].buffers[0].0);
+        // The core buffer is busy: the package level serves the TLAB.
+        assert!(carve(&levels, 0, 64, 256, Request::Tlab, &mut env).is_some());
+        assert_eq!(env.served, vec![(1, 0)]);
+        make_busy(&levels[1].buffers[0].0);
+        let past = carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap();
+        assert_eq!(past.len, 256);
+        assert_eq!(env.served.len(), 1, "served by no level");
+        assert_eq!(env.tlabs_past_levels, 1);
+        // A buffer that passes the busy levels above is its level's refill, not a TLAB.
+        assert!(carve(&levels, 0, 64, 1024, Request::Buffer, &mut env).is_some());
+        assert_eq!(env.tlabs_past_levels, 1);
     }
 
     #[test]
     fn carves_from_the_home_buffer_and_refills_it() {
         let levels = [MiddleLevel::new(Level::Core, 1024, 2, 0)];
         let mut env = env(1, 1 << 20);
-        let first = carve(&levels, 0, 64, 256, &mut env).unwrap();
+        let first = carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap();
         assert_eq!(first, Chunk { start: 0, len: 256 });
         assert_eq!(
-            carve(&levels, 0, 64, 256, &mut env).unwrap(),
+            carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap(),
             Chunk {
                 start: 256,
                 len: 256
@@ -432,7 +485,7 @@ mod tests {
         assert_eq!(env.global_top, 1024, "one refill of the level's size");
         // 512 left: a 600-byte request takes what is left.
         assert_eq!(
-            carve(&levels, 0, 64, 600, &mut env).unwrap(),
+            carve(&levels, 0, 64, 600, Request::Tlab, &mut env).unwrap(),
             Chunk {
                 start: 512,
                 len: 512
@@ -440,7 +493,7 @@ mod tests {
         );
         // Exhausted: refilled, no tail to retire.
         assert_eq!(
-            carve(&levels, 0, 64, 256, &mut env).unwrap(),
+            carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap(),
             Chunk {
                 start: 1024,
                 len: 256
@@ -449,7 +502,7 @@ mod tests {
         assert!(env.tails.is_empty());
         // 768 left but the minimum is 800: the tail is retired, the buffer refilled.
         assert_eq!(
-            carve(&levels, 0, 800, 800, &mut env).unwrap(),
+            carve(&levels, 0, 800, 800, Request::Tlab, &mut env).unwrap(),
             Chunk {
                 start: 2048,
                 len: 800
@@ -471,14 +524,14 @@ mod tests {
         let mut env = env(0, 1 << 20);
         // Domain 2 gets a chunk; then domain 0 is marked busy.
         env.domain = 2;
-        carve(&levels, 0, 64, 64, &mut env).unwrap();
+        carve(&levels, 0, 64, 64, Request::Tlab, &mut env).unwrap();
         levels[0].buffers[0]
             .0
             .state
             .store(REFILLING, Ordering::Relaxed);
         env.domain = 0;
         env.served.clear();
-        let chunk = carve(&levels, 0, 64, 64, &mut env).unwrap();
+        let chunk = carve(&levels, 0, 64, 64, Request::Tlab, &mut env).unwrap();
         assert_eq!(
             chunk,
             Chunk { start: 64, len: 64 },
@@ -487,7 +540,7 @@ mod tests {
         assert_eq!(env.served, [(0, 2)]);
         // Domain 2 exhausted (a minimum larger than what is left): up to the package level.
         env.served.clear();
-        let chunk = carve(&levels, 0, 1000, 1000, &mut env).unwrap();
+        let chunk = carve(&levels, 0, 1000, 1000, Request::Tlab, &mut env).unwrap();
         assert_eq!(env.served, [(1, 0)], "served by the package level");
         assert_eq!(chunk.len, 1000);
     }
@@ -496,17 +549,17 @@ mod tests {
     fn an_exhausted_heap_leaves_the_buffer_empty_and_usable() {
         let levels = [MiddleLevel::new(Level::Cpu, 1024, 1, 0)];
         let mut env = env(0, 1536);
-        assert!(carve(&levels, 0, 512, 512, &mut env).is_some());
-        assert!(carve(&levels, 0, 512, 512, &mut env).is_some());
+        assert!(carve(&levels, 0, 512, 512, Request::Tlab, &mut env).is_some());
+        assert!(carve(&levels, 0, 512, 512, Request::Tlab, &mut env).is_some());
         // 512 left in the global heap: the refill takes it (at least the minimum).
         assert_eq!(
-            carve(&levels, 0, 512, 512, &mut env),
+            carve(&levels, 0, 512, 512, Request::Tlab, &mut env),
             Some(Chunk {
                 start: 1024,
                 len: 512
             })
         );
-        assert_eq!(carve(&levels, 0, 8, 8, &mut env), None);
+        assert_eq!(carve(&levels, 0, 8, 8, Request::Tlab, &mut env), None);
         assert_eq!(
             top_of(levels[0].buffers[0].0.state.load(Ordering::Relaxed)),
             1536 / 8
@@ -522,7 +575,7 @@ mod tests {
         let mut env = env(0, 1 << 20);
         // 1024 - 1016 would leave 8 bytes: the whole buffer goes.
         assert_eq!(
-            carve(&levels, 0, 8, 1016, &mut env),
+            carve(&levels, 0, 8, 1016, Request::Tlab, &mut env),
             Some(Chunk {
                 start: 0,
                 len: 1024
@@ -530,14 +583,14 @@ mod tests {
         );
         // From a partly used buffer too: 1024 - 512 - 504 = 8.
         assert_eq!(
-            carve(&levels, 0, 8, 512, &mut env),
+            carve(&levels, 0, 8, 512, Request::Tlab, &mut env),
             Some(Chunk {
                 start: 1024,
                 len: 512
             })
         );
         assert_eq!(
-            carve(&levels, 0, 8, 504, &mut env),
+            carve(&levels, 0, 8, 504, Request::Tlab, &mut env),
             Some(Chunk {
                 start: 1536,
                 len: 512
@@ -545,7 +598,7 @@ mod tests {
         );
         // A 16-byte rest is fine.
         assert_eq!(
-            carve(&levels, 0, 8, 1008, &mut env),
+            carve(&levels, 0, 8, 1008, Request::Tlab, &mut env),
             Some(Chunk {
                 start: 2048,
                 len: 1008
@@ -664,7 +717,9 @@ mod model_check {
                         };
                         let mut pieces = vec![];
                         for _ in 0..requests {
-                            if let Some(chunk) = carve(&levels[..], 0, 8, 16, &mut env) {
+                            if let Some(chunk) =
+                                carve(&levels[..], 0, 8, 16, Request::Tlab, &mut env)
+                            {
                                 pieces.push((chunk.start, chunk.start + chunk.len));
                             }
                         }

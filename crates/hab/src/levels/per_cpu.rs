@@ -13,7 +13,9 @@
 //! its slot shows: every tail is then at least the reserve. An installed slot never holds the
 //! raw word 0 (its offset is past the chunk's first TLAB), so 0 marks an empty slot.
 
-use crate::levels::middle::{self, portion, portion_bytes, Chunk, MiddleLevel, RefillThread};
+use crate::levels::middle::{
+    self, portion, portion_bytes, Chunk, MiddleLevel, RefillThread, Request,
+};
 use crate::levels::sideline::Sideline;
 use crate::memory::words;
 use crate::platform::rseq::{self, Outcome, PackedWord, Slots};
@@ -131,9 +133,10 @@ fn refill(
     if sidelined.is_some() {
         env.sideline_reused(index);
     }
-    let Some(chunk) = sidelined
-        .or_else(|| middle::carve(levels, index + 1, min, level.buffer_bytes().max(min), env))
-    else {
+    let Some(chunk) = sidelined.or_else(|| {
+        let buffer_bytes = level.buffer_bytes().max(min);
+        middle::carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env)
+    }) else {
         return Carved::Exhausted;
     };
     let take = portion_bytes(level, chunk.len, desired);

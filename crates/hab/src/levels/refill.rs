@@ -2,9 +2,10 @@
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
 use crate::config::MiddleLevelSpec;
-use crate::levels::middle::{self, Chunk, MiddleLevel, RefillThread};
+use crate::levels::middle::{self, Chunk, MiddleLevel, RefillThread, Request};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
+use crate::platform::counter::Counter;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
@@ -60,6 +61,8 @@ struct Refill<'a> {
     levels: &'a [MiddleLevel],
     counters: &'a LevelCountersByLevel,
     simulated: &'a SimulatedCpu,
+    /// Where TLABs that pass every level are counted, if anywhere.
+    tlabs_past_levels: Option<&'a Counter>,
     /// The CPU the thread ran on when the refill began.
     cpu: usize,
 }
@@ -80,21 +83,22 @@ pub(crate) fn carve_chunk(
         context.topology,
         context.cpu_id,
         levels,
-        counters,
+        (counters, None),
         simulated,
         min,
         desired,
     )
 }
 
-/// [`carve_chunk`] from levels over any [`Above`].
+/// [`carve_chunk`] from levels over any [`Above`]; `counters` are the thread's counters of
+/// every level and, if any, where it counts the TLABs that passed every level.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn carve_chunk_from(
     above: &dyn Above,
     topology: &Topology,
     cpu_id: &CpuIdReader,
     levels: &[MiddleLevel],
-    counters: &LevelCountersByLevel,
+    (counters, tlabs_past_levels): (&LevelCountersByLevel, Option<&Counter>),
     simulated: &mut SimulatedCpu,
     min: usize,
     desired: usize,
@@ -108,9 +112,10 @@ pub(crate) fn carve_chunk_from(
         levels,
         counters,
         simulated,
+        tlabs_past_levels,
         cpu,
     };
-    middle::carve(levels, 0, min, desired, &mut refill)
+    middle::carve(levels, 0, min, desired, Request::Tlab, &mut refill)
 }
 
 /// A configured middle level. The `cpu` level uses restartable sequences where `restartable`
@@ -216,5 +221,11 @@ impl RefillThread for Refill<'_> {
 
     fn sideline_reused(&mut self, index: usize) {
         self.level_counters(index).sideline_reused.add(1);
+    }
+
+    fn tlab_past_every_level(&mut self) {
+        if let Some(counter) = self.tlabs_past_levels {
+            counter.add(1);
+        }
     }
 }
