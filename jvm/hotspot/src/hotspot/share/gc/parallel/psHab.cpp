@@ -37,7 +37,8 @@
   f(hab_levels_thread_free)      \
   f(hab_levels_carve_tlab)       \
   f(hab_levels_retire_all)       \
-  f(hab_levels_stats)
+  f(hab_levels_stats)            \
+  f(hab_levels_tlabs_past_levels)
 
 #define HAB_DECLARE_ENTRY(name) static decltype(&::name) _##name = NULL;
 HAB_ENTRIES(HAB_DECLARE_ENTRY)
@@ -242,7 +243,9 @@ void PSHab::print_summary() {
   size_t count = read_stats(now);
   print_levels(&ls, "total", now, zero, count);
   ls.print_cr("HAB total: " SIZE_FORMAT " retires; " SIZE_FORMAT " TLABs (" SIZE_FORMAT
-              "K) larger than " SIZE_FORMAT "K straight from eden",
+              "K) larger than " SIZE_FORMAT "K straight from eden; " UINT64_FORMAT
+              " TLABs past every level (all buffers busy)",
               _retires, Atomic::load(&_direct_tlabs),
-              Atomic::load(&_direct_words) * HeapWordSize / K, _max_tlab_words * HeapWordSize / K);
+              Atomic::load(&_direct_words) * HeapWordSize / K, _max_tlab_words * HeapWordSize / K,
+              _hab_levels_tlabs_past_levels(_levels));
 }
