@@ -348,9 +348,24 @@ fn run(name: &str, heap: Arc<Heap>, cpus: &[usize]) -> [LevelStats; 5] {
             );
         }
     }
-    // The lowest level hands out TLABs only, so at most one per refill (the others came from
-    // above when its buffers were busy or dry).
-    assert!(totals.levels[levels[0].index()].allocs <= totals.refills);
+    // Every TLAB is counted once: by the lowest level, by a higher one when the buffers below
+    // were busy (among that level's chunks, with the buffers it hands the level below), or as
+    // past every level. With one level, the first and the last are all.
+    let lowest = totals.levels[levels[0].index()].allocs;
+    let past = totals.tlabs_past_levels;
+    let higher: u64 = levels[1..]
+        .iter()
+        .map(|level| totals.levels[level.index()].allocs)
+        .sum();
+    assert!(
+        lowest + past <= totals.refills && totals.refills - lowest - past <= higher,
+        "{name}: {} TLABs, {lowest} from the lowest level, {past} past every level, {higher} \
+         chunks of higher levels",
+        totals.refills
+    );
+    if levels.len() == 1 {
+        assert_eq!(lowest + past, totals.refills, "{name}");
+    }
     eprintln!(
         "{name}: {} collections stopped up to {most_stopped} mutators, {:?}\n  {totals}",
         heap.collections(),

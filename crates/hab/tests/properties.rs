@@ -414,6 +414,10 @@ impl World {
             allocs[0], delta.refills,
             "the lowest level serves every TLAB: {allocs:?}"
         );
+        assert_eq!(
+            delta.tlabs_past_levels, 0,
+            "one thread finds no buffer busy"
+        );
         assert!(
             allocs.windows(2).all(|pair| pair[1] <= pair[0]) && allocs.iter().all(|&n| n <= 1),
             "a refill walks up a prefix of the levels: {allocs:?}"

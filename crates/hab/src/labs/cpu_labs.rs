@@ -273,7 +273,7 @@ fn alloc_in_fallback(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) ->
     let chunk = refill::carve_chunk(
         context,
         &cpu_labs.fallback,
-        level_counters,
+        (level_counters, None),
         simulated,
         request,
         request,

@@ -70,10 +70,12 @@ struct Refill<'a> {
 /// Carves a chunk of `desired` bytes (at least `min`) from `levels`, or the global heap when
 /// they are exhausted. The simulated CPU source may migrate the thread first. The chunk may be
 /// larger than desired by less than one filler, so that no buffer keeps a tail no filler fits.
+/// `counters`: the thread's counters of every level and, if any, where it counts the TLABs
+/// that passed every level.
 pub(crate) fn carve_chunk(
     context: RefillContext<'_>,
     levels: &[MiddleLevel],
-    counters: &LevelCountersByLevel,
+    counters: (&LevelCountersByLevel, Option<&Counter>),
     simulated: &mut SimulatedCpu,
     min: usize,
     desired: usize,
@@ -83,7 +85,7 @@ pub(crate) fn carve_chunk(
         context.topology,
         context.cpu_id,
         levels,
-        (counters, None),
+        counters,
         simulated,
         min,
         desired,

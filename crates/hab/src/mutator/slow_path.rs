@@ -336,7 +336,10 @@ impl SlowPath<'_> {
             TlabSource::Levels(levels) => refill::carve_chunk(
                 allocator.refill_context(),
                 levels,
-                &cell.counters.levels,
+                (
+                    &cell.counters.levels,
+                    Some(&cell.counters.tlabs_past_levels),
+                ),
                 &mut local.simulated_cpu,
                 min,
                 desired,

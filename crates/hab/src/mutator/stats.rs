@@ -52,6 +52,9 @@ pub struct AllocationStats {
     pub alignment_gap_bytes: u64,
     /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
     pub levels: [LevelStats; Level::ALL.len()],
+    /// TLABs carved straight from the global heap because every middle level's buffers were
+    /// busy (other threads refilling them) or too small: the TLABs no level counts.
+    pub tlabs_past_levels: u64,
     /// Per-CPU LABs of the `cpu-lab` and `flip` modes.
     pub cpu_lab: CpuLabStats,
 }
@@ -112,6 +115,9 @@ impl AllocationStats {
                 .alignment_gap_bytes
                 .saturating_sub(earlier.alignment_gap_bytes),
             levels: std::array::from_fn(|i| self.levels[i].since(&earlier.levels[i])),
+            tlabs_past_levels: self
+                .tlabs_past_levels
+                .saturating_sub(earlier.tlabs_past_levels),
             cpu_lab: self.cpu_lab.since(&earlier.cpu_lab),
         }
     }
@@ -147,6 +153,7 @@ impl AddAssign for AllocationStats {
         self.gc_waste_bytes += other.gc_waste_bytes;
         self.partial_tlabs += other.partial_tlabs;
         self.alignment_gap_bytes += other.alignment_gap_bytes;
+        self.tlabs_past_levels += other.tlabs_past_levels;
         self.cpu_lab += other.cpu_lab;
         for (mine, theirs) in self.levels.iter_mut().zip(other.levels) {
             *mine += theirs;
@@ -185,6 +192,9 @@ impl fmt::Display for AllocationStats {
                     write!(f, " {} from cpus beyond the array", stats.out_of_range_cpus)?;
                 }
             }
+        }
+        if self.tlabs_past_levels > 0 {
+            write!(f, " past every level: {} TLABs", self.tlabs_past_levels)?;
         }
         let labs = &self.cpu_lab;
         if labs.labs + labs.fallback_allocs > 0 {
@@ -240,6 +250,7 @@ pub(crate) struct Counters {
     pub(crate) partial_tlabs: Counter,
     pub(crate) alignment_gap_bytes: Counter,
     pub(crate) levels: [LevelCounters; Level::ALL.len()],
+    pub(crate) tlabs_past_levels: Counter,
     pub(crate) cpu_lab: CpuLabCounters,
 }
 
@@ -279,6 +290,7 @@ impl Counters {
             alignment_gap_bytes: self.alignment_gap_bytes.get(),
             cpu_lab: self.cpu_lab.snapshot(),
             levels: std::array::from_fn(|i| self.levels[i].snapshot()),
+            tlabs_past_levels: self.tlabs_past_levels.get(),
         }
     }
 }
