@@ -7,15 +7,24 @@
  * Hab::hab or Hab::hab_static). Every function that can
  * fail returns a hab_status (or NULL) and leaves a message for hab_last_error() on the calling
  * thread; NULL and out-of-range arguments give HAB_INVALID_ARGUMENT, never a crash; a bug in
- * Hab is reported as HAB_INTERNAL_ERROR, never as an exception or an unwind.
+ * Hab is reported as HAB_INTERNAL_ERROR, never as an exception or an unwind. Every call may be
+ * made from a pthread_key_create destructor (a thread detaching as it exits); a message longer
+ * than 2 KiB is cut there.
+ *
+ * Calls that would wait for the calling thread itself fail instead: hab_attach, hab_unpark,
+ * hab_blocking_end and hab_collection_begin on a thread that began a collection and has not
+ * finished it, and hab_collection_begin on a thread whose own mutator is running, return
+ * HAB_INVALID_ARGUMENT naming the call and the state. hab_detach of a parked mutator never
+ * waits: a collection holding it detaches it when it ends.
  *
  * The protocol (docs/embedding.md tells it step by step):
  *   1. describe your objects (hab_object_model) and build a heap (hab_config_*, hab_heap_new);
  *   2. attach each thread (hab_attach) and allocate with hab_alloc: write the object's header
  *      before the thread's next allocation, poll or park;
  *   3. poll (hab_poll) at loop back-edges; park around blocking calls (hab_park/hab_unpark);
- *   4. when hab_alloc returns NULL with HAB_OUT_OF_MEMORY, park, collect (hab_collection_*),
- *      unpark and retry.
+ *   4. when hab_alloc returns NULL with HAB_OUT_OF_MEMORY, park, collect (hab_collection_*)
+ *      and allocate the failed object inside the collection (hab_collection_alloc): NULL
+ *      there means the collection left no room, i.e. out of memory; then unpark.
  */
 #ifndef HAB_H
 #define HAB_H
@@ -101,7 +110,10 @@ void hab_config_free(hab_config *config);
 /* ---- Object model and heap ---------------------------------------------------------------- */
 
 /* The runtime's object model. The callbacks may be called from any thread (allocating threads
- * write fillers, collections read sizes), each with `user`. */
+ * write fillers, collections read sizes), each with `user`. They must return: a callback that
+ * leaves by longjmp (or a C++ exception, which aborts the process at the library's boundary)
+ * leaves Hab's locks and the stopped world as they were, so that every later collection and
+ * safepoint waits for ever. They must not call Hab. */
 typedef struct hab_object_model {
     /* The size in bytes of the object or filler at `object`: a positive multiple of the heap's
      * alignment for a well-formed one. */
@@ -128,8 +140,14 @@ void hab_heap_free(hab_heap *heap);
  * it; a copying collector can split it into two halves. */
 hab_status hab_heap_range(const hab_heap *heap, uintptr_t *start, uintptr_t *end);
 
-/* Asks every mutator to stop at its next safepoint (hab_poll or allocation slow path). */
+/* Asks every mutator to stop at its next safepoint (hab_poll or allocation slow path); they
+ * stay stopped until a collection ends. The caller collects, or a collector thread waiting in
+ * hab_wait_for_collection_request does: a request nobody serves stops the mutators for ever. */
 hab_status hab_request_collection(hab_heap *heap);
+
+/* For a collector thread: sleeps until a collection is requested, at most timeout_ms. HAB_OK
+ * when one is (then hab_collection_begin), HAB_TIMEOUT when none was. */
+hab_status hab_wait_for_collection_request(hab_heap *heap, uint64_t timeout_ms);
 
 /* The heap's statistics as JSON, NUL-terminated in buffer when len exceeds their length;
  * returns the length (call with len 0 to size the buffer), 0 on error. */
@@ -156,10 +174,12 @@ typedef struct hab_mutator {
     const uintptr_t cpu_lab_slots;
 } hab_mutator;
 
-/* Attaches the calling thread: a running mutator, NULL on error. */
+/* Attaches the calling thread: a running mutator, NULL on error. Waits while a collection is
+ * in progress (HAB_INVALID_ARGUMENT where the calling thread runs it). */
 hab_mutator *hab_attach(hab_heap *heap);
 
-/* Detaches and frees a mutator (NULL: nothing); its TLAB's rest becomes a filler. */
+/* Detaches and frees a mutator, running or parked (NULL: nothing); its TLAB's rest becomes a
+ * filler. Never waits for a collection. */
 void hab_detach(hab_mutator *mutator);
 
 /* The out-of-line allocation: stops at a requested safepoint first. NULL on failure:
@@ -211,14 +231,24 @@ static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t 
 }
 #endif
 
-/* Allocates `bytes` for the calling thread's running mutator. `bytes` must be a positive
- * multiple of the heap's alignment no larger than the heap: the inline path does not check it
- * (hab_alloc_slow does). The memory is zero unless the heap was built with zero = never.
- * Inline: load top, add, compare with the soft end (which other threads lower to request a
- * safepoint), store. In cpu-lab mode the TLAB is empty, so that compare fails and, where
- * HAB_INLINE_RSEQ, the object is bumped in the LAB of the CPU the thread runs on. Else
- * hab_alloc_slow. */
+/* Allocates `bytes` for the calling thread's running mutator: NULL with HAB_INVALID_ARGUMENT
+ * for a size of 0, not a multiple of the heap's alignment or larger than the heap, or a
+ * parked mutator; NULL with HAB_OUT_OF_MEMORY when the heap is full (collect: see
+ * hab_collection_alloc). The memory is zero unless the heap was built with zero = never.
+ *
+ * Inline: check the size, load top, add, compare with the soft end, store. The size check
+ * sends 0 and every size of 2^63 or more (SIZE_MAX, (size_t)-64, an overflowing n * size) out
+ * of line, where hab_alloc_slow refuses them: with addresses below 2^57 (x86_64, aarch64),
+ * top + size then never wraps, so no top moves backwards. It costs two instructions for a
+ * size only known at run time, none for a constant (the compiler folds it). The soft end is 0 while a collection is requested, while the mutator is
+ * parked and while its TLAB is empty, so those reach hab_alloc_slow, which stops at the
+ * safepoint or refuses. In cpu-lab mode the TLAB is empty, so that compare fails and, where
+ * HAB_INLINE_RSEQ, the object is bumped in the LAB of the CPU the thread runs on (cpu_lab_slot
+ * is 0 while the mutator is parked). Else hab_alloc_slow. */
 static inline void *hab_alloc(hab_mutator *mutator, size_t bytes) {
+    if ((intptr_t)bytes <= 0) {
+        return hab_alloc_slow(mutator, bytes);
+    }
     uintptr_t *top = (uintptr_t *)(void *)(mutator->tlab + HAB_TLAB_TOP_OFFSET);
     uintptr_t soft_end =
         __atomic_load_n((uintptr_t *)(void *)(mutator->tlab + HAB_TLAB_SOFT_END_OFFSET),
@@ -228,7 +258,8 @@ static inline void *hab_alloc(hab_mutator *mutator, size_t bytes) {
     if (new_top <= soft_end) {
         *top = new_top;
 #if defined(__GNUC__)
-        /* A TLAB is never at address 0: the caller's NULL test then costs nothing here. */
+        /* An empty TLAB has top = soft end = 0, which no size of at least 1 passes: a TLAB
+         * object is never at address 0, and the caller's NULL test then costs nothing here. */
         if (object == 0) {
             __builtin_unreachable();
         }
@@ -279,8 +310,9 @@ typedef struct hab_collection hab_collection;
 
 /* Stops the world (every mutator at a safepoint or parked), waiting at most timeout_ms
  * (0: without bound; HAB_TIMEOUT names the mutators that did not stop), and retires every
- * LAB (fillers over their rests), so the allocation range walks. The calling thread must not
- * hold a running mutator (park it first). */
+ * LAB (fillers over their rests), so the allocation range walks. One collection at a time in
+ * a process, whatever thread holds the handle. HAB_INVALID_ARGUMENT when the calling thread
+ * holds a running mutator (park it first) or began a collection it has not finished. */
 hab_status hab_collection_begin(hab_heap *heap, uint64_t timeout_ms, hab_collection **out);
 
 /* Visits every object and filler of the allocation range in address order. */
@@ -292,11 +324,21 @@ hab_status hab_collection_walk(hab_collection *collection,
 /* Checks that the allocation range parses up to its top (HAB_VERIFY_ERROR says where not). */
 hab_status hab_collection_verify(hab_collection *collection);
 
-/* Sets the next allocation range [start, end), inside the heap's memory. */
+/* Sets the next allocation range [start, end), inside the heap's memory (not after
+ * hab_collection_alloc). */
 hab_status hab_collection_set_range(hab_collection *collection, uintptr_t start, uintptr_t end);
 
-/* Everything allocated is dead: allocate from the bottom again. */
+/* Everything allocated is dead: allocate from the bottom again (HAB_INVALID_ARGUMENT after
+ * hab_collection_alloc). */
 hab_status hab_collection_reset(hab_collection *collection);
+
+/* Allocates `bytes` for `mutator`, parked (its allocation failed), inside the collection: from
+ * the next allocation range, before any mutator resumes, so no other thread takes the room
+ * first. Call it last (after hab_collection_set_range or _reset, which it fixes; the walk
+ * still covers the old range). NULL with HAB_OUT_OF_MEMORY when the collection left no room
+ * for the object (the runtime is out of memory), HAB_INVALID_ARGUMENT for a bad size or a
+ * running mutator. Write the object's header before hab_collection_finish. */
+void *hab_collection_alloc(hab_collection *collection, hab_mutator *mutator, size_t bytes);
 
 /* Ends the collection and frees it: the mutators run again. */
 hab_status hab_collection_finish(hab_collection *collection);

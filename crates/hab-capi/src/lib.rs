@@ -9,7 +9,7 @@
 #![allow(non_camel_case_types)]
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hab::{
-    Collection, CpuIdSource, Heap, HeapConfig, HeapConfigBuilder, LevelsThread, MiddleLevels, Mode,
-    Mutator, ObjectModel, ParkedMutator, TlabPolicy, Upstream, ZeroMemory,
+    AllocError, Collection, CollectionError, CpuIdSource, Heap, HeapConfig, HeapConfigBuilder,
+    LevelsThread, MiddleLevels, Mode, Mutator, ObjectModel, ParkedMutator, TlabPolicy, Upstream,
+    ZeroMemory,
 };
 
 /// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
@@ -48,9 +49,14 @@ pub enum hab_status {
 }
 use hab_status::*;
 
+/// Bytes kept of the last error's message, its NUL included (a longer one is cut there).
+const LAST_ERROR_BYTES: usize = 2048;
+
 thread_local! {
-    /// The message of the calling thread's last failed call.
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The message of the calling thread's last failed call, NUL-terminated. A buffer with no
+    /// destructor, so that it is there in every call, also from a `pthread_key_create`
+    /// destructor (those run after the thread-locals that have destructors are torn down).
+    static LAST_ERROR: RefCell<[u8; LAST_ERROR_BYTES]> = const { RefCell::new([0; LAST_ERROR_BYTES]) };
     /// The status of the calling thread's last failed call.
     static LAST_STATUS: std::cell::Cell<hab_status> = const { std::cell::Cell::new(hab_status::HAB_OK) };
 }
@@ -58,7 +64,15 @@ thread_local! {
 /// Records `status` and `message` as the calling thread's last error and returns `status`.
 fn fail(status: hab_status, message: impl Into<String>) -> hab_status {
     let message = message.into().replace('\0', " ");
-    LAST_ERROR.with(|last| *last.borrow_mut() = CString::new(message).unwrap_or_default());
+    let mut kept = message.len().min(LAST_ERROR_BYTES - 1);
+    while !message.is_char_boundary(kept) {
+        kept -= 1;
+    }
+    LAST_ERROR.with(|last| {
+        let mut last = last.borrow_mut();
+        last[..kept].copy_from_slice(&message.as_bytes()[..kept]);
+        last[kept] = 0;
+    });
     LAST_STATUS.with(|last| last.set(status));
     status
 }
@@ -132,7 +146,7 @@ pub extern "C" fn hab_last_status() -> hab_status {
 /// next failed call.
 #[no_mangle]
 pub extern "C" fn hab_last_error() -> *const c_char {
-    LAST_ERROR.with(|last| last.borrow().as_ptr())
+    LAST_ERROR.with(|last| last.as_ptr().cast::<c_char>().cast_const())
 }
 
 /// A configuration being built: `hab_config` in `hab.h`.
@@ -416,6 +430,38 @@ pub unsafe extern "C" fn hab_request_collection(heap: *mut hab_heap) -> hab_stat
     })
 }
 
+/// Sleeps until a collection is requested, at most `timeout_ms`: `HAB_OK` when one is,
+/// `HAB_TIMEOUT` when none was.
+///
+/// # Safety
+/// `heap` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_wait_for_collection_request(
+    heap: *mut hab_heap,
+    timeout_ms: u64,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(heap) = (unsafe { heap.as_ref() }) else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_wait_for_collection_request: NULL heap",
+            );
+        };
+        if heap
+            .heap
+            .wait_for_collection_request(Duration::from_millis(timeout_ms))
+        {
+            HAB_OK
+        } else {
+            fail(
+                HAB_TIMEOUT,
+                format!("hab_wait_for_collection_request: none within {timeout_ms} ms"),
+            )
+        }
+    })
+}
+
 /// The heap's statistics as JSON (`HeapStats`), NUL-terminated in `buffer` when it holds
 /// them; returns their length without the NUL (call with `len` 0 to size the buffer), 0 on
 /// error.
@@ -546,6 +592,13 @@ pub unsafe extern "C" fn hab_attach(heap: *mut hab_heap) -> *mut hab_mutator {
             fail(HAB_INVALID_ARGUMENT, "hab_attach: NULL heap");
             return ptr::null_mut();
         };
+        if heap.heap.is_collecting_thread() {
+            fail(
+                HAB_INVALID_ARGUMENT,
+                format!("hab_attach: {}", CollectionError::AlreadyCollecting),
+            );
+            return ptr::null_mut();
+        }
         let mutator = heap.heap.attach();
         let mut handle = Box::new(hab_mutator {
             tlab: mutator.tlab_address().as_ptr(),
@@ -737,6 +790,13 @@ unsafe fn unpark(mutator: *mut hab_mutator, call: &str) -> hab_status {
             Err(status) => return status,
         };
         let status = match handle.state.take() {
+            Some(MutatorState::Parked(parked)) if parked.heap().is_collecting_thread() => {
+                handle.state = Some(MutatorState::Parked(parked));
+                fail(
+                    HAB_INVALID_ARGUMENT,
+                    format!("{call}: {}", CollectionError::AlreadyCollecting),
+                )
+            }
             Some(MutatorState::Parked(parked)) => {
                 handle.state = Some(MutatorState::Running(parked.unpark()));
                 HAB_OK
@@ -782,10 +842,22 @@ pub unsafe extern "C" fn hab_collection_begin(
             return fail(HAB_INVALID_ARGUMENT, "hab_collection_begin: NULL out");
         }
         let heap = heap.heap.clone();
+        if let Some(own) = heap.running_mutators().iter().find(|m| m.is_calling_thread) {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                format!(
+                    "hab_collection_begin: the calling thread's mutator {} is running and would \
+                     never stop: park it first (hab_park or hab_blocking_begin)",
+                    own.id
+                ),
+            );
+        }
         // SAFETY: the collection borrows the heap the box keeps alive, and is dropped before
         // it (field order); the box is never moved out of.
         let borrowed: &'static Heap = unsafe { &*Arc::as_ptr(&heap) };
-        let collection = if timeout_ms == 0 {
+        let collection = if heap.is_collecting_thread() {
+            Err(CollectionError::AlreadyCollecting)
+        } else if timeout_ms == 0 {
             Ok(borrowed.collection())
         } else {
             borrowed.collection_within(Duration::from_millis(timeout_ms))
@@ -800,7 +872,13 @@ pub unsafe extern "C" fn hab_collection_begin(
                 unsafe { *out = Box::into_raw(boxed) };
                 HAB_OK
             }
-            Err(error) => fail(HAB_TIMEOUT, error.to_string()),
+            Err(error @ (CollectionError::Timeout { .. } | CollectionError::InProgress)) => {
+                fail(HAB_TIMEOUT, format!("hab_collection_begin: {error}"))
+            }
+            Err(error) => fail(
+                HAB_INVALID_ARGUMENT,
+                format!("hab_collection_begin: {error}"),
+            ),
         }
     })
 }
@@ -918,11 +996,62 @@ pub unsafe extern "C" fn hab_collection_reset(
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { collection(collection_handle, "hab_collection_reset") } {
+            // `reset` as a range, so that a range fixed by hab_collection_alloc is an error.
             Ok(collection) => {
-                collection.reset();
-                HAB_OK
+                let reserved = collection.heap().reserved_range();
+                match collection.set_allocation_range(reserved) {
+                    Ok(()) => HAB_OK,
+                    Err(error) => fail(
+                        HAB_INVALID_ARGUMENT,
+                        format!("hab_collection_reset: {error}"),
+                    ),
+                }
             }
             Err(status) => status,
+        }
+    })
+}
+
+/// Allocates `bytes` inside the collection for the parked `mutator` (whose allocation failed),
+/// from the next range, before any mutator resumes: NULL with `HAB_OUT_OF_MEMORY` when the
+/// collection left no room.
+///
+/// # Safety
+/// `collection` and `mutator` are NULL or live; `mutator` is not used by another thread
+/// during the call.
+#[no_mangle]
+pub unsafe extern "C" fn hab_collection_alloc(
+    collection_handle: *mut hab_collection,
+    mutator: *mut hab_mutator,
+    bytes: usize,
+) -> *mut c_void {
+    guarded_ptr(|| {
+        const CALL: &str = "hab_collection_alloc";
+        // SAFETY: the caller's contract.
+        let Ok(collection) = (unsafe { collection(collection_handle, CALL) }) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: the caller's contract.
+        let Ok(handle) = (unsafe { handle(mutator, CALL) }) else {
+            return ptr::null_mut();
+        };
+        let Some(MutatorState::Parked(parked)) = &handle.state else {
+            fail(
+                HAB_INVALID_ARGUMENT,
+                format!("{CALL}: the mutator is running (park it before the collection)"),
+            );
+            return ptr::null_mut();
+        };
+        match collection.alloc_for(parked.id(), bytes) {
+            Ok(object) => object.as_ptr().cast(),
+            Err(error) => {
+                let status = match error {
+                    AllocError::OutOfMemory { .. } => HAB_OUT_OF_MEMORY,
+                    _ => HAB_INVALID_ARGUMENT,
+                };
+                fail(status, format!("{CALL}({bytes}): {error}"));
+                ptr::null_mut()
+            }
         }
     })
 }

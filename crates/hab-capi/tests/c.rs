@@ -1,5 +1,5 @@
 //! The C ABI from C: `tests/c/*.c` built with the system C compiler against `include/hab.h`
-//! and this crate's static library — `threads.c` in every mode, `levels.c` over a fake eden —
+//! and this crate's static library — `threads.c` and `reliability.c` in every mode, `levels.c` over a fake eden —
 //! again with `-fsanitize=address,undefined`; and the header compiled alone as C11 and C++17
 //! with `-Wall -Wextra -Werror -pedantic`.
 
@@ -118,6 +118,27 @@ fn c_threads_under_the_sanitizers() {
     );
     for mode in ["tlab", "cpu-lab"] {
         run(&binary, mode);
+    }
+}
+
+/// hab.h under hostile use (`reliability.c`): zero and wrapping sizes, parked mutators,
+/// collections that outlive their thread, self-deadlocks, a collection serving its requester,
+/// key destructors and fork while collecting; at -O2 in every mode and under the sanitizers.
+#[test]
+fn c_reliability_in_every_mode_and_under_the_sanitizers() {
+    let binary = out_dir().join("reliability");
+    compile("reliability.c", &binary, &[]);
+    for mode in ["shared", "tlab", "hab", "cpu-lab", "flip"] {
+        run(&binary, mode);
+    }
+    let sanitized = out_dir().join("reliability-sanitized");
+    compile(
+        "reliability.c",
+        &sanitized,
+        &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    );
+    for mode in ["tlab", "cpu-lab"] {
+        run(&sanitized, mode);
     }
 }
 

@@ -538,8 +538,15 @@ fn try_collection_with_running_mutators_is_refused() {
     let collection = heap.try_collection().expect("every mutator is parked");
     assert_eq!(
         heap.try_collection().err(),
-        Some(CollectionError::InProgress)
+        Some(CollectionError::AlreadyCollecting)
     );
+    std::thread::scope(|scope| {
+        let other_thread = scope.spawn(|| heap.try_collection().err());
+        assert_eq!(
+            other_thread.join().unwrap(),
+            Some(CollectionError::InProgress)
+        );
+    });
     assert_eq!(collection.verify().unwrap().objects, 5);
     collection.finish();
     assert_eq!(heap.collections(), 1);

@@ -237,7 +237,7 @@ fn mutators_that_never_park_are_named_within_the_deadline() {
     let parked = heap.attach().park();
     std::mem::forget(heap.attach()); // leaked on this thread
     let dead = std::thread::Builder::new()
-        .name("abandoned-worker".into())
+        .name("abandoned-work".into())
         .spawn({
             let heap = heap.clone();
             move || std::mem::forget(heap.attach())
@@ -259,7 +259,7 @@ fn mutators_that_never_park_are_named_within_the_deadline() {
     assert_eq!(running.len(), 3, "{error}");
     let abandoned = running
         .iter()
-        .find(|m| m.thread_name.as_deref() == Some("abandoned-worker"))
+        .find(|m| m.thread_name.as_deref() == Some("abandoned-work"))
         .expect("the dead thread's mutator is named");
     assert!(!abandoned.thread_exists, "{error}");
     assert_eq!(
@@ -270,7 +270,7 @@ fn mutators_that_never_park_are_named_within_the_deadline() {
     assert!(running.iter().all(|m| m.running_for > Duration::ZERO));
     let text = error.to_string();
     assert!(
-        text.contains("abandoned-worker") && text.contains("has exited"),
+        text.contains("abandoned-work") && text.contains("has exited"),
         "{text}"
     );
     // The world runs again: the parked mutator unparks, the running one allocates.
@@ -387,6 +387,273 @@ fn a_forked_child_attaches_allocates_and_collects() {
         drop(collection);
         let mut mine = parked.unpark();
         write_header(mine.alloc(16).unwrap(), 16);
+    }
+}
+
+/// `fork` while a collector thread collects over and over and workers allocate: the child
+/// inherits a collection whose collector does not exist in it. It attaches, allocates,
+/// collects and unparks the forking thread's mutator, within a deadline (a hang used to be
+/// 2 children in 8).
+#[test]
+fn a_child_forked_during_a_collection_attaches_allocates_and_collects() {
+    let _watchdog = watchdog("forked_during_a_collection", Duration::from_secs(120));
+    let (mut forks, mut failures) = (0, Vec::new());
+    for mode in [Mode::Tlab, Mode::Hab, Mode::CpuLab, Mode::Flip] {
+        let mut builder = HeapConfig::builder().capacity("64MiB").mode(mode);
+        if mode == Mode::Hab {
+            builder = builder.middle("cpu:256KiB,core:1MiB");
+        }
+        let heap = Heap::new(builder.build().unwrap(), HeaderWordModel).unwrap();
+        let stop = AtomicBool::new(false);
+        let mut mine = heap.attach();
+        write_header(mine.alloc(32).unwrap(), 32);
+        let mut parked = Some(mine.park());
+        std::thread::scope(|scope| {
+            struct StopOnDrop<'a>(&'a AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _stop = StopOnDrop(&stop);
+            let (heap_ref, stop_ref) = (&heap, &stop);
+            scope.spawn(move || {
+                while !stop_ref.load(Ordering::Relaxed) {
+                    let mut collection = heap_ref.collection();
+                    std::thread::sleep(Duration::from_micros(200));
+                    collection.reset();
+                }
+            });
+            for worker in 0..2 {
+                scope.spawn(move || {
+                    let mut mutator = heap_ref.attach();
+                    while !stop_ref.load(Ordering::Relaxed) {
+                        let bytes = 16 + 8 * worker;
+                        if let Ok(object) = mutator.alloc(bytes) {
+                            write_header(object, bytes);
+                        }
+                        mutator.poll();
+                    }
+                });
+            }
+            for round in 0..8 {
+                std::thread::sleep(Duration::from_micros(300 + 170 * round));
+                // SAFETY: the child runs only this test's code and leaves with `_exit`.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    let parked = parked.take().expect("the forking thread's mutator");
+                    let code = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        child(&heap, parked);
+                    }))
+                    .map_or(1, |()| 0);
+                    // SAFETY: ends the child without running the parent's destructors.
+                    unsafe { libc::_exit(code) };
+                }
+                forks += 1;
+                if let Some(problem) = wait_within(pid, Duration::from_secs(20)) {
+                    failures.push(format!("{mode:?}, round {round}: {problem}"));
+                }
+            }
+        });
+        drop(parked.take().map(hab::ParkedMutator::unpark));
+    }
+    println!(
+        "fork while a collector runs: {forks} forks, {} hangs or failures",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+
+    fn child(heap: &Arc<Heap>, parked: hab::ParkedMutator) {
+        let mut attached = heap.attach();
+        for _ in 0..100 {
+            write_header(attached.alloc(24).unwrap(), 24);
+        }
+        let attached = attached.park();
+        let mut collection = heap
+            .collection_within(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("child: {e}"));
+        collection.reset();
+        drop(collection);
+        let mut mine = parked.unpark();
+        write_header(mine.alloc(48).unwrap(), 48);
+        let mut attached = attached.unpark();
+        write_header(attached.alloc(16).unwrap(), 16);
+        drop(attached);
+        let _parked = mine.park();
+        let collection = heap
+            .collection_within(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("child: {e}"));
+        assert_eq!(collection.verify().unwrap().objects, 2);
+    }
+
+    /// Waits for child `pid` at most `deadline`; what went wrong, if anything (a child still
+    /// running then is killed and reported as a hang).
+    fn wait_within(pid: libc::pid_t, deadline: Duration) -> Option<String> {
+        let started = Instant::now();
+        loop {
+            let mut status = 0;
+            // SAFETY: polls the child just forked.
+            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if done == pid {
+                let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+                return (!ok).then(|| format!("child status {status}"));
+            }
+            if started.elapsed() > deadline {
+                // SAFETY: kills and reaps the hung child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                return Some("hung".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// One collection at a time in a process, whatever thread holds the handle: a collection
+/// begun on a thread that exits stays in progress (it used to be taken over, and two
+/// collections ran at once).
+#[test]
+fn a_collection_outlives_the_thread_that_began_it() {
+    let heap = Heap::new(
+        HeapConfig::builder().capacity("4MiB").build().unwrap(),
+        HeaderWordModel,
+    )
+    .unwrap();
+    let parked = heap.attach().park();
+    let collection = std::thread::scope(|scope| scope.spawn(|| heap.collection()).join().unwrap());
+    assert_eq!(
+        heap.collection_within(Duration::from_millis(100))
+            .unwrap_err(),
+        CollectionError::InProgress
+    );
+    assert!(matches!(
+        heap.try_collection(),
+        Err(CollectionError::InProgress)
+    ));
+    drop(collection);
+    drop(heap.collection_within(Duration::from_secs(5)).unwrap());
+    drop(parked.unpark());
+}
+
+/// Calls that would wait for the calling thread's own collection fail or panic at once with
+/// a message naming them; dropping a parked mutator the caller's collection holds returns.
+#[test]
+fn calls_that_would_wait_for_the_callers_own_collection() {
+    let _watchdog = watchdog("own_collection", Duration::from_secs(60));
+    let heap = Heap::new(
+        HeapConfig::builder().capacity("4MiB").build().unwrap(),
+        HeaderWordModel,
+    )
+    .unwrap();
+    let mut first = heap.attach();
+    write_header(first.alloc(16).unwrap(), 16);
+    let first = first.park();
+    let second = heap.attach().park();
+    let collection = heap.collection();
+    assert!(heap.is_collecting_thread());
+    assert_eq!(
+        heap.collection_within(Duration::from_secs(1)).unwrap_err(),
+        CollectionError::AlreadyCollecting
+    );
+    assert_eq!(
+        heap.try_collection().unwrap_err(),
+        CollectionError::AlreadyCollecting
+    );
+    for (call, panicked) in [
+        (
+            "Heap::attach",
+            std::panic::catch_unwind(AssertUnwindSafe(|| drop(heap.attach()))),
+        ),
+        (
+            "Heap::collection",
+            std::panic::catch_unwind(AssertUnwindSafe(|| drop(heap.collection()))),
+        ),
+    ] {
+        let message = panicked.expect_err(call);
+        let message = message.downcast_ref::<String>().unwrap();
+        assert!(message.starts_with(call), "{message}");
+        assert!(message.contains("running a collection"), "{message}");
+    }
+    let message = std::panic::catch_unwind(AssertUnwindSafe(|| first.unpark()))
+        .expect_err("unpark from the collecting thread");
+    assert!(message
+        .downcast_ref::<String>()
+        .unwrap()
+        .starts_with("ParkedMutator::unpark"));
+    drop(second); // held by this thread's collection: detached when it ends
+    assert_eq!(heap.stats().live_mutators, 2);
+    drop(collection);
+    assert_eq!(heap.stats().live_mutators, 0);
+    let collection = heap.collection();
+    assert_eq!(collection.verify().unwrap().objects, 1);
+}
+
+/// A thread whose allocation failed gets its object from the collection it asked for, before
+/// other threads resume and take the room: with 4 threads in a small heap, every failed
+/// allocation is served by a collection or the heap is really full.
+#[test]
+fn a_collection_serves_its_requester() {
+    let _watchdog = watchdog("serves_its_requester", Duration::from_secs(120));
+    for mode in [
+        Mode::Shared,
+        Mode::Tlab,
+        Mode::Hab,
+        Mode::CpuLab,
+        Mode::Flip,
+    ] {
+        let mut builder = HeapConfig::builder().capacity("1MiB").mode(mode);
+        if mode == Mode::Hab {
+            builder = builder.middle("core:64KiB");
+        }
+        let heap = Heap::new(builder.build().unwrap(), HeaderWordModel).unwrap();
+        let served = std::sync::atomic::AtomicU64::new(0);
+        let objects = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    let mut mutator = heap.attach();
+                    let id = mutator.id();
+                    for _ in 0..20_000 {
+                        let object = match mutator.alloc(256) {
+                            Ok(object) => object,
+                            Err(hab::AllocError::OutOfMemory { bytes }) => {
+                                let result = mutator.collect(|mut collection| {
+                                    collection.reset(); // everything is dead
+                                    collection.alloc_for(id, bytes)
+                                });
+                                match result {
+                                    Some(served_object) => {
+                                        served.fetch_add(1, Ordering::Relaxed);
+                                        served_object.expect("an empty heap has room")
+                                    }
+                                    None => continue, // another thread collected: retry
+                                }
+                            }
+                            Err(other) => panic!("{other}"),
+                        };
+                        write_header(object, 256);
+                        objects.fetch_add(1, Ordering::Relaxed);
+                        mutator.poll();
+                    }
+                });
+            }
+        });
+        assert!(served.load(Ordering::Relaxed) > 0, "{mode:?}");
+        let mut collection = heap.collection();
+        collection.verify().unwrap();
+        assert!(matches!(
+            collection.alloc_for(12345, 16),
+            Err(hab::AllocError::NotHeld { mutator_id: 12345 })
+        ));
+        collection.reset();
+        let stats = heap.stats().totals;
+        assert_eq!(
+            stats.allocated_bytes(),
+            objects.load(Ordering::Relaxed) * 256,
+            "{mode:?}"
+        );
     }
 }
 

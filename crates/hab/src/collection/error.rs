@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::heap::collector_lock::{NotAcquired, CALLER_COLLECTS};
+
 /// Why a collection could not start or could not install a new allocation range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CollectionError {
@@ -14,6 +16,10 @@ pub enum CollectionError {
     },
     /// Another collection is in progress.
     InProgress,
+    /// The calling thread began a collection that has not ended (it may have handed it to
+    /// another thread): waiting for it to end, as beginning another collection, attaching a
+    /// mutator or unparking one would, could wait for the caller itself.
+    AlreadyCollecting,
     /// The world did not stop in time
     /// ([`Heap::collection_within`](crate::Heap::collection_within)): these mutators were
     /// still running. The collection was abandoned and the parked mutators released.
@@ -41,6 +47,7 @@ impl fmt::Display for CollectionError {
                 write!(f, "{running} mutators are still running; park them first")
             }
             CollectionError::InProgress => f.write_str("another collection is in progress"),
+            CollectionError::AlreadyCollecting => f.write_str(CALLER_COLLECTS),
             CollectionError::Timeout { waited, running } => {
                 write!(
                     f,
@@ -68,6 +75,15 @@ impl fmt::Display for CollectionError {
 }
 
 impl std::error::Error for CollectionError {}
+
+impl From<NotAcquired> for CollectionError {
+    fn from(reason: NotAcquired) -> Self {
+        match reason {
+            NotAcquired::InProgress => CollectionError::InProgress,
+            NotAcquired::CallerCollects => CollectionError::AlreadyCollecting,
+        }
+    }
+}
 
 /// A mutator that was running (not parked) when a collection needed the world stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]

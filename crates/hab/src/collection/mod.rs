@@ -16,6 +16,8 @@ use crate::labs::flip::CycleWaste;
 use crate::labs::sizing::CollectionFeedback;
 use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
+use crate::mutator::alloc_size::{AllocError, AllocSize};
+use crate::mutator::cell::HELD;
 use crate::platform::topology::Level;
 
 /// A stop-the-world collection in progress: every mutator is parked and claimed, and every
@@ -47,6 +49,11 @@ pub struct Collection<'h> {
     used_bytes: usize,
     range: (usize, usize),
     next_range: Option<(usize, usize)>,
+    /// The next range, once [`alloc_for`](Collection::alloc_for) installed it.
+    next_range_installed: Option<(usize, usize)>,
+    /// Whether [`alloc_for`](Collection::alloc_for) installed the next range already (and
+    /// allocated in it): the range can no longer change.
+    range_installed: bool,
     _one_at_a_time: CollectorGuard<'h>,
 }
 
@@ -118,8 +125,15 @@ impl<'h> Collection<'h> {
             used_bytes: heap.global().top() - range.0,
             range,
             next_range: None,
+            next_range_installed: None,
+            range_installed: false,
             _one_at_a_time: guard,
         }
+    }
+
+    /// The heap being collected.
+    pub fn heap(&self) -> &'h Heap {
+        self.heap
     }
 
     /// Bytes of the allocation range in use (objects and fillers).
@@ -194,10 +208,14 @@ impl<'h> Collection<'h> {
 
     /// Sets the range the mutators allocate from after this collection, e.g. the free space
     /// above the survivors. It must lie inside [`Heap::reserved_range`] and be aligned.
+    /// Errors: as above, and after [`alloc_for`](Collection::alloc_for), which allocated in
+    /// the range already installed.
     pub fn set_allocation_range(&mut self, range: Range<usize>) -> Result<(), CollectionError> {
         let reserved = self.heap.reserved_range();
         let alignment = self.heap.config().alignment_bytes();
-        let problem = if range.start > range.end {
+        let problem = if self.range_installed {
+            Some("the next range is fixed: alloc_for allocated in it already")
+        } else if range.start > range.end {
             Some("start above end")
         } else if range.start < reserved.start || range.end > reserved.end {
             Some("not inside the heap's reservation")
@@ -218,9 +236,87 @@ impl<'h> Collection<'h> {
     }
 
     /// Everything allocated is dead: allocate from the bottom of the reservation again.
+    ///
+    /// # Panics
+    /// After [`alloc_for`](Collection::alloc_for), which allocated in the next range already:
+    /// resetting would hand that memory out again.
     pub fn reset(&mut self) {
+        assert!(
+            !self.range_installed,
+            "Collection::reset after Collection::alloc_for: the objects allocated for mutators \
+             would be handed out again (set the range first, then allocate)"
+        );
         let reserved = self.heap.reserved_range();
         self.next_range = Some((reserved.start, reserved.end));
+    }
+
+    /// Allocates `bytes` for the mutator numbered `mutator_id` ([`Mutator::id`]), which this
+    /// collection holds: the thread whose allocation failed and asked for the collection. The
+    /// object is carved from the next allocation range before any mutator resumes, so no
+    /// other thread can take the room the collection made first, and the thread is not
+    /// starved. An [`AllocError::OutOfMemory`] here means the collection left no room for the
+    /// object: the runtime is out of memory. The object is zero (unless
+    /// [`ZeroMemory::Never`](crate::ZeroMemory)), counted as the mutator's allocation outside
+    /// LABs; the runtime writes its header before the collection ends.
+    ///
+    /// Call it last, after setting the next range ([`set_allocation_range`] or [`reset`]),
+    /// which it installs: the range is fixed from then on. [`walk`](Collection::walk) still
+    /// covers the old range, which the object may now overlap.
+    ///
+    /// ```
+    /// use hab::{AllocError, HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().capacity("64KiB").build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// let failed = loop {
+    ///     match mutator.alloc(1024) {
+    ///         // SAFETY: 1 KiB of fresh memory owned by this thread.
+    ///         Ok(object) => unsafe { HeaderWordModel::write_header(object, 1024) },
+    ///         Err(AllocError::OutOfMemory { bytes }) => break bytes,
+    ///         Err(other) => return Err(other.into()),
+    ///     }
+    /// };
+    /// let id = mutator.id();
+    /// let object = mutator.collect(|mut collection| {
+    ///     collection.reset(); // everything died
+    ///     collection.alloc_for(id, failed)
+    /// });
+    /// let object = object.expect("no other thread collected")?;
+    /// // SAFETY: 1 KiB of fresh memory allocated for this thread.
+    /// unsafe { HeaderWordModel::write_header(object, failed) };
+    /// assert_eq!(object.as_ptr() as usize, heap.reserved_range().start);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Errors: a bad size (as [`Mutator::alloc`]), [`AllocError::NotHeld`] when no mutator of
+    /// that id is held by this collection, or no room.
+    ///
+    /// [`Mutator::id`]: crate::Mutator::id
+    /// [`Mutator::alloc`]: crate::Mutator::alloc
+    /// [`set_allocation_range`]: Collection::set_allocation_range
+    /// [`reset`]: Collection::reset
+    pub fn alloc_for(&mut self, mutator_id: u64, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+        let config = self.heap.config();
+        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())?;
+        let registry = self.heap.registry();
+        let cell = registry
+            .mutators
+            .iter()
+            .find(|cell| cell.id == mutator_id && cell.state.load(Ordering::Acquire) == HELD)
+            .ok_or(AllocError::NotHeld { mutator_id })?;
+        let global = self.heap.global();
+        if let Some((start, end)) = self.next_range.take() {
+            global.reset_range(start, end);
+            self.next_range_installed = Some((start, end));
+        }
+        self.range_installed = true;
+        let address = global
+            .carve(bytes)
+            .ok_or(AllocError::OutOfMemory { bytes })?;
+        global.zero_reused(address, bytes);
+        cell.counters.slow_allocs.add(1);
+        cell.counters.slow_alloc_bytes.add(bytes as u64);
+        // SAFETY: a carved heap address is not null.
+        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(address)) })
     }
 
     /// Ends the collection (as dropping it does).
@@ -241,7 +337,10 @@ impl Drop for Collection<'_> {
     fn drop(&mut self) {
         let heap = self.heap;
         let config = heap.config();
-        let (start, end) = self.next_range.unwrap_or(self.range);
+        let (start, end) = self
+            .next_range
+            .or(self.next_range_installed)
+            .unwrap_or(self.range);
         let mut registry = heap.registry();
         let mut allocating_threads = 0u32;
         let mut running_threads = 0u64;

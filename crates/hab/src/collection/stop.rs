@@ -56,8 +56,13 @@ impl Heap {
     /// attached or unparked by the calling thread: the caller holds it running, so the wait
     /// could never end. (A mutator sent to another thread after `attach` counts as the
     /// attaching thread's until it first stops.)
+    ///
+    /// Also when the calling thread began a collection that has not ended (even if it handed
+    /// that collection to another thread): the wait would be for itself.
+    /// [`collection_within`](Heap::collection_within) returns
+    /// [`CollectionError::AlreadyCollecting`] instead.
     pub fn collection(&self) -> Collection<'_> {
-        let guard = self.collector_lock().acquire(None).expect("no deadline");
+        let guard = self.collector_lock_or_panic("Heap::collection");
         self.stop_the_world(guard, None, Request::Stop)
             .expect("a collection without a deadline stops the world")
     }
@@ -79,13 +84,22 @@ impl Heap {
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// A timeout too long for [`Instant`] to hold is no bound. Errors: also
+    /// [`CollectionError::InProgress`] (another collection did not end in time) and
+    /// [`CollectionError::AlreadyCollecting`] (the calling thread runs one).
     pub fn collection_within(&self, timeout: Duration) -> Result<Collection<'_>, CollectionError> {
-        let deadline = Instant::now() + timeout;
-        let guard = self
-            .collector_lock()
-            .acquire(Some(deadline))
-            .ok_or(CollectionError::InProgress)?;
-        self.stop_the_world(guard, Some(deadline), Request::Stop)
+        let deadline = Instant::now().checked_add(timeout);
+        let guard = self.collector_lock().acquire(deadline)?;
+        self.stop_the_world(guard, deadline, Request::Stop)
+    }
+    /// Becomes the collector without a deadline, or panics naming `call` when the calling
+    /// thread began the collection in progress.
+    fn collector_lock_or_panic(&self, call: &str) -> CollectorGuard<'_> {
+        match self.collector_lock().acquire(None) {
+            Ok(guard) => guard,
+            Err(_) => panic!("{call}: {}", CollectionError::AlreadyCollecting),
+        }
     }
     /// Claims every mutator as it parks, until none runs or `deadline` passes; then retires
     /// the LABs. On timeout releases the claimed mutators and names the running ones.
@@ -188,8 +202,11 @@ impl Heap {
     /// mutator.alloc(64)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Panics
+    /// As [`collection`](Heap::collection).
     pub fn collection_if_none_since(&self, seen: u64) -> Option<Collection<'_>> {
-        let guard = self.collector_lock().acquire(None).expect("no deadline");
+        let guard = self.collector_lock_or_panic("Heap::collection_if_none_since");
         if self.collections() != seen {
             return None;
         }
@@ -201,10 +218,7 @@ impl Heap {
     /// Like [`collection`](Heap::collection) but does not wait: fails if another collection
     /// is in progress or a mutator is running. It asks no mutator to stop.
     pub fn try_collection(&self) -> Result<Collection<'_>, CollectionError> {
-        let guard = self
-            .collector_lock()
-            .acquire(Some(Instant::now()))
-            .ok_or(CollectionError::InProgress)?;
+        let guard = self.collector_lock().acquire(Some(Instant::now()))?;
         self.stop_the_world(guard, Some(Instant::now()), Request::None)
             .map_err(|error| match error {
                 CollectionError::Timeout { running, .. } => CollectionError::MutatorsRunning {
@@ -226,23 +240,6 @@ impl Heap {
                 matches!(claimed, Err(RUNNING))
             })
             .count()
-    }
-    /// Ends a stop of the world: counts the collection if one ran, withdraws every request
-    /// (a collection satisfies those made before it ended; one that gave up withdraws them),
-    /// hands every claimed mutator back to its thread and lets waiting threads go on.
-    pub(crate) fn release_mutators(&self, collected: bool) {
-        let mut registry = self.registry();
-        let safepoints = &self.allocator().safepoints;
-        safepoints.end_stop(collected);
-        for cell in &registry.mutators {
-            cell.clear_safepoint();
-            let _ = cell
-                .state
-                .compare_exchange(HELD, PARKED, Ordering::Release, Ordering::Relaxed);
-        }
-        registry.stopping = false;
-        drop(registry);
-        safepoints.resumed().advance();
     }
 }
 

@@ -16,7 +16,7 @@ pub(crate) mod stats;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::config::ZeroMemory;
 use crate::config::{ConfigError, HeapConfig, TopologySpec};
@@ -133,7 +133,6 @@ impl Heap {
         model: impl ObjectModel,
         memory: Option<RuntimeMemory>,
     ) -> Result<Arc<Heap>, HeapError> {
-        process::watch_forks();
         let min_filler = model.min_filler_bytes().max(1);
         let reserve_bytes = space::lab_reserve_bytes(min_filler, config.alignment_bytes());
         if reserve_bytes >= config.min_tlab_bytes() {
@@ -186,19 +185,27 @@ impl Heap {
         );
         let mut allocating_threads = DecayingAverage::new(config.allocation_weight_percent());
         allocating_threads.sample(1.0);
-        Ok(Arc::new(Heap {
+        let heap = Arc::new(Heap {
             allocator: Allocator::new(config, space, topology, cpu_id),
             cpu_lab_collections: AtomicU64::new(0),
             totals_at_last_collection: Mutex::new(AllocationStats::default()),
             collector: Counters::default(),
             registry: Mutex::new(Registry::new(allocating_threads)),
             collector_lock: CollectorLock::default(),
-        }))
+        });
+        let watcher: Weak<dyn process::ForkWatcher> = Arc::downgrade(&heap) as Weak<Heap>;
+        process::watch_forks_for(watcher);
+        Ok(heap)
     }
 
     /// Registers a new mutator for the calling thread (or one it will be sent to). Waits while
     /// a collection is in progress.
+    ///
+    /// # Panics
+    /// When the calling thread began a collection that has not ended
+    /// ([`is_collecting_thread`](Heap::is_collecting_thread)): it would wait for itself.
     pub fn attach(self: &Arc<Self>) -> Mutator {
+        self.refuse_wait_for_own_collection("Heap::attach");
         let mut registry = self.registry();
         while registry.stopping {
             registry = self.wait_for_resume(registry);
@@ -231,6 +238,34 @@ impl Heap {
         registry.mutators.push(cell.clone());
         drop(registry);
         Mutator::new(cell, self.clone())
+    }
+
+    /// Whether the calling thread began a collection that has not ended yet (even if it
+    /// handed the [`Collection`](crate::Collection) to another thread). Such a thread must not
+    /// wait for a collection to end: [`attach`](Heap::attach),
+    /// [`ParkedMutator::unpark`](crate::ParkedMutator::unpark) and
+    /// [`collection`](Heap::collection) panic there instead of waiting for ever.
+    ///
+    /// ```
+    /// use hab::{HeaderWordModel, Heap, HeapConfig};
+    /// let heap = Heap::new(HeapConfig::builder().capacity("1MiB").build()?, HeaderWordModel)?;
+    /// assert!(!heap.is_collecting_thread());
+    /// let collection = heap.collection();
+    /// assert!(heap.is_collecting_thread());
+    /// collection.finish();
+    /// assert!(!heap.is_collecting_thread());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_collecting_thread(&self) -> bool {
+        self.collector_lock.held_by_calling_thread()
+    }
+
+    /// Panics naming `call` when the calling thread runs a collection: `call` would wait for
+    /// it to end.
+    pub(crate) fn refuse_wait_for_own_collection(&self, call: &str) {
+        if self.is_collecting_thread() {
+            panic!("{call}: {}", collector_lock::CALLER_COLLECTS);
+        }
     }
 
     /// The configuration the heap was built from.

@@ -411,7 +411,14 @@ pub struct ParkedMutator {
 
 impl ParkedMutator {
     /// Resumes allocation, first waiting for a collection that holds this mutator to end.
+    ///
+    /// # Panics
+    /// When the calling thread began a collection that has not ended
+    /// ([`Heap::is_collecting_thread`]): that collection holds this mutator, so the wait would
+    /// be for the caller itself.
     pub fn unpark(self) -> Mutator {
+        self.heap
+            .refuse_wait_for_own_collection("ParkedMutator::unpark");
         let this = ManuallyDrop::new(self);
         this.heap.allocator().safepoints.unpark(&this.cell);
         // SAFETY: `this` is never used or dropped again; its fields move out exactly once.
@@ -428,11 +435,21 @@ impl ParkedMutator {
     pub fn id(&self) -> u64 {
         self.cell.id
     }
+
+    /// The heap this mutator allocates in.
+    pub fn heap(&self) -> &Arc<Heap> {
+        &self.heap
+    }
 }
 
 impl Drop for ParkedMutator {
+    /// Detaches the mutator. Never waits: a collection that holds it (even one the dropping
+    /// thread runs) detaches it when it ends.
     fn drop(&mut self) {
-        self.heap.allocator().safepoints.unpark(&self.cell);
+        if self.heap.detach_parked(&self.cell) {
+            return;
+        }
+        self.cell.mark_running();
         drop(Mutator::new(self.cell.clone(), self.heap.clone()));
     }
 }

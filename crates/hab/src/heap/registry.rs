@@ -2,15 +2,16 @@
 //! through it; a forked child forgets the mutators of its parent's other threads here.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use crate::heap::Heap;
 use crate::labs::sizing::DecayingAverage;
 use crate::labs::tlab::Waste;
-use crate::mutator::cell::MutatorCell;
+use crate::mutator::cell::{MutatorCell, HELD, PARKED, RUNNING};
 use crate::mutator::stats::AllocationStats;
-use crate::platform::process::{self, ForkGate};
+use crate::platform::process::{ForkGate, ForkWatcher};
 
 /// The registry, locked, with a [`ForkGate`] held so that no `fork` copies it locked.
 pub(crate) struct RegistryGuard<'h> {
@@ -73,8 +74,7 @@ impl Heap {
                 kept.push(cell);
             } else if thread.exists_here() {
                 let mut adopted = thread;
-                adopted.pid = process::current_pid();
-                adopted.tid = process::current_tid();
+                adopted.adopt_in_this_process();
                 cell.set_thread(adopted);
                 kept.push(cell);
             } else {
@@ -100,6 +100,24 @@ impl Heap {
         resumed.wait_while(seen, Duration::from_millis(100));
         self.registry()
     }
+    /// Detaches a parked mutator (its handle is dropped) without waiting for a collection
+    /// that holds it: that collection removes it when it ends (its TLAB was retired when the
+    /// collection began), so that a thread holding a collection can drop its own parked
+    /// mutators. Returns `false` when no collection holds it: then it is running again, and
+    /// the caller retires its TLAB and detaches it.
+    pub(crate) fn detach_parked(&self, cell: &Arc<MutatorCell>) -> bool {
+        let _registry = self.registry();
+        // Collections claim (PARKED → HELD) and release only with the registry locked.
+        if cell.state.load(Ordering::Acquire) == HELD {
+            cell.detach_when_released.store(true, Ordering::Relaxed);
+            return true;
+        }
+        let resumed =
+            cell.state
+                .compare_exchange(PARKED, RUNNING, Ordering::Acquire, Ordering::Relaxed);
+        debug_assert!(resumed.is_ok(), "a parked mutator's handle detaches it");
+        false
+    }
     /// Removes a running mutator whose TLAB is already retired, keeping its counters.
     pub(crate) fn detach(&self, cell: &Arc<MutatorCell>) {
         let mut registry = self.registry();
@@ -110,11 +128,50 @@ impl Heap {
         drop(registry);
         self.allocator().safepoints.resumed().advance();
     }
+    /// Ends a stop of the world: counts the collection if one ran, withdraws every request
+    /// (a collection satisfies those made before it ended; one that gave up withdraws them),
+    /// hands every claimed mutator back to its thread and lets waiting threads go on.
+    pub(crate) fn release_mutators(&self, collected: bool) {
+        let mut registry = self.registry();
+        let safepoints = &self.allocator().safepoints;
+        safepoints.end_stop(collected);
+        let mut detached = Vec::new();
+        for cell in &registry.mutators {
+            cell.clear_safepoint();
+            let released =
+                cell.state
+                    .compare_exchange(HELD, PARKED, Ordering::Release, Ordering::Relaxed);
+            if released.is_ok() && cell.detach_when_released.load(Ordering::Relaxed) {
+                detached.push(cell.clone());
+            }
+        }
+        for cell in detached {
+            // Its TLAB was retired when the collection began, and nothing carved it another.
+            registry.mutators.retain(|other| !Arc::ptr_eq(other, &cell));
+            let mut stats = cell.counters.snapshot();
+            stats.desired_size_bytes = 0;
+            registry.detached += stats;
+        }
+        registry.stopping = false;
+        drop(registry);
+        safepoints.resumed().advance();
+    }
     pub(crate) fn registry(&self) -> RegistryGuard<'_> {
         let fork = ForkGate::enter();
         RegistryGuard {
             registry: self.registry.lock().unwrap_or_else(|e| e.into_inner()),
             _fork: fork,
+        }
+    }
+}
+
+impl ForkWatcher for Heap {
+    /// A collection another thread of the parent was running at the fork never ends here:
+    /// drop its lock and release the mutators it stopped (withdrawing its requests), so that
+    /// the child attaches, allocates and collects.
+    fn after_fork_in_child(&self) {
+        if self.collector_lock().forget_holder_lost_in_fork() {
+            self.release_mutators(false);
         }
     }
 }

@@ -38,6 +38,12 @@ pub enum AllocError {
         /// The size asked for.
         bytes: usize,
     },
+    /// [`Collection::alloc_for`](crate::Collection::alloc_for) named a mutator the collection
+    /// does not hold (not one of the heap's, or already detached).
+    NotHeld {
+        /// The mutator id given.
+        mutator_id: u64,
+    },
 }
 
 impl fmt::Display for AllocError {
@@ -56,6 +62,11 @@ impl fmt::Display for AllocError {
             AllocError::BadAlignment { alignment } => write!(
                 f,
                 "alignment {alignment} is not a power of two from 1 to {MAX_OBJECT_ALIGNMENT_BYTES}"
+            ),
+            AllocError::NotHeld { mutator_id } => write!(
+                f,
+                "mutator {mutator_id} is not held by this collection (not one of the heap's \
+                 mutators, or detached)"
             ),
             AllocError::OutOfMemory { bytes } => {
                 write!(

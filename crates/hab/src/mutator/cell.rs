@@ -14,7 +14,7 @@
 //! safepoint or blocked). HELD: only the collection that claimed it does.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::labs::sizing::TlabSizer;
@@ -53,6 +53,9 @@ pub(crate) struct MutatorCell {
     pub(crate) running_since: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) id: u64,
+    /// Its handle was dropped while a collection held it: that collection detaches it when it
+    /// ends. Written and read with the registry locked.
+    pub(crate) detach_when_released: AtomicBool,
     /// The thread that last attached or unparked the mutator: what a collection that cannot
     /// stop the world reports, and how a forked child tells its own mutators from its
     /// parent's.
@@ -95,6 +98,7 @@ impl MutatorCell {
             running_since: collections.into(),
             counters,
             id,
+            detach_when_released: AtomicBool::new(false),
             thread: Mutex::new(ThreadIdentity::current()),
         }
     }
@@ -108,6 +112,12 @@ impl MutatorCell {
     /// so that its next allocation takes the slow path (see [`Tlab::trip`]). Any thread.
     pub(crate) fn request_safepoint(&self) {
         self.poll.store(1, Ordering::SeqCst);
+        self.tlab.trip();
+    }
+
+    /// Sends the owner's next TLAB allocation to the slow path (see [`Tlab::trip`]): the
+    /// owner, as it parks.
+    pub(crate) fn trip_tlab(&self) {
         self.tlab.trip();
     }
 

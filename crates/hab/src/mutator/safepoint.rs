@@ -70,21 +70,32 @@ impl Safepoints {
 
     /// Sleeps until a collection is requested or `timeout` passes; returns whether one is.
     pub(crate) fn wait_for_request(&self, timeout: Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
+        // A deadline past what `Instant` holds is no deadline.
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
             let seen = self.requested.current();
             if self.pending() {
                 return true;
             }
-            let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
-                return false;
+            let left = match deadline {
+                Some(deadline) => {
+                    match deadline.checked_duration_since(std::time::Instant::now()) {
+                        Some(left) => left,
+                        None => return false,
+                    }
+                }
+                None => RECHECK,
             };
             self.requested.wait_while(seen, left.min(RECHECK));
         }
     }
 
-    /// The owner parks its mutator: a collection may claim it from now on.
+    /// The owner parks its mutator: a collection may claim it from now on. Its TLAB is
+    /// tripped first, so that code inlining the fast path (a JIT, `hab.h`'s `hab_alloc`) on a
+    /// parked mutator misses and reaches the slow path, which refuses; the first allocation
+    /// after unparking raises the soft end again.
     pub(crate) fn park(cell: &MutatorCell) {
+        cell.trip_tlab();
         cell.state.store(PARKED, Ordering::Release);
     }
 

@@ -13,7 +13,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Instant;
 
 /// The thread a mutator last ran on.
@@ -25,7 +25,8 @@ pub(crate) struct ThreadIdentity {
     pub(crate) tid: i32,
     /// `pthread_self()`: the one value a thread keeps across `fork`.
     pub(crate) pthread: usize,
-    /// The thread's name, if it has one.
+    /// The thread's name as the kernel knows it (at most 15 bytes: Rust's thread names, cut
+    /// there, or what a C runtime set with `pthread_setname_np`), if it has one.
     pub(crate) name: Option<String>,
     /// When the mutator last started running on it.
     pub(crate) since: Instant,
@@ -38,7 +39,7 @@ impl ThreadIdentity {
             pid: current_pid(),
             tid: current_tid(),
             pthread: current_pthread(),
-            name: std::thread::current().name().map(str::to_owned),
+            name: current_thread_name(),
             since: Instant::now(),
         }
     }
@@ -60,6 +61,13 @@ impl ThreadIdentity {
     /// Whether the thread was in another process (this one's parent, before a `fork`).
     pub(crate) fn belongs_to_another_process(&self) -> bool {
         self.pid != current_pid()
+    }
+
+    /// Takes this process's ids for the thread (the forking thread, in a child: it keeps its
+    /// `pthread_self` and gets a new kernel id).
+    pub(crate) fn adopt_in_this_process(&mut self) {
+        self.pid = current_pid();
+        self.tid = current_tid();
     }
 }
 
@@ -98,6 +106,22 @@ fn read_tid() -> i32 {
 #[cfg(not(target_os = "linux"))]
 fn read_tid() -> i32 {
     0
+}
+
+/// The calling thread's name from the kernel. Not `std::thread::current()`, which panics in a
+/// `pthread_key_create` destructor (a thread detaching as it exits): it runs after Rust's
+/// thread-locals are torn down.
+fn current_thread_name() -> Option<String> {
+    let mut name = [0u8; 16];
+    // SAFETY: the buffer is 16 bytes, the size Linux names take with their NUL.
+    let read = unsafe {
+        libc::pthread_getname_np(libc::pthread_self(), name.as_mut_ptr().cast(), name.len())
+    };
+    if read != 0 {
+        return None;
+    }
+    let name = std::ffi::CStr::from_bytes_until_nul(&name).ok()?;
+    Some(name.to_string_lossy().into_owned()).filter(|name| !name.is_empty())
 }
 
 fn current_pthread() -> usize {
@@ -151,6 +175,36 @@ extern "C" fn after_fork_in_parent() {
 extern "C" fn after_fork_in_child() {
     FORKED_BY.store(current_pthread(), Ordering::Release);
     FORK_GUARD.with(|slot| drop(slot.borrow_mut().take()));
+    let watchers: Vec<_> = FORK_WATCHERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for watcher in watchers {
+        watcher.after_fork_in_child();
+    }
+}
+
+/// Shared state that must be mended in a child just forked (a heap: a collection another
+/// thread of the parent was running never ends in the child).
+pub(crate) trait ForkWatcher: Send + Sync {
+    /// Runs on the child's only thread, right after the fork, with no Hab lock held.
+    fn after_fork_in_child(&self);
+}
+
+/// What [`after_fork_in_child`] mends. Locked only through the fork gate (never copied
+/// locked); entries of dropped heaps are pruned as new ones arrive.
+static FORK_WATCHERS: std::sync::Mutex<Vec<Weak<dyn ForkWatcher>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Has `watcher` mended in every child forked from now on, while it lives.
+pub(crate) fn watch_forks_for(watcher: Weak<dyn ForkWatcher>) {
+    watch_forks();
+    let _fork = ForkGate::enter();
+    let mut watchers = FORK_WATCHERS.lock().unwrap_or_else(|e| e.into_inner());
+    watchers.retain(|watcher| watcher.strong_count() > 0);
+    watchers.push(watcher);
 }
 
 /// Installs the `fork` handlers, once per process (before the first heap exists).
