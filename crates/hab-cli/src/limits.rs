@@ -13,6 +13,39 @@ pub const MAX_THREADS: usize = 4096;
 /// stays below a terabyte, and the recursion well inside a thread's stack.
 pub const MAX_TREE_DEPTH: u32 = 32;
 
+/// The most repetitions (and warm-up runs) a run makes: far more than a measurement needs,
+/// few enough that the per-repetition records fit in memory at once.
+pub const MAX_REPEATS: usize = 10_000;
+
+/// The most operations a VM workload runs (orders, messages, compilation units, objects per
+/// thread): far beyond the seeds' sizes, and a run that ends.
+pub const MAX_OPERATIONS: usize = 1_000_000_000;
+
+/// A repetition count of `flag` (`--repeat`, `--warmup`) within
+/// [`MAX_REPEATS`]; at least 1 unless `zero_ok`.
+pub fn repetitions(flag: &str, value: usize, zero_ok: bool) -> Result<(), String> {
+    if !zero_ok {
+        at_least_one(flag, value)?;
+    }
+    if value > MAX_REPEATS {
+        return Err(format!(
+            "{flag} {value}: at most {MAX_REPEATS} are supported"
+        ));
+    }
+    Ok(())
+}
+
+/// An operation count of `flag` in `1..=MAX_OPERATIONS`.
+pub fn operations(flag: &str, value: usize) -> Result<(), String> {
+    at_least_one(flag, value)?;
+    if value > MAX_OPERATIONS {
+        return Err(format!(
+            "{flag} {value}: at most {MAX_OPERATIONS} are supported"
+        ));
+    }
+    Ok(())
+}
+
 /// `value` of `flag` is at least 1.
 pub fn at_least_one(flag: &str, value: usize) -> Result<(), String> {
     if value == 0 {

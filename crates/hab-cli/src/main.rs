@@ -325,21 +325,15 @@ fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
         print!("{}", hotspot_hab::render_runs(&runs));
         return Ok(());
     }
-    let jdk = args
-        .jdk
-        .or_else(hotspot_hab::built_jdk)
-        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
-    for jar in [&args.bench_jar, &args.sources] {
-        if !jar.exists() {
-            return Err(format!(
-                "{}: not there (mvn -q -B package in bench/jvm makes it)",
-                jar.display()
-            ));
-        }
+    // The user's own numbers and paths first, then what this machine has (the JDK, the jars).
+    for &threads in &args.threads {
+        limits::threads("--threads", threads)?;
     }
+    limits::operations("--compiles", args.compiles)?;
+    limits::repetitions("--repeat", args.repeat, false)?;
     let grid = match args.grid.as_str() {
-        "seed" => Grid::seed(args.threads, args.compiles, args.repeat),
-        "small" => Grid::small(args.threads, args.compiles, args.repeat),
+        "seed" => Grid::seed(args.threads.clone(), args.compiles, args.repeat),
+        "small" => Grid::small(args.threads.clone(), args.compiles, args.repeat),
         other => return Err(format!("--grid {other}: expected seed or small")),
     };
     let mut grid = grid;
@@ -351,7 +345,32 @@ fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
                 "adaptive" => Ok(None),
                 size => parse_size(size).map(Some),
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("--tlabs: {e}"))?;
+    }
+    if let Some(out) = &args.out {
+        // Found now, not after the grid's minutes of runs; a probe file leaves nothing behind.
+        let existed = out.exists();
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(out)
+            .map_err(|e| format!("--out {}: cannot write there: {e}", out.display()))?;
+        if !existed {
+            let _ = std::fs::remove_file(out);
+        }
+    }
+    let jdk = args
+        .jdk
+        .or_else(hotspot_hab::built_jdk)
+        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
+    for jar in [&args.bench_jar, &args.sources] {
+        if !jar.exists() {
+            return Err(format!(
+                "{}: not there (mvn -q -B package in bench/jvm makes it)",
+                jar.display()
+            ));
+        }
     }
     grid.configs.retain(|c| {
         c.levels
@@ -391,6 +410,8 @@ fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
 }
 
 fn run(args: RunArgs) -> Result<(), String> {
+    limits::repetitions("--repeat", args.repeat, false)?;
+    limits::repetitions("--warmup", args.warmup, true)?;
     let workload = match args.workload {
         WorkloadArg::AllocArray if args.vm => return run_vm(args, VmWorkload::AllocArray),
         WorkloadArg::AllocObject if args.vm => return run_vm(args, VmWorkload::AllocObject),

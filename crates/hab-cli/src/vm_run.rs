@@ -112,7 +112,7 @@ impl VmRunSpec {
             VmWorkload::JavacLike => {}
         }
         if let Some(ops) = self.ops {
-            limits::at_least_one("--objects", ops)?;
+            limits::operations("--objects", ops)?;
         }
         if self.workload == VmWorkload::Warehouses {
             limits::at_least_one("--live-orders", self.live_orders)?;

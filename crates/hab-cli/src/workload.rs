@@ -317,11 +317,18 @@ impl RunSpec {
     pub fn check(&self) -> Result<(), String> {
         limits::threads("--threads", self.threads)?;
         limits::at_least_one("--objects", self.objects)?;
-        limits::at_least_one("--repeat", self.repeat)?;
+        limits::repetitions("--repeat", self.repeat, false)?;
+        limits::repetitions("--warmup", self.warmup, true)?;
         limits::at_least_one("--object-size", self.object_size)?;
-        self.warmup
-            .checked_add(self.repeat)
-            .ok_or("--warmup + --repeat overflows")?;
+        if let Some(heap) = self.heap_bytes {
+            if self.object_size > heap {
+                return Err(format!(
+                    "--heap {}: smaller than one object (--object-size {})",
+                    hab::ByteSize::new(heap),
+                    self.object_size
+                ));
+            }
+        }
         let factors = [
             ("--threads", self.threads),
             ("--objects", self.objects),
@@ -491,9 +498,25 @@ impl RunSpec {
         if !matches!(self.tlab, TlabPolicy::Fixed(_)) {
             builder = builder.max_tlab(self.max_tlab_bytes());
         }
-        builder
-            .build()
-            .map_err(|e| limits::config_error(&e, self.heap_bytes.is_some()))
+        builder.build().map_err(|e| {
+            // The largest TLAB was derived from the lowest buffer: that buffer is what is small.
+            let lowest = self.middle.first().filter(|lowest| {
+                e.field() == "min_tlab"
+                    && self.min_tlab.is_none()
+                    && self.max_tlab.is_none()
+                    && self.max_tlab_bytes() == lowest.buffer_bytes
+            });
+            match lowest {
+                Some(lowest) => format!(
+                    "--middle {}: the lowest level's buffer ({}) is smaller than the smallest \
+                     TLAB (--min-tlab, 2KiB by default), and a buffer holds whole TLABs: give \
+                     larger buffers or a smaller --min-tlab",
+                    MiddleLevelSpec::list_to_string(&self.middle),
+                    MiddleLevelSpec::list_to_string(std::slice::from_ref(lowest)),
+                ),
+                None => limits::config_error(&e, self.heap_bytes.is_some()),
+            }
+        })
     }
 }
 
@@ -1004,7 +1027,13 @@ fn compute_loop(iterations: u64) -> u64 {
 
 /// How much faster `threads` threads get the same per-thread compute work done than one
 /// thread: `threads × t(1) / t(threads)`. On a machine that scales perfectly, `threads`.
+/// Beyond four threads per CPU the speed-up has saturated (every CPU is busy), so at most that
+/// many are timed and their speed-up stands for more: 4096 threads take as long as 8 on two
+/// CPUs (each timing a whole loop per thread used to take minutes).
 pub fn compute_speedup(threads: usize) -> f64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads.min(4 * cpus).max(1);
+    let iterations = COMPUTE_ITERATIONS;
     let time = |threads: usize| {
         let barrier = Barrier::new(threads);
         let start = Instant::now();
@@ -1012,7 +1041,7 @@ pub fn compute_speedup(threads: usize) -> f64 {
             for _ in 0..threads {
                 scope.spawn(|| {
                     barrier.wait();
-                    compute_loop(COMPUTE_ITERATIONS)
+                    compute_loop(iterations)
                 });
             }
         });

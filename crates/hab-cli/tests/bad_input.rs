@@ -49,7 +49,61 @@ const CASES: &[(&str, &str)] = &[
     ("run --repeat 0", "--repeat 0: must be at least 1"),
     (
         "run --warmup 18446744073709551615",
-        "--warmup + --repeat overflows",
+        "--warmup 18446744073709551615: at most 10000",
+    ),
+    (
+        "run --repeat 18446744073709551615",
+        "--repeat 18446744073709551615: at most 10000",
+    ),
+    (
+        "run --repeat 1000000000000",
+        "--repeat 1000000000000: at most 10000",
+    ),
+    (
+        "run --warmup 1000000000000 --workload binary-trees",
+        "--warmup 1000000000000: at most 10000",
+    ),
+    (
+        "run --heap 8",
+        "--heap 8B: smaller than one object (--object-size 16)",
+    ),
+    (
+        "run --mode hab --middle cpu:0",
+        "--middle: cpu:0B is not a positive",
+    ),
+    (
+        "run --mode hab --middle core:1K,core:2K",
+        "--middle core:1KiB,core:2KiB: the lowest level's buffer (core:1KiB) is smaller",
+    ),
+    (
+        "run --mode hab --middle core:8",
+        "--middle core:8B: the lowest level's buffer (core:8B) is smaller",
+    ),
+    (
+        "run --mode hab --middle package:16TiB",
+        "--middle package:16TiB",
+    ),
+    (
+        "run --topology 18446744073709551615x1x1",
+        "--topology: topology spec",
+    ),
+    (
+        "run --workload javac-like --objects 18446744073709551615",
+        "--objects 18446744073709551615: at most 1000000000",
+    ),
+    ("hotspot-hab --threads 0", "--threads 0: must be at least 1"),
+    (
+        "hotspot-hab --compiles 0",
+        "--compiles 0: must be at least 1",
+    ),
+    ("hotspot-hab --repeat 0", "--repeat 0: must be at least 1"),
+    (
+        "hotspot-hab --grid big",
+        "--grid big: expected seed or small",
+    ),
+    (
+        "hotspot-hab --out /proc/hab-cannot-write-here/runs.json",
+        "--out /proc/hab-cannot-write-here/runs.json: cannot write there",
     ),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
@@ -108,7 +162,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "run --workload alloc-array --vm --objects 4611686018427387904",
-        "overflows",
+        "--objects 4611686018427387904: at most 1000000000",
     ),
     (
         "run --workload binary-trees --prefetch",
@@ -147,6 +201,28 @@ fn bad_input_is_a_usage_error_naming_the_flag() {
             args.join(" ")
         );
     }
+}
+
+/// 4096 threads with one object each end in bounded time: the compute loop that normalises
+/// scaling shares a fixed amount of work among them (it gave each thread a whole loop, and
+/// the run printed nothing for minutes).
+#[test]
+fn four_thousand_threads_with_one_object_end_in_bounded_time() {
+    let args = [
+        "run",
+        "--threads",
+        "4096",
+        "--objects",
+        "1",
+        "--repeat",
+        "1",
+        "--warmup",
+        "0",
+    ];
+    let output = hab(&args, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("compute loop on 4096 threads"), "{stdout}");
 }
 
 /// Many threads with few objects each get a heap sized for what they hold back (a TLAB each),

@@ -342,6 +342,16 @@ fn invalid_configurations_name_their_field() {
     assert_eq!(config_field(b().min_tlab(12)), "min_tlab");
     assert_eq!(config_field(b().alignment(16).min_tlab(1032)), "min_tlab");
     assert_eq!(config_field(b().max_tlab(0)), "max_tlab");
+    // A middle buffer that is wrong is blamed on `middle`, not on the TLAB sizes derived
+    // from it.
+    let hab = || HeapConfig::builder().mode(hab::Mode::Hab);
+    assert_eq!(config_field(hab().middle("cpu:0")), "middle");
+    assert_eq!(
+        config_field(hab().middle("core:1KiB,package:2KiB")),
+        "middle"
+    );
+    assert_eq!(config_field(hab().middle("core:8")), "middle");
+    assert_eq!(config_field(hab().middle("core:12")), "middle");
     // Bad size strings, each named by its field and quoted in the message.
     for (builder, field, text) in [
         (HeapConfig::builder().capacity("lots"), "capacity", "lots"),

@@ -212,6 +212,9 @@ static void bad_arguments(void) {
           HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "lunar") != NULL);
     CHECK(hab_levels_new("core:1MiB", 12, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+    /* max_tlab_bytes 0 is the documented default: a zero buffer is the list's fault. */
+    CHECK(hab_levels_new("cpu:0", 0, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+    CHECK(strstr(hab_last_error(), "middle") != NULL && strstr(hab_last_error(), "max_tlab") == NULL);
     hab_upstream incomplete = {carve, NULL, NULL};
     CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, &incomplete, &levels) ==
           HAB_INVALID_ARGUMENT);

@@ -141,8 +141,24 @@ impl HeapConfigBuilder {
         let min_tlab_bytes = limits.min_tlab(tlab, explicit_min)?;
         let middle = self.middle.take().transpose()?.unwrap_or_default();
         let mode = self.mode.unwrap_or(Mode::Tlab);
+        check_buffer_sizes(&middle, &limits)?;
         let lowest_buffer = middle.first().map(|spec| spec.buffer_bytes);
         let max_tlab_bytes = limits.max_tlab(tlab, explicit_max, lowest_buffer)?;
+        if let (Some(lowest), None) = (middle.first(), explicit_max) {
+            if lowest.buffer_bytes < min_tlab_bytes {
+                // The largest TLAB came from the buffer: it is the buffer that is too small.
+                return Err(ConfigError::new(
+                    "middle",
+                    format!(
+                        "{}:{} is smaller than the smallest TLAB ({}): a buffer holds whole TLABs \
+                         (give larger buffers, or a smaller min_tlab)",
+                        lowest.level,
+                        ByteSize::new(lowest.buffer_bytes),
+                        ByteSize::new(min_tlab_bytes)
+                    ),
+                ));
+            }
+        }
         if min_tlab_bytes > max_tlab_bytes {
             return Err(ConfigError::new(
                 "min_tlab",
@@ -367,6 +383,32 @@ pub(crate) fn check_levels(
     check_middle(Mode::Hab, middle, max_tlab_bytes, &limits)
 }
 
+/// Each middle level's buffer is a positive multiple of the alignment, no larger than the
+/// heap: checked before anything is derived from the buffers (the largest TLAB), so that a
+/// wrong buffer is blamed on `middle`.
+fn check_buffer_sizes(middle: &[MiddleLevelSpec], limits: &Limits) -> Result<(), ConfigError> {
+    let (alignment_bytes, capacity_bytes) = (limits.alignment_bytes, limits.capacity_bytes);
+    for spec in middle {
+        let size = ByteSize::new(spec.buffer_bytes);
+        if spec.buffer_bytes == 0 || spec.buffer_bytes % alignment_bytes != 0 {
+            return Err(ConfigError::new(
+                "middle",
+                format!(
+                    "{}:{size} is not a positive multiple of the alignment {alignment_bytes}",
+                    spec.level
+                ),
+            ));
+        }
+        if spec.buffer_bytes > capacity_bytes {
+            return Err(ConfigError::new(
+                "middle",
+                format!("{}:{size} is larger than the heap", spec.level),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The middle levels fit the mode, come lowest first, and each buffer holds a whole number of
 /// the largest chunks the level below takes (the seed's rule against extra fragmentation).
 fn check_middle(
@@ -375,7 +417,7 @@ fn check_middle(
     max_tlab_bytes: usize,
     limits: &Limits,
 ) -> Result<(), ConfigError> {
-    let (alignment_bytes, capacity_bytes) = (limits.alignment_bytes, limits.capacity_bytes);
+    check_buffer_sizes(middle, limits)?;
     match (mode, middle.is_empty()) {
         (Mode::Hab, true) => {
             return Err(ConfigError::new(
@@ -407,21 +449,6 @@ fn check_middle(
             None => ("the largest TLAB".to_string(), max_tlab_bytes),
         };
         let size = ByteSize::new(spec.buffer_bytes);
-        if spec.buffer_bytes == 0 || spec.buffer_bytes % alignment_bytes != 0 {
-            return Err(ConfigError::new(
-                "middle",
-                format!(
-                    "{}:{size} is not a positive multiple of the alignment {alignment_bytes}",
-                    spec.level
-                ),
-            ));
-        }
-        if spec.buffer_bytes > capacity_bytes {
-            return Err(ConfigError::new(
-                "middle",
-                format!("{}:{size} is larger than the heap", spec.level),
-            ));
-        }
         if spec.buffer_bytes % chunk_bytes != 0 {
             return Err(ConfigError::new(
                 "middle",

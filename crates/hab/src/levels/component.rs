@@ -187,17 +187,22 @@ impl MiddleLevels {
         upstream: impl Upstream + 'static,
     ) -> Result<Arc<MiddleLevels>, ConfigError> {
         let specs = MiddleLevelSpec::parse_list(levels)?;
+        // 0 is the documented default (the lowest buffer, which `check_levels` checks first);
+        // only a size the caller gave is blamed on `max_tlab`.
+        if !max_tlab_bytes.is_multiple_of(WORD_BYTES) {
+            return Err(ConfigError::new(
+                "max_tlab",
+                format!("{max_tlab_bytes} bytes is not a multiple of 8"),
+            ));
+        }
         let max_tlab_bytes = match (max_tlab_bytes, specs.first()) {
             (0, Some(lowest)) => lowest.buffer_bytes,
             _ => max_tlab_bytes,
         };
-        if max_tlab_bytes == 0 || !max_tlab_bytes.is_multiple_of(WORD_BYTES) {
-            return Err(ConfigError::new(
-                "max_tlab",
-                format!("{max_tlab_bytes} bytes is not a positive multiple of 8"),
-            ));
-        }
         check_levels(&specs, max_tlab_bytes, WORD_BYTES)?;
+        if max_tlab_bytes == 0 {
+            return Err(ConfigError::new("max_tlab", "0 bytes with no level"));
+        }
         let topology = Topology::discover();
         let explicit = cpu_id;
         let cpu_id = match cpu_id {

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A readable and writable range of virtual memory: mapped by Hab (page-aligned, zero until
 /// written, unmapped on drop), or lent by the runtime.
@@ -14,7 +15,14 @@ pub(crate) struct Reservation {
     len_bytes: usize,
     /// Whether Hab mapped it (and unmaps it on drop).
     owned: bool,
+    /// Whether it was pre-touched: counted in [`PRETOUCHED_BYTES`] until dropped.
+    pretouched: AtomicBool,
 }
+
+/// Bytes the process's live reservations have pre-touched: a pre-touch is refused when it
+/// would take the sum past the memory the process may use, so that two heaps pre-touched
+/// together are checked as one (each alone used to be, and the pair got the process killed).
+static PRETOUCHED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// Memory a runtime lends a heap instead of letting it reserve its own: the runtime's eden,
 /// say. Give it to [`Heap::with_memory`](crate::Heap::with_memory).
@@ -115,6 +123,7 @@ impl Reservation {
             base,
             len_bytes,
             owned: true,
+            pretouched: AtomicBool::new(false),
         })
     }
 
@@ -126,6 +135,7 @@ impl Reservation {
             base: memory.start,
             len_bytes: memory.len_bytes,
             owned: false,
+            pretouched: AtomicBool::new(false),
         }
     }
 
@@ -141,23 +151,35 @@ impl Reservation {
 
     /// Faults in every page now so that allocation is not timed with first touches.
     ///
-    /// Refuses (touching nothing) a range larger than the memory this process may use (the
-    /// machine's, or its control group's limit), which would only end with the process killed;
-    /// a kernel that refuses to populate the pages is an error too. Only a kernel without
+    /// Refuses (touching nothing) a range that, with what the process's other live heaps
+    /// pre-touched, is larger than the memory this process may use (the machine's, or its
+    /// control group's limit): that would only end with the process killed. A kernel that
+    /// refuses to populate the pages is an error too. Only a kernel without
     /// `MADV_POPULATE_WRITE` (before 5.14: `EINVAL`) is answered by touching page by page.
     pub(crate) fn pretouch(&self) -> io::Result<()> {
-        const MADV_POPULATE_WRITE: libc::c_int = 23;
-        if let Some(limit) = memory_limit_bytes() {
-            if self.len_bytes > limit {
-                return Err(io::Error::new(
-                    io::ErrorKind::OutOfMemory,
-                    format!(
-                        "more than the {:.1}GiB of memory this process may use",
-                        limit as f64 / (1u64 << 30) as f64
-                    ),
-                ));
-            }
+        self.pretouch_within(memory_limit_bytes())
+    }
+
+    /// [`pretouch`](Reservation::pretouch) against `limit` bytes for the whole process.
+    fn pretouch_within(&self, limit: Option<usize>) -> io::Result<()> {
+        if self.pretouched.swap(true, Ordering::AcqRel) {
+            return Ok(());
         }
+        if let Err(error) = claim_pretouch(self.len_bytes, limit) {
+            self.pretouched.store(false, Ordering::Release);
+            return Err(error);
+        }
+        let touched = self.populate();
+        if touched.is_err() {
+            PRETOUCHED_BYTES.fetch_sub(self.len_bytes, Ordering::AcqRel);
+            self.pretouched.store(false, Ordering::Release);
+        }
+        touched
+    }
+
+    /// Faults every page in.
+    fn populate(&self) -> io::Result<()> {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
         // SAFETY: the range is exactly this mapping; populating pages does not change contents.
         let populated = unsafe {
             libc::madvise(
@@ -180,6 +202,42 @@ impl Reservation {
             unsafe { ptr::write_volatile(self.base.as_ptr().add(offset), 0) };
         }
         Ok(())
+    }
+}
+
+/// Adds `bytes` to the process's pre-touched bytes, or refuses when the sum would pass `limit`.
+fn claim_pretouch(bytes: usize, limit: Option<usize>) -> io::Result<()> {
+    let gib = |bytes: usize| bytes as f64 / (1u64 << 30) as f64;
+    let mut claimed = PRETOUCHED_BYTES.load(Ordering::Acquire);
+    loop {
+        let total = claimed.saturating_add(bytes);
+        if let Some(limit) = limit.filter(|&limit| total > limit) {
+            let others = if claimed > 0 {
+                format!(
+                    " with the {:.1}GiB the process's other heaps pre-touched",
+                    gib(claimed)
+                )
+            } else {
+                String::new()
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "{:.1}GiB{others} is more than the {:.1}GiB of memory this process may use",
+                    gib(bytes),
+                    gib(limit)
+                ),
+            ));
+        }
+        match PRETOUCHED_BYTES.compare_exchange_weak(
+            claimed,
+            total,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(current) => claimed = current,
+        }
     }
 }
 
@@ -216,6 +274,9 @@ pub fn memory_limit_bytes() -> Option<usize> {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
+        if *self.pretouched.get_mut() {
+            PRETOUCHED_BYTES.fetch_sub(self.len_bytes, Ordering::AcqRel);
+        }
         if !self.owned {
             return;
         }
@@ -245,8 +306,12 @@ pub(crate) fn address_to_pointer(address: usize) -> *mut u8 {
 mod tests {
     use super::*;
 
+    /// Held by the tests that pre-touch, so that the accounting test sees no other meanwhile.
+    static PRETOUCHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn reserves_zeroed_writable_memory() {
+        let _alone = PRETOUCHING.lock().unwrap_or_else(|e| e.into_inner());
         let reservation = Reservation::new(10_000).unwrap();
         assert_eq!(
             reservation.end() - reservation.start(),
@@ -278,6 +343,33 @@ mod tests {
             error.to_string().contains("of memory this process may use"),
             "{error}"
         );
+    }
+
+    /// Heaps pre-touched together are checked together against one memory figure (two 20 GiB
+    /// heaps on a 24 GiB machine were each accepted, and the process killed); a dropped heap
+    /// gives its share back. A figure of a few pages keeps the test from touching real memory.
+    #[test]
+    fn pretouches_are_accounted_across_the_process() {
+        let _alone = PRETOUCHING.lock().unwrap_or_else(|e| e.into_inner());
+        let page = page_size();
+        let base = PRETOUCHED_BYTES.load(Ordering::Acquire);
+        let limit = Some(base + 5 * page);
+        let first = Reservation::new(2 * page).unwrap();
+        let second = Reservation::new(2 * page).unwrap();
+        let third = Reservation::new(2 * page).unwrap();
+        first.pretouch_within(limit).unwrap();
+        second.pretouch_within(limit).unwrap();
+        let error = third
+            .pretouch_within(limit)
+            .expect_err("6 pages over a 5-page figure");
+        assert_eq!(error.kind(), io::ErrorKind::OutOfMemory);
+        assert!(
+            error.to_string().contains("other heaps pre-touched"),
+            "{error}"
+        );
+        drop(first);
+        third.pretouch_within(limit).unwrap();
+        second.pretouch_within(limit).unwrap(); // once is enough: not counted twice
     }
 
     #[test]
