@@ -337,7 +337,8 @@ hab_status hab_collection_reset(hab_collection *collection);
  * first. Call it last (after hab_collection_set_range or _reset, which it fixes; the walk
  * still covers the old range). NULL with HAB_OUT_OF_MEMORY when the collection left no room
  * for the object (the runtime is out of memory), HAB_INVALID_ARGUMENT for a bad size or a
- * running mutator. Write the object's header before hab_collection_finish. */
+ * running mutator. Write the object's header (and root it) before hab_collection_finish:
+ * another thread's collection may stop this mutator again before its thread runs. */
 void *hab_collection_alloc(hab_collection *collection, hab_mutator *mutator, size_t bytes);
 
 /* Ends the collection and frees it: the mutators run again. */

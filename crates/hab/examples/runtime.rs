@@ -132,7 +132,7 @@ struct Runtime {
 
 impl Runtime {
     /// The collector: runs inside a Hab collection, every mutator stopped.
-    fn collect(&self, mut collection: Collection<'_>) -> Result<(), String> {
+    fn collect(&self, collection: &mut Collection<'_>) -> Result<(), String> {
         let mut tables: Vec<_> = self.roots.iter().map(|t| t.lock().unwrap()).collect();
         // Which table slots point at each address, and the identity each expects there.
         let mut rooted: HashMap<usize, Vec<(usize, usize, u64)>> = HashMap::new();
@@ -232,27 +232,46 @@ fn mutator_thread(runtime: &Runtime, index: usize) -> Result<(), String> {
         let bytes = WORD * (3 + (random % 30) as usize);
         // A safepoint poll: per-CPU LAB allocations reach a safepoint only when they miss.
         mutator.poll();
-        let mut failures = 0;
-        let object = loop {
+        let identity = (index as u64) << 48 | serial;
+        let slot = (random >> 32) as usize % KEPT;
+        // Makes a new object parseable, counts it and roots it: before the thread's next
+        // safepoint, or before the collection that allocated it ends.
+        let keep = |object: NonNull<u8>| {
+            // SAFETY: `bytes` fresh bytes allocated for this thread, not yet shared.
+            unsafe { TwoWordHeader::write_object(object.as_ptr() as usize, bytes, identity) };
+            runtime
+                .allocated_since_collection
+                .fetch_add(1, Ordering::Relaxed);
+            runtime.roots[index].lock().unwrap()[slot] = (object.as_ptr() as usize, identity);
+        };
+        let mut collected_by_others = 0;
+        loop {
             match mutator.alloc(bytes) {
-                Ok(object) => break object,
-                Err(AllocError::OutOfMemory { .. }) if failures < 100 => {
-                    failures += 1;
-                    if let Some(result) = mutator.collect(|c| runtime.collect(c)) {
-                        result?;
+                Ok(object) => break keep(object),
+                // The heap is full: collect, and have the collection allocate the object
+                // before any other thread resumes, so that this thread is never starved. The
+                // object is kept inside the collection: another thread's collection may claim
+                // this one's mutator as soon as it ends, before this thread runs again.
+                Err(AllocError::OutOfMemory { .. }) => {
+                    let id = mutator.id();
+                    let served = mutator.collect(|mut collection| {
+                        runtime.collect(&mut collection)?;
+                        let object = collection
+                            .alloc_for(id, bytes)
+                            .map_err(|e| format!("thread {index}: out of memory: {e}"))?;
+                        keep(object);
+                        Ok::<_, String>(())
+                    });
+                    match served {
+                        Some(served) => break served?,
+                        // Another thread's collection ran since this one failed: retry.
+                        None if collected_by_others < 100 => collected_by_others += 1,
+                        None => return Err(format!("thread {index}: no progress")),
                     }
                 }
                 Err(other) => return Err(format!("thread {index}: {other}")),
             }
-        };
-        let identity = (index as u64) << 48 | serial;
-        // SAFETY: `object` is `bytes` fresh bytes this thread owns until its next safepoint.
-        unsafe { TwoWordHeader::write_object(object.as_ptr() as usize, bytes, identity) };
-        runtime
-            .allocated_since_collection
-            .fetch_add(1, Ordering::Relaxed);
-        let slot = (random >> 32) as usize % KEPT;
-        runtime.roots[index].lock().unwrap()[slot] = (object.as_ptr() as usize, identity);
+        }
     }
     Ok(())
 }
@@ -291,8 +310,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         thread.join().map_err(|_| "a mutator thread panicked")??;
     }
     // A last collection from the main thread (no mutator is left running) checks the end state.
-    let final_collection = runtime.heap.collection();
-    runtime.collect(final_collection)?;
+    let mut final_collection = runtime.heap.collection();
+    runtime.collect(&mut final_collection)?;
     let kept: usize = runtime
         .roots
         .iter()

@@ -2,7 +2,9 @@
  * collector lock and, unless another thread collected meanwhile, stops the world
  * (hab_collection_begin), copies what the root stacks reach from the current half to the
  * other (Cheney: the copies are scanned in address order, each reference fixed as it is met),
- * and hands Hab the rest of the other half as the next allocation range. */
+ * hands Hab the rest of the other half as the next allocation range, and allocates the object
+ * that failed inside the collection (hab_collection_alloc), so that threads that resume first
+ * cannot take the room it made. */
 #define _POSIX_C_SOURCE 200809L
 #include "runtime.h"
 
@@ -60,7 +62,6 @@ struct rt_runtime {
     atomic_ullong collections;
     uint64_t copied_bytes;
     double pause_ms;
-    atomic_size_t free_after_collection; /* what the last collection left to allocate in */
 };
 
 static void die(const char *what) {
@@ -267,16 +268,30 @@ static void copy_reachable(rt_runtime *runtime, hab_collection *collection) {
     }
     runtime->current = to;
     runtime->copied_bytes += free - start;
-    atomic_store(&runtime->free_after_collection, runtime->halves[to][1] - free);
 }
 
-/* The calling thread's allocation failed after `seen` collections: collect, unless another
- * thread did meanwhile. */
-static void collect(rt_thread *thread, unsigned long long seen) {
+/* A new object's header and references, before anything can walk or collect. */
+static rt_object *initialise(rt_object *object, uint32_t refs, size_t bytes) {
+    object->header = (uint64_t)refs << 32 | bytes;
+    for (uint32_t i = 0; i < refs; i++) {
+        object->refs[i] = NULL;
+    }
+    return object;
+}
+
+/* The calling thread's allocation of `bytes` failed after `seen` collections: collect, unless
+ * another thread did meanwhile (then NULL: retry), and have the collection allocate the object
+ * before any other thread resumes (hab_collection_alloc), so that no thread is starved. The
+ * object rides on the thread's root stack until the thread runs again: another thread's
+ * collection may stop it, and move the object, before it unparks. Out of memory only when the
+ * collection left no room for the object. */
+static rt_object *collect(rt_thread *thread, unsigned long long seen, uint32_t refs,
+                          size_t bytes) {
     rt_runtime *runtime = thread->runtime;
     if (hab_park(thread->mutator) != HAB_OK) {
         die("hab_park");
     }
+    int served = 0;
     pthread_mutex_lock(&runtime->collector);
     if (atomic_load(&runtime->collections) == seen) {
         double started = now_ms();
@@ -285,6 +300,12 @@ static void collect(rt_thread *thread, unsigned long long seen) {
             die("hab_collection_begin");
         }
         copy_reachable(runtime, collection);
+        rt_object *object = hab_collection_alloc(collection, thread->mutator, bytes);
+        if (object == NULL) {
+            die(hab_last_status() == HAB_OUT_OF_MEMORY ? "out of memory" : "hab_collection_alloc");
+        }
+        rt_push(thread, initialise(object, refs, bytes));
+        served = 1;
         if (hab_collection_finish(collection) != HAB_OK) {
             die("hab_collection_finish");
         }
@@ -295,37 +316,36 @@ static void collect(rt_thread *thread, unsigned long long seen) {
     if (hab_unpark(thread->mutator) != HAB_OK) {
         die("hab_unpark");
     }
+    if (!served) {
+        return NULL;
+    }
+    rt_object *object = rt_root(thread, thread->root_count - 1);
+    rt_pop(thread, 1);
+    return object;
 }
 
-/* Allocation retries after a collection. Other threads may take what it freed before the
- * failing thread retries (it parked, they did not), so a failure after a collection is out of
- * memory only when that collection left too little to allocate in: less than a quarter of the
- * half. A thread starved that many times over regardless gives up too. */
+/* Allocation: inline, else a collection that allocates the object itself. A thread whose
+ * every attempt meets another thread's collection first gives up after this many. */
 #define STARVED_ATTEMPTS 64
 
 rt_object *rt_alloc(rt_thread *thread, uint32_t refs, size_t data_bytes) {
-    rt_runtime *runtime = thread->runtime;
     size_t bytes = sizeof(uint64_t) + refs * sizeof(rt_object *) + data_bytes;
-    size_t half_bytes = runtime->halves[0][1] - runtime->halves[0][0];
-    for (int attempt = 0;; attempt++) {
-        unsigned long long seen = atomic_load(&runtime->collections);
+    for (int attempt = 0; attempt < STARVED_ATTEMPTS; attempt++) {
+        unsigned long long seen = atomic_load(&thread->runtime->collections);
         rt_object *object = hab_alloc(thread->mutator, bytes);
         if (object != NULL) {
-            object->header = (uint64_t)refs << 32 | bytes;
-            for (uint32_t i = 0; i < refs; i++) {
-                object->refs[i] = NULL;
-            }
-            return object;
+            return initialise(object, refs, bytes);
         }
         if (hab_last_status() != HAB_OUT_OF_MEMORY) {
             die("hab_alloc");
         }
-        if (attempt > 0 && (atomic_load(&runtime->free_after_collection) < half_bytes / 4 ||
-                            attempt == STARVED_ATTEMPTS)) {
-            die("out of memory");
+        object = collect(thread, seen, refs, bytes);
+        if (object != NULL) {
+            return object;
         }
-        collect(thread, seen);
     }
+    die("starved: every attempt met another thread's collection");
+    return NULL;
 }
 
 rt_stats rt_statistics(rt_runtime *runtime) {

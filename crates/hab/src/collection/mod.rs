@@ -257,7 +257,9 @@ impl<'h> Collection<'h> {
     /// starved. An [`AllocError::OutOfMemory`] here means the collection left no room for the
     /// object: the runtime is out of memory. The object is zero (unless
     /// [`ZeroMemory::Never`](crate::ZeroMemory)), counted as the mutator's allocation outside
-    /// LABs; the runtime writes its header before the collection ends.
+    /// LABs. Whatever the runtime must do with it before a collection could see it (write
+    /// its header, root it) it does before this collection ends: another thread's collection
+    /// may claim the requester's mutator as soon as this one ends, before its thread runs.
     ///
     /// Call it last, after setting the next range ([`set_allocation_range`] or [`reset`]),
     /// which it installs: the range is fixed from then on. [`walk`](Collection::walk) still
@@ -278,11 +280,13 @@ impl<'h> Collection<'h> {
     /// let id = mutator.id();
     /// let object = mutator.collect(|mut collection| {
     ///     collection.reset(); // everything died
-    ///     collection.alloc_for(id, failed)
+    ///     let object = collection.alloc_for(id, failed)?;
+    ///     // SAFETY: 1 KiB of fresh memory allocated for this thread, parseable before the
+    ///     // collection ends.
+    ///     unsafe { HeaderWordModel::write_header(object, failed) };
+    ///     Ok::<_, AllocError>(object)
     /// });
     /// let object = object.expect("no other thread collected")?;
-    /// // SAFETY: 1 KiB of fresh memory allocated for this thread.
-    /// unsafe { HeaderWordModel::write_header(object, failed) };
     /// assert_eq!(object.as_ptr() as usize, heap.reserved_range().start);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
