@@ -826,14 +826,40 @@ struct LoopOptions {
 /// Calls `$loop::<PREFETCH, INITIALISE>(mutator, args…)` with the constants the options
 /// select. (The mutator's one allocation call reaches the fast path of its mode.)
 macro_rules! per_loop {
-    ($mutator:expr, $options:expr, $loop:ident($($arg:expr),*)) => {
-        match ($options.prefetch, $options.initialise_body) {
-            (false, false) => $loop::<false, false>($mutator, $($arg),*),
-            (false, true) => $loop::<false, true>($mutator, $($arg),*),
-            (true, false) => $loop::<true, false>($mutator, $($arg),*),
-            (true, true) => $loop::<true, true>($mutator, $($arg),*),
+    ($mutator:expr, $options:expr, $size:expr, $loop:ident($($arg:expr),*)) => {
+        match ($options.prefetch, Body::of($options.initialise_body, $size)) {
+            (false, Body::HeaderOnly) => $loop::<false, HEADER_ONLY>($mutator, $($arg),*),
+            (false, Body::OneWord) => $loop::<false, ONE_WORD_BODY>($mutator, $($arg),*),
+            (false, Body::Zeroed) => $loop::<false, ZEROED_BODY>($mutator, $($arg),*),
+            (true, Body::HeaderOnly) => $loop::<true, HEADER_ONLY>($mutator, $($arg),*),
+            (true, Body::OneWord) => $loop::<true, ONE_WORD_BODY>($mutator, $($arg),*),
+            (true, Body::Zeroed) => $loop::<true, ZEROED_BODY>($mutator, $($arg),*),
         }
     };
+}
+
+/// What a loop writes of an object past its header, decided once per loop (not per object, so
+/// that no loop depends on the compiler hoisting the test): nothing (memory is zeroed), one
+/// word (a 16-byte object), or a zeroed body (`write_bytes`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    HeaderOnly,
+    OneWord,
+    Zeroed,
+}
+
+const HEADER_ONLY: u8 = 0;
+const ONE_WORD_BODY: u8 = 1;
+const ZEROED_BODY: u8 = 2;
+
+impl Body {
+    fn of(initialise_body: bool, size: hab::AllocSize) -> Body {
+        match (initialise_body, size.bytes() / hab::WORD_BYTES) {
+            (false, _) => Body::HeaderOnly,
+            (true, 2) => Body::OneWord,
+            (true, _) => Body::Zeroed,
+        }
+    }
 }
 
 /// How `alloc-array` stores an address in 4 bytes: its offset from the reservation's start in
@@ -871,7 +897,7 @@ fn alloc_array(
     references: References,
     array: &mut [u32],
 ) -> Result<(), String> {
-    let result = per_loop!(mutator, options, fill_array(size, references, array));
+    let result = per_loop!(mutator, options, size, fill_array(size, references, array));
     result.map_err(|error| match error {
         AllocError::OutOfMemory { .. } => format!("{error}: give alloc-array a larger --heap"),
         _ => error.to_string(),
@@ -891,31 +917,31 @@ fn allocate<const PREFETCH: bool>(
     }
 }
 
-/// Makes a fresh object parseable: its header, and with `INITIALISE` zeroes over the rest (when
-/// memory is not zeroed at refill, the runtime initialises what it allocates).
+/// Makes a fresh object parseable: its header, and (`BODY`, see [`Body`]) zeroes over the rest
+/// when memory is not zeroed at refill (the runtime initialises what it allocates): one store
+/// for a one-word body, as a compiler emits for a known size; `write_bytes` (a `memset` call)
+/// for larger ones.
 #[inline(always)]
-fn initialise<const INITIALISE: bool>(object: NonNull<u8>, size: hab::AllocSize) {
+fn initialise<const BODY: u8>(object: NonNull<u8>, size: hab::AllocSize) {
     // SAFETY: `object` is `size` fresh bytes owned by this thread, word-aligned.
     unsafe { HeaderWordModel::write_header(object, size.bytes()) };
-    if INITIALISE {
-        let body = object.as_ptr().wrapping_add(hab::WORD_BYTES).cast::<u64>();
-        let body_words = size.bytes() / hab::WORD_BYTES - 1;
-        // A one-word body is one store, as a compiler emits for a known size; larger ones go
-        // through `write_bytes` (a `memset` call).
-        if body_words == 1 {
-            // SAFETY: the word after the header is inside the object's `size` bytes.
-            unsafe { body.write(0) };
-        } else {
+    let body = object.as_ptr().wrapping_add(hab::WORD_BYTES).cast::<u64>();
+    match BODY {
+        // SAFETY: the loop chose this for 16-byte objects: the word after the header is theirs.
+        ONE_WORD_BODY => unsafe { body.write(0) },
+        ZEROED_BODY => {
+            let body_words = size.bytes() / hab::WORD_BYTES - 1;
             // SAFETY: the `body_words` words after the header are the rest of the object.
             unsafe { body.write_bytes(0, body_words) };
         }
+        _ => {}
     }
 }
 
 /// Out of line, so that nothing in the function holds on to the mutator's address: the loop
 /// then keeps the mutator's fields in registers, as a JIT's compiled loop would.
 #[inline(never)]
-fn fill_array<const PREFETCH: bool, const INITIALISE: bool>(
+fn fill_array<const PREFETCH: bool, const BODY: u8>(
     mutator: &mut Mutator,
     size: hab::AllocSize,
     references: References,
@@ -923,7 +949,7 @@ fn fill_array<const PREFETCH: bool, const INITIALISE: bool>(
 ) -> Result<(), AllocError> {
     for slot in array.iter_mut() {
         let object = allocate::<PREFETCH>(mutator, size)?;
-        initialise::<INITIALISE>(object, size);
+        initialise::<BODY>(object, size);
         *slot = references.compress(object);
     }
     Ok(())
@@ -945,7 +971,7 @@ fn alloc_object(
         let (allocated, result) = if poll {
             drop_objects_polling(mutator, size, left)
         } else {
-            per_loop!(mutator, options, drop_objects(size, left))
+            per_loop!(mutator, options, size, drop_objects(size, left))
         };
         done += allocated;
         match result {
@@ -960,14 +986,14 @@ fn alloc_object(
 /// Allocates up to `objects` objects, initialising each; returns how many and the error that
 /// stopped it early. Out of line, for the reason `fill_array` is.
 #[inline(never)]
-fn drop_objects<const PREFETCH: bool, const INITIALISE: bool>(
+fn drop_objects<const PREFETCH: bool, const BODY: u8>(
     mutator: &mut Mutator,
     size: hab::AllocSize,
     objects: usize,
 ) -> (usize, Result<(), AllocError>) {
     for done in 0..objects {
         match allocate::<PREFETCH>(mutator, size) {
-            Ok(object) => initialise::<INITIALISE>(object, size),
+            Ok(object) => initialise::<BODY>(object, size),
             Err(error) => return (done, Err(error)),
         }
     }
@@ -983,7 +1009,7 @@ fn drop_objects_polling(
 ) -> (usize, Result<(), AllocError>) {
     for done in 0..objects {
         match mutator.alloc_sized(size) {
-            Ok(object) => initialise::<false>(object, size),
+            Ok(object) => initialise::<HEADER_ONLY>(object, size),
             Err(error) => return (done, Err(error)),
         }
         mutator.poll();
@@ -1090,7 +1116,7 @@ mod tests {
         let size = mutator.checked_size(16).unwrap();
         for _ in 0..100 {
             let object = mutator.alloc_sized(size).unwrap();
-            initialise::<true>(object, size);
+            initialise::<ONE_WORD_BODY>(object, size);
             let reference = references.compress(object) as usize;
             assert_eq!(
                 range.start + reference * hab::WORD_BYTES,
@@ -1114,7 +1140,10 @@ mod tests {
             let config = HeapConfig::builder().capacity(1 << 20).build().unwrap();
             let heap = Heap::new(config, HeaderWordModel).unwrap();
             let size = heap.checked_size(bytes).unwrap();
-            initialise::<true>(object, size);
+            match Body::of(true, size) {
+                Body::OneWord => initialise::<ONE_WORD_BODY>(object, size),
+                _ => initialise::<ZEROED_BODY>(object, size),
+            }
             assert_eq!(memory[0], bytes as u64);
             assert!(
                 memory[1..].iter().all(|&word| word == 0),

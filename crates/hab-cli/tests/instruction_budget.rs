@@ -83,19 +83,19 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "a TLAB refill from the global heap (tlab, 256-byte TLABs)",
             count: global_refill,
-            budget: 252.0,
+            budget: 180.0,
             goal: 60.0,
         },
         Budget {
             what: "a TLAB refill through cpu:256KiB (restartable)",
             count: cpu_level,
-            budget: 475.0,
+            budget: 365.0,
             goal: 85.0,
         },
         Budget {
             what: "a TLAB refill through core:1MiB (compare-and-swap)",
             count: core_level,
-            budget: 555.0,
+            budget: 410.0,
             goal: 95.0,
         },
         Budget {
@@ -107,7 +107,7 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "shared, per object (--heap 16MiB)",
             count: per_object(&["--mode", "shared", "--heap", "16MiB"]),
-            budget: 119.0,
+            budget: 92.0,
             goal: 30.0,
         },
     ];

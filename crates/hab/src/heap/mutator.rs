@@ -177,6 +177,12 @@ impl Mutator {
         let (result, lab) = if self.lab.is_active() {
             LabCursor::miss(self.slow_path(), self.lab.area_offset(), size)
         } else {
+            // The common misses first: an address in a register, no cursor to change.
+            let object = self.slow_path().common_miss(size.bytes());
+            if object != 0 {
+                // SAFETY: a heap address handed out by the slow path, not null.
+                return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
+            }
             self.slow_path().alloc(size.bytes())
         };
         self.lab.set(lab);

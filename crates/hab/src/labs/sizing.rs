@@ -73,6 +73,9 @@ pub(crate) struct TlabSizer {
     policy: TlabPolicy,
     desired_bytes: usize,
     refill_waste_limit_bytes: usize,
+    /// The refill waste limit a new TLAB starts with (`desired_bytes` over the refill waste
+    /// fraction), computed when the desired size changes rather than at every refill.
+    initial_waste_limit_bytes: usize,
     /// Adaptive only: the thread's share of allocation between collections.
     allocation_fraction: DecayingAverage,
 }
@@ -93,6 +96,7 @@ impl TlabSizer {
             policy: config.tlab(),
             desired_bytes: 0,
             refill_waste_limit_bytes: 0,
+            initial_waste_limit_bytes: 0,
             allocation_fraction,
         };
         sizer.set_desired(config, desired);
@@ -133,18 +137,26 @@ impl TlabSizer {
             .saturating_add(config.waste_increment_bytes());
     }
 
+    /// Whether [`record_refill`](TlabSizer::record_refill) changes the desired size (the
+    /// growing policy), which the short refill leaves to the full one.
+    #[inline]
+    pub(crate) fn resizes_at_refill(&self) -> bool {
+        self.policy == TlabPolicy::Growing
+    }
+
     /// The thread took a new TLAB.
+    #[inline]
     pub(crate) fn record_refill(&mut self, config: &HeapConfig) {
         match self.policy {
             TlabPolicy::Growing => self.set_desired(config, self.desired_bytes / 2 * 3),
-            TlabPolicy::Fixed(_) | TlabPolicy::Adaptive => self.reset_waste_limit(config),
+            TlabPolicy::Fixed(_) | TlabPolicy::Adaptive => self.reset_waste_limit(),
         }
     }
 
     /// A collection ended; resize for the next interval.
     pub(crate) fn record_collection(&mut self, config: &HeapConfig, feedback: CollectionFeedback) {
         match self.policy {
-            TlabPolicy::Fixed(_) => self.reset_waste_limit(config),
+            TlabPolicy::Fixed(_) => self.reset_waste_limit(),
             TlabPolicy::Growing => self.set_desired(config, self.desired_bytes / 2),
             TlabPolicy::Adaptive => {
                 // Only intervals that used a good part of the space say something about the
@@ -168,11 +180,13 @@ impl TlabSizer {
             _ => (config.min_tlab_bytes(), config.max_tlab_bytes()),
         };
         self.desired_bytes = aligned_within(config, bytes, min, max);
-        self.reset_waste_limit(config);
+        self.initial_waste_limit_bytes = self.desired_bytes / config.refill_waste_fraction();
+        self.reset_waste_limit();
     }
 
-    fn reset_waste_limit(&mut self, config: &HeapConfig) {
-        self.refill_waste_limit_bytes = self.desired_bytes / config.refill_waste_fraction();
+    #[inline]
+    fn reset_waste_limit(&mut self) {
+        self.refill_waste_limit_bytes = self.initial_waste_limit_bytes;
     }
 }
 

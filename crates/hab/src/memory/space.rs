@@ -83,7 +83,8 @@ impl Space {
     pub(crate) unsafe fn write_filler(&self, start: usize, bytes: usize) {
         if bytes == 0
             || bytes < self.min_filler_bytes
-            || !(start | bytes).is_multiple_of(self.alignment_bytes)
+            // The alignment is a power of two: a mask, not a division.
+            || (start | bytes) & (self.alignment_bytes - 1) != 0
         {
             return;
         }

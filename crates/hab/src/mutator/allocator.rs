@@ -50,6 +50,22 @@ pub(crate) struct Allocator {
     pub(crate) safepoints: Safepoints,
     /// The allocation sampler, if any.
     pub(crate) sampling: Sampling,
+    /// What the short slow path ([`SlowPath::common_miss`]) may do in this mode.
+    ///
+    /// [`SlowPath::common_miss`]: crate::mutator::slow_path::SlowPath::common_miss
+    pub(crate) common: CommonMiss,
+}
+
+/// The mode's common misses, decided once: what the slow path's short line handles by
+/// itself (everything else takes the full slow path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommonMiss {
+    /// `shared`: every object is carved from the global heap.
+    SharedObject,
+    /// TLABs and no per-CPU LABs (`tlab`, `hab`): zeroing steps and refills.
+    Refill,
+    /// TLABs beside per-CPU LABs (`flip`): zeroing steps only.
+    ZeroingStep,
 }
 
 impl Allocator {
@@ -84,7 +100,13 @@ impl Allocator {
                 false,
             ),
         };
+        let common = match (&tlab_source, &cpu_labs) {
+            (None, None) => CommonMiss::SharedObject,
+            (Some(_), None) => CommonMiss::Refill,
+            _ => CommonMiss::ZeroingStep,
+        };
         Allocator {
+            common,
             config,
             space,
             topology,

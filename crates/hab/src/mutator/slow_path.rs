@@ -15,7 +15,7 @@ use crate::levels::middle::Chunk;
 use crate::levels::refill;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
-use crate::mutator::allocator::{Allocator, TlabSource};
+use crate::mutator::allocator::{Allocator, CommonMiss, TlabSource};
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::lab_cursor::{LabCursor, SlowResult};
 use crate::mutator::sampling::AllocationSample;
@@ -39,31 +39,140 @@ impl SlowPath<'_> {
         if self.allocator.tlab_source.is_none() && self.allocator.cpu_labs.is_none() {
             return self.alloc_shared(bytes);
         }
-        if let Some(object) = self.bump_in_next_zeroed_step(bytes) {
-            return (Ok(object), LabCursor::INACTIVE);
-        }
         self.alloc_in_labs(bytes)
     }
 
-    /// The most frequent soft miss, kept short: the object fits the TLAB but ends past the
-    /// memory zeroed so far, no safepoint is requested and sampling is off. Zeroes the next
-    /// step, bumps, raises the soft end. `None` for any other case, which the rest of the
-    /// slow path handles. (A non-empty TLAB means the thread allocates in TLABs this cycle:
-    /// a collection that moves it to per-CPU LABs retires it.)
-    #[inline]
-    fn bump_in_next_zeroed_step(self, bytes: usize) -> Option<NonNull<u8>> {
+    /// The common misses, one short line that returns the object's address in a register
+    /// (0: take [`alloc`](SlowPath::alloc), the full slow path). Taken only when nothing
+    /// unusual is pending (no safepoint requested, sampling off) and the size is good: in the
+    /// `shared` mode, an object carved from the global heap; in TLAB modes, the object fits
+    /// the TLAB but ends past the memory zeroed so far (zero the next step, bump, raise the
+    /// soft end), or, where there are no per-CPU LABs, the TLAB is full and the thread takes
+    /// a new one ([`refill`]). (A non-empty TLAB means the thread allocates in TLABs this
+    /// cycle: a collection that moves it to per-CPU LABs retires it.)
+    ///
+    /// [`refill`]: SlowPath::refill
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn common_miss(self, bytes: usize) -> usize {
         let allocator = self.allocator;
         if self.cell.safepoint_requested() || allocator.sampling.interval_bytes() != 0 {
-            return None;
+            return 0;
         }
         let config = &allocator.config;
-        AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes()).ok()?;
+        if AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes()).is_err() {
+            return 0;
+        }
+        if allocator.common == CommonMiss::SharedObject {
+            return self.carve_object(bytes).unwrap_or(0);
+        }
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
-        let (tlab, _) = unsafe { self.cell.running_parts() };
-        let object = tlab.bump_zeroing_ahead(bytes, ZERO_AHEAD_BYTES)?;
+        let (tlab, local) = unsafe { self.cell.running_parts() };
+        let object = match tlab.bump_zeroing_ahead(bytes, ZERO_AHEAD_BYTES) {
+            Some(object) => object,
+            None if allocator.common == CommonMiss::Refill => {
+                match self.refill(tlab, local, bytes) {
+                    Some(object) => object,
+                    None => return 0,
+                }
+            }
+            None => return 0,
+        };
         self.raise_soft_end(tlab);
-        // SAFETY: a TLAB address inside the reservation, not null.
-        Some(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
+        object
+    }
+
+    /// An object of `bytes` carved from the global heap outside any LAB, zeroed where the
+    /// heap zeroes reused memory, counted; `None` when the heap is full. Sampling is off.
+    #[inline]
+    fn carve_object(self, bytes: usize) -> Option<usize> {
+        let global = self.allocator.space.global();
+        let address = global.carve(bytes)?;
+        global.zero_reused(address, bytes);
+        let counters = &self.cell.counters;
+        counters.slow_allocs.add(1);
+        counters.slow_alloc_bytes.add(bytes as u64);
+        Some(address)
+    }
+
+    /// The common refill, one straight line: the object does not fit the TLAB, and the policy
+    /// retires it (HotSpot's keep-or-refill rule) and keeps its size (fixed or adaptive):
+    /// carve a new one (from the global heap, or through the middle levels), retire the old
+    /// (a filler over its tail) and install the new one in one pass, bump. Returns the
+    /// object; the caller raises the soft end. `None`, with nothing changed, for everything
+    /// else (the growing policy, a TLAB kept, a large object, no room for a TLAB), which
+    /// [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) handles.
+    #[inline]
+    fn refill(self, tlab: &Tlab, local: &mut MutatorLocal, bytes: usize) -> Option<usize> {
+        let allocator = self.allocator;
+        let (config, space) = (&allocator.config, &allocator.space);
+        if local.sizer.resizes_at_refill() {
+            return None;
+        }
+        let needed = bytes + space.lab_reserve_bytes();
+        let free_bytes = tlab.free_bytes();
+        if free_bytes >= bytes || needed > config.max_tlab_bytes() || local.sizer.keeps(free_bytes)
+        {
+            return None;
+        }
+        let desired = local.sizer.desired_bytes().max(needed);
+        let min = config.min_tlab_bytes().max(needed).min(desired);
+        // Retire first: a filler the object model fails to write (a panic) then loses no
+        // chunk, and the TLAB stays whole for its drop to retire.
+        // SAFETY: the thread's own TLAB, while running.
+        let retired = unsafe { tlab.retire(space) };
+        let counters = &self.cell.counters;
+        counters.count_retired(retired, Waste::Refill);
+        // No room: the TLAB is retired, and the full path allocates outside it.
+        let Chunk { start, len } = self.carve_tlab(local, min, desired)?;
+        self.install(tlab, start, len);
+        local.sizer.record_refill(config);
+        counters.refills.add(1);
+        counters.tlab_bytes.add(len as u64);
+        let object = tlab.bump_to_limit(bytes)?;
+        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
+        Some(object)
+    }
+
+    /// A chunk for a TLAB of `desired` bytes, at least `min`: from the global heap, or through
+    /// the middle levels (which count where it came from).
+    #[inline]
+    fn carve_tlab(self, local: &mut MutatorLocal, min: usize, desired: usize) -> Option<Chunk> {
+        let allocator = self.allocator;
+        let cell = self.cell;
+        match allocator.tlab_source.as_ref()? {
+            TlabSource::GlobalHeap => allocator
+                .space
+                .global()
+                .carve_between(min, desired)
+                .map(|(start, len)| Chunk { start, len }),
+            TlabSource::Levels(levels) => refill::carve_chunk(
+                allocator.refill_context(),
+                levels,
+                (
+                    &cell.counters.levels,
+                    Some(&cell.counters.tlabs_past_levels),
+                ),
+                &mut local.simulated_cpu,
+                min,
+                desired,
+            ),
+        }
+    }
+
+    /// Installs the chunk `[start, start + len)` as the (empty) TLAB, zeroing it now or
+    /// ahead of `top` as configured.
+    #[inline]
+    fn install(self, tlab: &Tlab, start: usize, len: usize) {
+        let space = &self.allocator.space;
+        let reserve = space.lab_reserve_bytes();
+        if self.allocator.config.zero() == ZeroMemory::Ahead {
+            let reused = space.global().needs_zeroing(start);
+            tlab.install(start, len, reserve, reused);
+        } else {
+            space.global().zero_reused(start, len);
+            tlab.install(start, len, reserve, false);
+        }
     }
 
     /// `alloc` in the modes with LABs (TLABs or per-CPU LABs).
@@ -171,7 +280,7 @@ impl SlowPath<'_> {
             return self.alloc_in_cpu_lab(bytes);
         }
         match &self.allocator.tlab_source {
-            Some(source) => self.refill_or_alloc_outside(source, bytes),
+            Some(_) => self.refill_or_alloc_outside(bytes),
             None => self.alloc_outside_tlab(bytes),
         }
     }
@@ -300,11 +409,7 @@ impl SlowPath<'_> {
 
     /// HotSpot's rule: keep a TLAB with much free space and allocate the object outside it;
     /// otherwise retire it and take a new one sized by the policy.
-    fn refill_or_alloc_outside(
-        self,
-        source: &TlabSource,
-        bytes: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
+    fn refill_or_alloc_outside(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         let allocator = self.allocator;
         let (config, space) = (&allocator.config, &allocator.space);
         let cell = self.cell;
@@ -328,34 +433,10 @@ impl SlowPath<'_> {
         cell.counters.count_retired(retired, Waste::Refill);
         let desired = local.sizer.desired_bytes().max(needed);
         let min = config.min_tlab_bytes().max(needed).min(desired);
-        let chunk = match source {
-            TlabSource::GlobalHeap => space
-                .global()
-                .carve_between(min, desired)
-                .map(|(start, len)| Chunk { start, len }),
-            TlabSource::Levels(levels) => refill::carve_chunk(
-                allocator.refill_context(),
-                levels,
-                (
-                    &cell.counters.levels,
-                    Some(&cell.counters.tlabs_past_levels),
-                ),
-                &mut local.simulated_cpu,
-                min,
-                desired,
-            ),
-        };
-        let Some(Chunk { start, len }) = chunk else {
+        let Some(Chunk { start, len }) = self.carve_tlab(local, min, desired) else {
             return self.alloc_outside_tlab(bytes);
         };
-        let zero_ahead = config.zero() == ZeroMemory::Ahead;
-        if zero_ahead {
-            let reused = space.global().needs_zeroing(start);
-            tlab.install(start, len, reserve, reused);
-        } else {
-            space.global().zero_reused(start, len);
-            tlab.install(start, len, reserve, false);
-        }
+        self.install(tlab, start, len);
         local.sizer.record_refill(config);
         cell.counters.refills.add(1);
         cell.counters.tlab_bytes.add(len as u64);

@@ -313,6 +313,14 @@ mod rseq {
 
     /// `__rseq_offset + 4`, if glibc registered an rseq area for the calling thread.
     pub(super) fn cpu_id_offset() -> Result<isize, String> {
+        // Counting instructions under valgrind (`HAB_RSEQ=unregistered`): read the area's
+        // `cpu_id_start`, which nothing writes there (0: CPU 0), so that a CPU reading costs
+        // the one load it costs where glibc registered the area, not a `sched_getcpu`.
+        if let crate::platform::rseq::RseqMechanism::Unregistered { offset } =
+            crate::platform::rseq::mechanism()
+        {
+            return Ok(*offset);
+        }
         let cpu_id_offset = crate::platform::rseq::glibc_area_offset()? + CPU_ID_OFFSET;
         // SAFETY: glibc registered areas, so it placed one at `__rseq_offset` from the thread
         // pointer of every thread, this one included.
