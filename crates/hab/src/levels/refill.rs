@@ -56,6 +56,8 @@ impl Above for Space {
 /// One refill by one thread.
 struct Refill<'a> {
     above: &'a dyn Above,
+    /// `above.base()`, read once per refill.
+    base: usize,
     topology: &'a Topology,
     cpu_id: &'a CpuIdReader,
     levels: &'a [MiddleLevel],
@@ -109,6 +111,7 @@ pub(crate) fn carve_chunk_from(
     let cpu = cpu_id.current(simulated);
     let mut refill = Refill {
         above,
+        base: above.base(),
         topology,
         cpu_id,
         levels,
@@ -165,10 +168,12 @@ impl Refill<'_> {
 }
 
 impl RefillThread for Refill<'_> {
+    #[inline]
     fn base(&self) -> usize {
-        self.above.base()
+        self.base
     }
 
+    #[inline]
     fn current_domain(&mut self, level: Level) -> usize {
         self.topology.domain_of(self.cpu, level)
     }
@@ -190,6 +195,7 @@ impl RefillThread for Refill<'_> {
 
     /// Counts the allocation, and whether it is foreign: the CPU id is read again after the
     /// commit, as the thread may have moved since it chose the domain.
+    #[inline]
     fn served(&mut self, _: usize, level: Level, domain: usize) {
         let counters = &self.counters[level.index()];
         counters.allocs.add(1);
