@@ -89,13 +89,13 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "a TLAB refill through cpu:256KiB (restartable)",
             count: cpu_level,
-            budget: 365.0,
+            budget: 305.0,
             goal: 85.0,
         },
         Budget {
             what: "a TLAB refill through core:1MiB (compare-and-swap)",
             count: core_level,
-            budget: 390.0,
+            budget: 335.0,
             goal: 95.0,
         },
         Budget {

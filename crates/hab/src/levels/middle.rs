@@ -345,6 +345,42 @@ pub(crate) fn carve(
     carve(levels, index + 1, min, desired, request, env)
 }
 
+/// The common case of [`carve`], in a straight line: a TLAB from the lowest level's buffer of
+/// the thread's own domain (its CPU's restartable buffer, or its domain's compare-and-swap
+/// buffer), which has room. `None` when it has not, is busy, or the restartable path cannot
+/// run: nothing was carved, and [`carve`] then runs the whole protocol (and tries the same
+/// buffer again first).
+#[inline]
+pub(crate) fn carve_at_home(
+    levels: &[MiddleLevel],
+    min: usize,
+    desired: usize,
+    env: &mut impl RefillThread,
+) -> Option<Chunk> {
+    let level = levels.first()?;
+    if let Some(buffers) = &level.per_cpu {
+        return per_cpu::carve_at_home(level, buffers, desired, env);
+    }
+    // A branch the predictor always gets right, rather than a division (the topology's
+    // domains and the level's agree but for a topology narrower than the kernel's numbering).
+    let domain = env.current_domain(level.level);
+    let home = if domain < level.domains() {
+        domain
+    } else {
+        domain % level.domains()
+    };
+    match level.buffers[home]
+        .0
+        .try_carve(env.base(), min, desired, level.min_tail_words)
+    {
+        Attempt::Carved(chunk) => {
+            env.served(0, level.level, home);
+            Some(chunk)
+        }
+        Attempt::Busy | Attempt::Exhausted(_) => None,
+    }
+}
+
 /// Claims the exhausted buffer of `domain`, retires its tail, refills it from the level above
 /// and keeps this request's part. `None` if the claim was lost or the levels above are empty.
 #[cold]

@@ -74,6 +74,7 @@ struct Refill<'a> {
 /// larger than desired by less than one filler, so that no buffer keeps a tail no filler fits.
 /// `counters`: the thread's counters of every level and, if any, where it counts the TLABs
 /// that passed every level.
+#[inline]
 pub(crate) fn carve_chunk(
     context: RefillContext<'_>,
     levels: &[MiddleLevel],
@@ -97,6 +98,7 @@ pub(crate) fn carve_chunk(
 /// [`carve_chunk`] from levels over any [`Above`]; `counters` are the thread's counters of
 /// every level and, if any, where it counts the TLABs that passed every level.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(crate) fn carve_chunk_from(
     above: &dyn Above,
     topology: &Topology,
@@ -120,7 +122,8 @@ pub(crate) fn carve_chunk_from(
         tlabs_past_levels,
         cpu,
     };
-    middle::carve(levels, 0, min, desired, Request::Tlab, &mut refill)
+    middle::carve_at_home(levels, min, desired, &mut refill)
+        .or_else(|| middle::carve(levels, 0, min, desired, Request::Tlab, &mut refill))
 }
 
 /// A configured middle level. The `cpu` level uses restartable sequences where `restartable`
