@@ -280,6 +280,20 @@ fn mutators_that_never_park_are_named_within_the_deadline() {
     assert_eq!(heap.running_mutators().len(), 2, "the two leaked ones");
 }
 
+/// In a forked child: writes a panic's message straight to stderr (the test harness's capture
+/// does not reach the parent) and returns the child's exit status.
+fn report_child_panic(panic: &(dyn std::any::Any + Send)) -> i32 {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(not a string)");
+    let text = format!("forked child panicked: {message}\n");
+    // SAFETY: writes a live buffer of `text.len()` bytes to the standard error descriptor.
+    unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
+    1
+}
+
 /// `fork` while other threads allocate and attach: the child forgets the mutators of the
 /// threads that did not come with it, keeps the forking thread's, attaches a new thread,
 /// allocates and collects, with a walk that covers every byte.
@@ -334,7 +348,7 @@ fn a_forked_child_attaches_allocates_and_collects() {
                     let code = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         child(&heap, mine);
                     }))
-                    .map_or(1, |()| 0);
+                    .map_or_else(|panic| report_child_panic(&*panic), |()| 0);
                     // SAFETY: ends the child without running the parent's destructors.
                     unsafe { libc::_exit(code) };
                 }
@@ -445,7 +459,7 @@ fn a_child_forked_during_a_collection_attaches_allocates_and_collects() {
                     let code = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         child(&heap, parked);
                     }))
-                    .map_or(1, |()| 0);
+                    .map_or_else(|panic| report_child_panic(&*panic), |()| 0);
                     // SAFETY: ends the child without running the parent's destructors.
                     unsafe { libc::_exit(code) };
                 }
@@ -464,6 +478,12 @@ fn a_child_forked_during_a_collection_attaches_allocates_and_collects() {
     assert!(failures.is_empty(), "{failures:?}");
 
     fn child(heap: &Arc<Heap>, parked: hab::ParkedMutator) {
+        // First a collection that starts over: the parent's workers may have filled the heap.
+        let mut collection = heap
+            .collection_within(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("child: {e}"));
+        collection.reset();
+        drop(collection);
         let mut attached = heap.attach();
         for _ in 0..100 {
             write_header(attached.alloc(24).unwrap(), 24);
@@ -472,6 +492,7 @@ fn a_child_forked_during_a_collection_attaches_allocates_and_collects() {
         let mut collection = heap
             .collection_within(Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("child: {e}"));
+        assert_eq!(collection.verify().unwrap().objects, 100);
         collection.reset();
         drop(collection);
         let mut mine = parked.unpark();

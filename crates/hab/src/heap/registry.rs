@@ -80,7 +80,10 @@ impl Heap {
             } else {
                 // SAFETY: the mutator's thread does not exist in this process, so nothing
                 // else touches its TLAB; the registry lock keeps collections out.
-                let retired = unsafe { cell.lost_thread_tlab().retire(&self.allocator.space) };
+                let retired = unsafe {
+                    cell.lost_thread_tlab()
+                        .retire_after_fork(&self.allocator.space)
+                };
                 cell.counters.count_retired(retired, Waste::Collection);
                 let mut stats = cell.counters.snapshot();
                 stats.desired_size_bytes = 0;

@@ -203,6 +203,39 @@ impl Tlab {
         self.sample_at.set(usize::MAX);
     }
 
+    /// [`retire`](Tlab::retire) for the TLAB of a thread lost in a `fork`: that thread may have
+    /// been anywhere in an update of the fields (a refill sets them one by one), so they are
+    /// checked first. A TLAB caught mid-update is emptied without a filler and counts nothing
+    /// (the child collects from its roots or resets, as for objects caught without headers).
+    ///
+    /// # Safety
+    /// As [`retire`](Tlab::retire).
+    pub(crate) unsafe fn retire_after_fork(&self, space: &Space) -> Option<Retired> {
+        let (start, top) = (self.start.get(), self.top.get());
+        let (limit, chunk_end) = (self.limit.get(), self.chunk_end.get());
+        let consistent = start != 0
+            && start <= top
+            && top <= limit
+            && limit <= chunk_end
+            && self.gap_bytes.get() <= top - start;
+        if consistent {
+            // SAFETY: forwarded.
+            return unsafe { self.retire(space) };
+        }
+        self.soft_end.store(0, Ordering::Relaxed);
+        for field in [
+            &self.top,
+            &self.limit,
+            &self.start,
+            &self.chunk_end,
+            &self.zeroed_end,
+            &self.gap_bytes,
+        ] {
+            field.set(0);
+        }
+        None
+    }
+
     /// Fills the free tail with a filler and leaves the TLAB empty (its soft end 0); returns
     /// what it held, for the caller to count. `None` for an empty TLAB.
     ///
