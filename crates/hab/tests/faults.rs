@@ -280,6 +280,15 @@ fn mutators_that_never_park_are_named_within_the_deadline() {
     assert_eq!(heap.running_mutators().len(), 2, "the two leaked ones");
 }
 
+/// Stops a test's workers however its scope ends, so that a failed assertion cannot hang it.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// In a forked child: writes a panic's message straight to stderr (the test harness's capture
 /// does not reach the parent) and returns the child's exit status.
 fn report_child_panic(panic: &(dyn std::any::Any + Send)) -> i32 {
@@ -308,13 +317,6 @@ fn a_forked_child_attaches_allocates_and_collects() {
         let heap = Heap::new(builder.build().unwrap(), HeaderWordModel).unwrap();
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            /// Stops the workers however the scope ends, so a failed assertion cannot hang it.
-            struct StopOnDrop<'a>(&'a AtomicBool);
-            impl Drop for StopOnDrop<'_> {
-                fn drop(&mut self) {
-                    self.0.store(true, Ordering::Relaxed);
-                }
-            }
             let _stop = StopOnDrop(&stop);
             for worker in 0..4 {
                 let (heap, stop) = (&heap, &stop);
@@ -423,12 +425,6 @@ fn a_child_forked_during_a_collection_attaches_allocates_and_collects() {
         write_header(mine.alloc(32).unwrap(), 32);
         let mut parked = Some(mine.park());
         std::thread::scope(|scope| {
-            struct StopOnDrop<'a>(&'a AtomicBool);
-            impl Drop for StopOnDrop<'_> {
-                fn drop(&mut self) {
-                    self.0.store(true, Ordering::Relaxed);
-                }
-            }
             let _stop = StopOnDrop(&stop);
             let (heap_ref, stop_ref) = (&heap, &stop);
             scope.spawn(move || {

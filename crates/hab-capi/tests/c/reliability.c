@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "hab.h"
 #include "check.h"
+#include "model.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -20,20 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FILLER_BIT 1u
-
-static size_t object_size(void *user, const void *object) {
-    (void)user;
-    return (size_t)(*(const uint64_t *)object & ~(uint64_t)FILLER_BIT);
-}
-static void write_filler(void *user, void *address, size_t bytes) {
-    (void)user;
-    *(uint64_t *)address = (uint64_t)bytes | FILLER_BIT;
-}
-static int is_filler(void *user, const void *object) {
-    (void)user;
-    return (int)(*(const uint64_t *)object & FILLER_BIT);
-}
 
 static const char *mode = "tlab";
 

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "hab.h"
 #include "check.h"
+#include "model.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -22,23 +23,9 @@
 /* Objects per thread; in cpu-lab mode many more, so that preemptions land inside restartable
  * sections often enough for a broken section to show in the walks. */
 static size_t objects_per_thread = 200000;
-#define FILLER_BIT 1u
 
-
-/* The object model: one header word holding the size, bit 0 marking fillers; a second word
- * holds a payload derived from the address, checked by every walk. */
-static size_t object_size(void *user, const void *object) {
-    (void)user;
-    return (size_t)(*(const uint64_t *)object & ~(uint64_t)FILLER_BIT);
-}
-static void write_filler(void *user, void *address, size_t bytes) {
-    (void)user;
-    *(uint64_t *)address = (uint64_t)bytes | FILLER_BIT;
-}
-static int is_filler(void *user, const void *object) {
-    (void)user;
-    return (int)(*(const uint64_t *)object & FILLER_BIT);
-}
+/* The object model is model.h's; a second word of each object holds a payload derived from
+ * the address, checked by every walk. */
 
 static hab_heap *heap;
 

@@ -142,7 +142,7 @@ impl FromStr for TlabPolicy {
 /// from 2 KiB glibc's `memset` turns into `rep stosb`, which waited as well: with 32 KiB
 /// steps, `alloc-array` (20 M objects of 16 bytes, kept) took 1.5 times as long as not
 /// zeroing; with 1 KiB steps it takes as long. Large enough that the short slow path it costs
-/// (`SlowPath::bump_in_next_zeroed_step`) is rare next to the objects it serves.
+/// (`SlowPath::common_miss`) is rare next to the objects it serves.
 pub const ZERO_AHEAD_BYTES: usize = 1 << 10;
 
 /// Whether memory handed out is zeroed.

@@ -223,16 +223,7 @@ impl Tlab {
             return unsafe { self.retire(space) };
         }
         self.soft_end.store(0, Ordering::Relaxed);
-        for field in [
-            &self.top,
-            &self.limit,
-            &self.start,
-            &self.chunk_end,
-            &self.zeroed_end,
-            &self.gap_bytes,
-        ] {
-            field.set(0);
-        }
+        self.empty();
         None
     }
 
@@ -256,6 +247,12 @@ impl Tlab {
         // SAFETY: [top, chunk_end) is the unused tail of this TLAB, owned by the caller; the
         // reserve keeps it at least one filler long (see the module documentation).
         unsafe { space.write_filler(top, retired.tail_bytes) };
+        self.empty();
+        Some(retired)
+    }
+
+    /// Sets every field but the soft end and the next sample to 0: an empty TLAB.
+    fn empty(&self) {
         for field in [
             &self.top,
             &self.limit,
@@ -266,7 +263,6 @@ impl Tlab {
         ] {
             field.set(0);
         }
-        Some(retired)
     }
 }
 
