@@ -49,8 +49,6 @@ pub struct Collection<'h> {
     used_bytes: usize,
     range: (usize, usize),
     next_range: Option<(usize, usize)>,
-    /// The next range, once [`alloc_for`](Collection::alloc_for) installed it.
-    next_range_installed: Option<(usize, usize)>,
     /// Whether [`alloc_for`](Collection::alloc_for) installed the next range already (and
     /// allocated in it): the range can no longer change.
     range_installed: bool,
@@ -125,7 +123,6 @@ impl<'h> Collection<'h> {
             used_bytes: heap.global().top() - range.0,
             range,
             next_range: None,
-            next_range_installed: None,
             range_installed: false,
             _one_at_a_time: guard,
         }
@@ -308,9 +305,8 @@ impl<'h> Collection<'h> {
             .find(|cell| cell.id == mutator_id && cell.state.load(Ordering::Acquire) == HELD)
             .ok_or(AllocError::NotHeld { mutator_id })?;
         let global = self.heap.global();
-        if let Some((start, end)) = self.next_range.take() {
+        if let (Some((start, end)), false) = (self.next_range, self.range_installed) {
             global.reset_range(start, end);
-            self.next_range_installed = Some((start, end));
         }
         self.range_installed = true;
         let address = global
@@ -341,10 +337,7 @@ impl Drop for Collection<'_> {
     fn drop(&mut self) {
         let heap = self.heap;
         let config = heap.config();
-        let (start, end) = self
-            .next_range
-            .or(self.next_range_installed)
-            .unwrap_or(self.range);
+        let (start, end) = self.next_range.unwrap_or(self.range);
         let mut registry = heap.registry();
         let mut allocating_threads = 0u32;
         let mut running_threads = 0u64;
@@ -391,7 +384,7 @@ impl Drop for Collection<'_> {
                 + cycle_totals.middle_waste_bytes(),
             running_threads,
         });
-        if self.next_range.is_some() {
+        if self.next_range.is_some() && !self.range_installed {
             heap.global().reset_range(start, end);
         }
         if let Some(cpu_labs) = heap.cpu_labs() {

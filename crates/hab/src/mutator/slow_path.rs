@@ -83,7 +83,8 @@ impl SlowPath<'_> {
     }
 
     /// An object of `bytes` carved from the global heap outside any LAB, zeroed where the
-    /// heap zeroes reused memory, counted; `None` when the heap is full. Sampling is off.
+    /// heap zeroes reused memory, counted; `None` when the heap is full. (Sampling is the
+    /// caller's: [`alloc_outside_tlab`](SlowPath::alloc_outside_tlab).)
     #[inline]
     fn carve_object(self, bytes: usize) -> Option<usize> {
         let global = self.allocator.space.global();
@@ -97,41 +98,58 @@ impl SlowPath<'_> {
 
     /// The common refill, one straight line: the object does not fit the TLAB, and the policy
     /// retires it (HotSpot's keep-or-refill rule) and keeps its size (fixed or adaptive):
-    /// carve a new one (from the global heap, or through the middle levels), retire the old
-    /// (a filler over its tail) and install the new one in one pass, bump. Returns the
-    /// object; the caller raises the soft end. `None`, with nothing changed, for everything
-    /// else (the growing policy, a TLAB kept, a large object, no room for a TLAB), which
+    /// [`replace_tlab`](SlowPath::replace_tlab), bump. Returns the object; the caller raises
+    /// the soft end. `None` for everything else (the growing policy, a TLAB kept, a large
+    /// object: nothing changed; no room for a TLAB: the old one retired), which
     /// [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) handles.
     #[inline]
     fn refill(self, tlab: &Tlab, local: &mut MutatorLocal, bytes: usize) -> Option<usize> {
         let allocator = self.allocator;
-        let (config, space) = (&allocator.config, &allocator.space);
         if local.sizer.resizes_at_refill() {
             return None;
         }
-        let needed = bytes + space.lab_reserve_bytes();
+        let needed = bytes + allocator.space.lab_reserve_bytes();
         let free_bytes = tlab.free_bytes();
-        if free_bytes >= bytes || needed > config.max_tlab_bytes() || local.sizer.keeps(free_bytes)
+        if free_bytes >= bytes
+            || needed > allocator.config.max_tlab_bytes()
+            || local.sizer.keeps(free_bytes)
         {
             return None;
         }
-        let desired = local.sizer.desired_bytes().max(needed);
-        let min = config.min_tlab_bytes().max(needed).min(desired);
-        // Retire first: a filler the object model fails to write (a panic) then loses no
-        // chunk, and the TLAB stays whole for its drop to retire.
-        // SAFETY: the thread's own TLAB, while running.
-        let retired = unsafe { tlab.retire(space) };
-        let counters = &self.cell.counters;
-        counters.count_retired(retired, Waste::Refill);
-        // No room: the TLAB is retired, and the full path allocates outside it.
-        let Chunk { start, len } = self.carve_tlab(local, min, desired)?;
-        self.install(tlab, start, len);
-        local.sizer.record_refill(config);
-        counters.refills.add(1);
-        counters.tlab_bytes.add(len as u64);
+        self.replace_tlab(tlab, local, needed)?;
         let object = tlab.bump_to_limit(bytes)?;
         tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
         Some(object)
+    }
+
+    /// Retires the TLAB (a filler over its tail, counted as refill waste) and installs a new
+    /// one of the policy's desired size, at least `needed` bytes, counted. Retires first: a
+    /// filler the object model fails to write (a panic) then loses no chunk, and the TLAB
+    /// stays whole for its drop to retire. `None` when no TLAB could be carved: the old one is
+    /// retired, the thread has none. Inlined in both refills: out of line it cost the short
+    /// one 30 instructions (callgrind).
+    #[inline(always)]
+    fn replace_tlab(self, tlab: &Tlab, local: &mut MutatorLocal, needed: usize) -> Option<()> {
+        let allocator = self.allocator;
+        let (config, space) = (&allocator.config, &allocator.space);
+        let counters = &self.cell.counters;
+        // SAFETY: the thread's own TLAB, while running.
+        let retired = unsafe { tlab.retire(space) };
+        counters.count_retired(retired, Waste::Refill);
+        let desired = local.sizer.desired_bytes().max(needed);
+        let min = config.min_tlab_bytes().max(needed).min(desired);
+        let Chunk { start, len } = self.carve_tlab(local, min, desired)?;
+        self.install(tlab, start, len);
+        let resized = local.sizer.resizes_at_refill();
+        local.sizer.record_refill(config);
+        counters.refills.add(1);
+        counters.tlab_bytes.add(len as u64);
+        if resized {
+            counters
+                .desired_size_bytes
+                .set(local.sizer.desired_bytes() as u64);
+        }
+        Some(())
     }
 
     /// A chunk for a TLAB of `desired` bytes, at least `min`: from the global heap, or through
@@ -428,21 +446,9 @@ impl SlowPath<'_> {
             local.sizer.record_slow_allocation(config);
             return self.alloc_outside_tlab(bytes);
         }
-        // SAFETY: the thread's own TLAB, while running.
-        let retired = unsafe { tlab.retire(space) };
-        cell.counters.count_retired(retired, Waste::Refill);
-        let desired = local.sizer.desired_bytes().max(needed);
-        let min = config.min_tlab_bytes().max(needed).min(desired);
-        let Some(Chunk { start, len }) = self.carve_tlab(local, min, desired) else {
+        if self.replace_tlab(tlab, local, needed).is_none() {
             return self.alloc_outside_tlab(bytes);
-        };
-        self.install(tlab, start, len);
-        local.sizer.record_refill(config);
-        cell.counters.refills.add(1);
-        cell.counters.tlab_bytes.add(len as u64);
-        cell.counters
-            .desired_size_bytes
-            .set(local.sizer.desired_bytes() as u64);
+        }
         let object = tlab
             .bump_to_limit(bytes)
             .expect("a fresh TLAB holds the object it was carved for");
@@ -453,14 +459,9 @@ impl SlowPath<'_> {
 
     /// An object carved from the global heap, outside any LAB.
     fn alloc_outside_tlab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
-        let global = self.allocator.space.global();
-        let address = global
-            .carve(bytes)
+        let address = self
+            .carve_object(bytes)
             .ok_or(AllocError::OutOfMemory { bytes })?;
-        global.zero_reused(address, bytes);
-        let counters = &self.cell.counters;
-        counters.slow_allocs.add(1);
-        counters.slow_alloc_bytes.add(bytes as u64);
         let interval = self.allocator.sampling.interval_bytes();
         if interval != 0 {
             // SAFETY: only the thread running the mutator builds a `SlowPath`.
