@@ -191,9 +191,11 @@ impl Tlab {
 
     /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes; with
     /// `zero_ahead`, none of it counts as zeroed yet (see
-    /// [`zero_through`](Tlab::zero_through)). The soft end stays 0: the caller sets it.
+    /// [`zero_through`](Tlab::zero_through)). The soft end is left as it is (0 after a
+    /// retire): the caller sets it before the next fast path. The chunk replaces whatever the TLAB held: the caller retired it, or filled its tail
+    /// ([`fill_tail`](Tlab::fill_tail)) and counted it.
+    #[inline(always)]
     pub(crate) fn install(&self, start: usize, len: usize, reserve: usize, zero_ahead: bool) {
-        debug_assert!(self.start.get() == 0, "retire before installing");
         let limit = start + len - reserve;
         self.top.set(start);
         self.limit.set(limit);
@@ -201,6 +203,17 @@ impl Tlab {
         self.chunk_end.set(start + len);
         self.zeroed_end.set(if zero_ahead { start } else { limit });
         self.sample_at.set(usize::MAX);
+        self.gap_bytes.set(0);
+    }
+
+    /// Bumps the first object of `bytes` (at most the limit's distance from `top`: the caller
+    /// installed a chunk large enough) and returns its address.
+    #[inline]
+    pub(crate) fn bump_first(&self, bytes: usize) -> usize {
+        let top = self.top.get();
+        debug_assert!(self.start.get() != 0 && bytes <= self.limit.get() - top);
+        self.top.set(top + bytes);
+        top
     }
 
     /// [`retire`](Tlab::retire) for the TLAB of a thread lost in a `fork`: that thread may have
@@ -234,6 +247,21 @@ impl Tlab {
     /// The caller has exclusive access to this TLAB's memory (its own, or a stopped thread's).
     pub(crate) unsafe fn retire(&self, space: &Space) -> Option<Retired> {
         self.soft_end.store(0, Ordering::Relaxed);
+        // SAFETY: forwarded.
+        let retired = unsafe { self.fill_tail(space) };
+        self.empty();
+        retired
+    }
+
+    /// The first half of [`retire`](Tlab::retire), for a refill: fills the free tail with a
+    /// filler and returns what the TLAB held, leaving every field as it is (the TLAB is still
+    /// whole if the object model's filler panics). The caller then installs a new chunk, or
+    /// retires the TLAB (which writes the same filler again). `None` for an empty TLAB.
+    ///
+    /// # Safety
+    /// As [`retire`](Tlab::retire).
+    #[inline(always)]
+    pub(crate) unsafe fn fill_tail(&self, space: &Space) -> Option<Retired> {
         let start = self.start.get();
         if start == 0 {
             return None;
@@ -247,7 +275,6 @@ impl Tlab {
         // SAFETY: [top, chunk_end) is the unused tail of this TLAB, owned by the caller; the
         // reserve keeps it at least one filler long (see the module documentation).
         unsafe { space.write_filler(top, retired.tail_bytes) };
-        self.empty();
         Some(retired)
     }
 

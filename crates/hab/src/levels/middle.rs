@@ -345,25 +345,42 @@ pub(crate) fn carve(
     carve(levels, index + 1, min, desired, request, env)
 }
 
-/// The common case of [`carve`], in a straight line: a TLAB from the lowest level's buffer of
-/// the thread's own domain (its CPU's restartable buffer, or its domain's compare-and-swap
-/// buffer), which has room. `None` when it has not, is busy, or the restartable path cannot
-/// run: nothing was carved, and [`carve`] then runs the whole protocol (and tries the same
-/// buffer again first).
-#[inline]
+/// What the thread's own buffer at the lowest level gave ([`carve_at_home`]): the chunk and
+/// where it came from, for the caller to count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Home {
+    /// From the restartable buffer of the CPU the thread ran on (never foreign).
+    PerCpu { chunk: Chunk },
+    /// From the compare-and-swap buffer of the thread's domain, `home`: foreign if the thread
+    /// has moved out of it since.
+    Shared { chunk: Chunk, home: usize },
+}
+
+/// The common case of [`carve`], in a straight line: `bytes` for a TLAB from the lowest
+/// level's buffer of the thread's own domain (its CPU's restartable buffer: one restartable
+/// bump; or its domain's compare-and-swap buffer: one CAS, with `cpu` read first). Counts
+/// nothing: it returns what happened, and how many times a restartable section restarted.
+/// `None` when the buffer has too little, is busy, or the restartable path cannot run:
+/// nothing was carved, and [`carve`] then runs the whole protocol (and tries the same buffer
+/// again first).
+#[inline(always)]
 pub(crate) fn carve_at_home(
     levels: &[MiddleLevel],
-    min: usize,
-    desired: usize,
-    env: &mut impl RefillThread,
-) -> Option<Chunk> {
-    let level = levels.first()?;
+    base: usize,
+    cpu: impl FnOnce() -> usize,
+    topology_domain: impl FnOnce(usize, Level) -> usize,
+    bytes: usize,
+) -> (Option<Home>, u64) {
+    let Some(level) = levels.first() else {
+        return (None, 0);
+    };
     if let Some(buffers) = &level.per_cpu {
-        return per_cpu::carve_at_home(level, buffers, desired, env);
+        let (chunk, aborts) = per_cpu::carve_at_home(buffers, base, bytes);
+        return (chunk.map(|chunk| Home::PerCpu { chunk }), aborts);
     }
     // A branch the predictor always gets right, rather than a division (the topology's
     // domains and the level's agree but for a topology narrower than the kernel's numbering).
-    let domain = env.current_domain(level.level);
+    let domain = topology_domain(cpu(), level.level);
     let home = if domain < level.domains() {
         domain
     } else {
@@ -371,13 +388,10 @@ pub(crate) fn carve_at_home(
     };
     match level.buffers[home]
         .0
-        .try_carve(env.base(), min, desired, level.min_tail_words)
+        .try_carve(base, bytes, bytes, level.min_tail_words)
     {
-        Attempt::Carved(chunk) => {
-            env.served(0, level.level, home);
-            Some(chunk)
-        }
-        Attempt::Busy | Attempt::Exhausted(_) => None,
+        Attempt::Carved(chunk) => (Some(Home::Shared { chunk, home }), 0),
+        Attempt::Busy | Attempt::Exhausted(_) => (None, 0),
     }
 }
 

@@ -112,31 +112,30 @@ pub(crate) fn carve(
     Carved::Fallback
 }
 
-/// The first round of [`carve`] alone, for the lowest level: `desired` bytes bumped in the
-/// buffer of the CPU the thread runs on. `None` for anything but a commit (no rseq area, a
-/// refusal, a move, a CPU beyond the array): [`carve`] then starts over.
-#[inline]
+/// The first round of [`carve`] alone, for the lowest level: `bytes` bumped in the buffer of
+/// the CPU the thread runs on; returns the chunk and how many times the section restarted.
+/// No chunk for anything but a commit (no rseq area, a refusal, a move, a CPU beyond the
+/// array): [`carve`] then starts over and counts what it meets.
+#[inline(always)]
 pub(crate) fn carve_at_home(
-    level: &MiddleLevel,
     buffers: &PerCpuBuffers,
-    desired: usize,
-    env: &mut impl RefillThread,
-) -> Option<Chunk> {
-    let area = rseq::current_area()?;
-    let want_words = words::words(desired);
+    base: usize,
+    bytes: usize,
+) -> (Option<Chunk>, u64) {
+    let Some(area) = rseq::current_area() else {
+        return (None, 0);
+    };
+    let want_words = words::words(bytes);
     // SAFETY: `area` is the calling thread's registered area.
     let (outcome, aborts) = unsafe { buffers.slots.bump(area, want_words) };
-    env.rseq_aborts(0, aborts);
-    match outcome {
-        Outcome::Done { cpu, before } => {
-            env.served_without_moving(0, level.level(), cpu);
-            Some(Chunk {
-                start: words::address(env.base(), before.offset_words()),
-                len: words::bytes(want_words),
-            })
-        }
+    let chunk = match outcome {
+        Outcome::Done { before, .. } => Some(Chunk {
+            start: words::address(base, before.offset_words()),
+            len: words::bytes(want_words),
+        }),
         _ => None,
-    }
+    };
+    (chunk, aborts)
 }
 
 /// Takes a sidelined chunk, or one from above, and installs it as `cpu`'s buffer if the buffer

@@ -2,7 +2,7 @@
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
 use crate::config::MiddleLevelSpec;
-use crate::levels::middle::{self, Chunk, MiddleLevel, RefillThread, Request};
+use crate::levels::middle::{self, Chunk, Home, MiddleLevel, RefillThread, Request};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::counter::Counter;
@@ -110,10 +110,16 @@ pub(crate) fn carve_chunk_from(
     desired: usize,
 ) -> Option<Chunk> {
     cpu_id.on_slow_path(simulated);
+    let base = above.base();
+    if let Some(chunk) =
+        carve_at_home_counted(base, topology, cpu_id, levels, counters, simulated, desired)
+    {
+        return Some(chunk);
+    }
     let cpu = cpu_id.current(simulated);
     let mut refill = Refill {
         above,
-        base: above.base(),
+        base,
         topology,
         cpu_id,
         levels,
@@ -122,8 +128,73 @@ pub(crate) fn carve_chunk_from(
         tlabs_past_levels,
         cpu,
     };
-    middle::carve_at_home(levels, min, desired, &mut refill)
-        .or_else(|| middle::carve(levels, 0, min, desired, Request::Tlab, &mut refill))
+    middle::carve(levels, 0, min, desired, Request::Tlab, &mut refill)
+}
+
+/// The slow path's short refill through the levels: exactly `bytes` from the thread's own
+/// buffer at the lowest level ([`middle::carve_at_home`]), counted in `counters`. `None` when
+/// that buffer cannot serve it, and where the CPU id is simulated (a simulated thread's
+/// migrations belong to [`carve_chunk`], which then runs).
+#[inline(always)]
+pub(crate) fn carve_at_home(
+    context: RefillContext<'_>,
+    levels: &[MiddleLevel],
+    counters: &LevelCountersByLevel,
+    simulated: &SimulatedCpu,
+    bytes: usize,
+) -> Option<Chunk> {
+    if matches!(context.cpu_id.source(), CpuIdSource::Simulated { .. }) {
+        return None;
+    }
+    carve_at_home_counted(
+        context.space.base(),
+        context.topology,
+        context.cpu_id,
+        levels,
+        counters,
+        simulated,
+        bytes,
+    )
+}
+
+/// [`middle::carve_at_home`], counted: the allocation at the lowest level, a foreign one when
+/// the thread left the domain of the compare-and-swap buffer that served it (the CPU id is
+/// read again after the commit), and the restarts of a restartable section.
+#[inline(always)]
+fn carve_at_home_counted(
+    base: usize,
+    topology: &Topology,
+    cpu_id: &CpuIdReader,
+    levels: &[MiddleLevel],
+    counters: &LevelCountersByLevel,
+    simulated: &SimulatedCpu,
+    bytes: usize,
+) -> Option<Chunk> {
+    let (home, aborts) = middle::carve_at_home(
+        levels,
+        base,
+        || cpu_id.current(simulated),
+        |cpu, level| topology.domain_of(cpu, level),
+        bytes,
+    );
+    let level = levels.first()?.level();
+    let counters = &counters[level.index()];
+    if aborts > 0 {
+        counters.rseq_aborts.add(aborts);
+    }
+    match home? {
+        Home::PerCpu { chunk } => {
+            counters.allocs.add(1);
+            Some(chunk)
+        }
+        Home::Shared { chunk, home } => {
+            counters.allocs.add(1);
+            if topology.domain_of(cpu_id.current(simulated), level) != home {
+                counters.foreign_allocs.add(1);
+            }
+            Some(chunk)
+        }
+    }
 }
 
 /// A configured middle level. The `cpu` level uses restartable sequences where `restartable`

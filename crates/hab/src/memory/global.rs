@@ -66,10 +66,26 @@ impl GlobalHeap {
         self.top.0.load(Ordering::Acquire)
     }
 
-    /// Carves exactly `bytes`, or `None` when the range is full.
+    /// Carves exactly `bytes`, or `None` when the range is full: a load, a compare and a
+    /// compare-and-swap.
     #[inline]
     pub(crate) fn carve(&self, bytes: usize) -> Option<usize> {
-        self.carve_between(bytes, bytes).map(|(start, _)| start)
+        let end = self.end.load(Ordering::Relaxed);
+        let mut top = self.top.0.load(Ordering::Relaxed);
+        loop {
+            if bytes > end.checked_sub(top)? {
+                return None;
+            }
+            match self.top.0.compare_exchange_weak(
+                top,
+                top + bytes,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(top),
+                Err(current) => top = current,
+            }
+        }
     }
 
     /// Carves a gap of `gap(top)` bytes followed by `bytes` bytes; returns the gap's start and

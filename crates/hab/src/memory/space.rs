@@ -80,6 +80,7 @@ impl Space {
     ///
     /// # Safety
     /// The caller owns the gap exclusively.
+    #[inline(always)]
     pub(crate) unsafe fn write_filler(&self, start: usize, bytes: usize) {
         if bytes == 0
             || bytes < self.min_filler_bytes

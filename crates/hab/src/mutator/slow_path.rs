@@ -11,7 +11,7 @@ use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
 use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::Tlab;
 use crate::labs::tlab::Waste;
-use crate::levels::middle::Chunk;
+use crate::levels::middle::{Chunk, MiddleLevel};
 use crate::levels::refill;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
@@ -45,41 +45,61 @@ impl SlowPath<'_> {
     /// The common misses, one short line that returns the object's address in a register
     /// (0: take [`alloc`](SlowPath::alloc), the full slow path). Taken only when nothing
     /// unusual is pending (no safepoint requested, sampling off) and the size is good: in the
-    /// `shared` mode, an object carved from the global heap; in TLAB modes, the object fits
-    /// the TLAB but ends past the memory zeroed so far (zero the next step, bump, raise the
-    /// soft end), or, where there are no per-CPU LABs, the TLAB is full and the thread takes
-    /// a new one ([`refill`]). (A non-empty TLAB means the thread allocates in TLABs this
-    /// cycle: a collection that moves it to per-CPU LABs retires it.)
+    /// `shared` mode, an object carved from the global heap ([`shared_object`]); in TLAB
+    /// modes, the object fits the TLAB but ends past the memory zeroed so far (zero the next
+    /// step, bump, raise the soft end), or, where there are no per-CPU LABs, the TLAB is full
+    /// and the thread takes a new one ([`refill`]). (A non-empty TLAB means the thread
+    /// allocates in TLABs this cycle: a collection that moves it to per-CPU LABs retires it.)
     ///
+    /// [`shared_object`]: SlowPath::shared_object
     /// [`refill`]: SlowPath::refill
     #[cold]
     #[inline(never)]
     pub(crate) fn common_miss(self, bytes: usize) -> usize {
         let allocator = self.allocator;
+        if allocator.common == CommonMiss::SharedObject {
+            return self.shared_object(bytes);
+        }
         if self.cell.safepoint_requested() || allocator.sampling.interval_bytes() != 0 {
             return 0;
         }
-        let config = &allocator.config;
-        if AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes()).is_err() {
-            return 0;
-        }
-        if allocator.common == CommonMiss::SharedObject {
-            return self.carve_object(bytes).unwrap_or(0);
-        }
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { self.cell.running_parts() };
-        let object = match tlab.bump_zeroing_ahead(bytes, ZERO_AHEAD_BYTES) {
-            Some(object) => object,
-            None if allocator.common == CommonMiss::Refill => {
-                match self.refill(tlab, local, bytes) {
-                    Some(object) => object,
-                    None => return 0,
-                }
-            }
-            None => return 0,
+        // A size checked against another heap may be misaligned for this one. (It is never 0,
+        // and a size past the TLAB's free bytes takes the refill, which bounds it.)
+        let misaligned = bytes & (allocator.config.alignment_bytes() - 1) != 0;
+        let object = if misaligned {
+            None
+        } else if bytes <= tlab.free_bytes() {
+            tlab.bump_zeroing_ahead(bytes, ZERO_AHEAD_BYTES)
+        } else if allocator.common == CommonMiss::Refill {
+            self.refill(tlab, local, bytes)
+        } else {
+            None
         };
-        self.raise_soft_end(tlab);
-        object
+        match object {
+            Some(object) => {
+                self.raise_soft_end(tlab);
+                object
+            }
+            None => 0,
+        }
+    }
+
+    /// The `shared` mode's short line: the safepoint check, then an object carved from the
+    /// global heap ([`carve_object`](SlowPath::carve_object)) when sampling is off and the
+    /// size is good. 0: take the full slow path.
+    #[inline(never)]
+    fn shared_object(self, bytes: usize) -> usize {
+        let allocator = self.allocator;
+        let config = &allocator.config;
+        if self.cell.safepoint_requested()
+            || allocator.sampling.interval_bytes() != 0
+            || AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes()).is_err()
+        {
+            return 0;
+        }
+        self.carve_object(bytes).unwrap_or(0)
     }
 
     /// An object of `bytes` carved from the global heap outside any LAB, zeroed where the
@@ -96,30 +116,59 @@ impl SlowPath<'_> {
         Some(address)
     }
 
-    /// The common refill, one straight line: the object does not fit the TLAB, and the policy
-    /// retires it (HotSpot's keep-or-refill rule) and keeps its size (fixed or adaptive):
-    /// [`replace_tlab`](SlowPath::replace_tlab), bump. Returns the object; the caller raises
-    /// the soft end. `None` for everything else (the growing policy, a TLAB kept, a large
-    /// object: nothing changed; no room for a TLAB: the old one retired), which
-    /// [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) handles.
-    #[inline]
+    /// The short refill, one straight line: the object (of an aligned size) does not fit the
+    /// TLAB, the policy retires it (HotSpot's keep-or-refill rule) and keeps its size (fixed
+    /// or adaptive), and the object fits a TLAB of that size. Fills the old TLAB's tail,
+    /// carves exactly that size (one CAS on the global top, or the thread's own buffer at the
+    /// lowest level), counts the old TLAB as retired, installs the new one, counts the
+    /// refill, bumps the object. The caller raises the soft end. `None` for everything else
+    /// (the growing policy, a TLAB kept, a large object, no room at the first place
+    /// looked): nothing was counted and the TLAB is as it was (its tail a filler), for
+    /// [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) to do in full.
+    #[inline(always)]
     fn refill(self, tlab: &Tlab, local: &mut MutatorLocal, bytes: usize) -> Option<usize> {
         let allocator = self.allocator;
-        if local.sizer.resizes_at_refill() {
+        let space = &allocator.space;
+        let tlab_bytes = local.sizer.steady_bytes();
+        if bytes + space.lab_reserve_bytes() > tlab_bytes || local.sizer.keeps(tlab.free_bytes()) {
             return None;
         }
-        let needed = bytes + allocator.space.lab_reserve_bytes();
-        let free_bytes = tlab.free_bytes();
-        if free_bytes >= bytes
-            || needed > allocator.config.max_tlab_bytes()
-            || local.sizer.keeps(free_bytes)
-        {
-            return None;
-        }
-        self.replace_tlab(tlab, local, needed)?;
-        let object = tlab.bump_to_limit(bytes)?;
+        // SAFETY: the thread's own TLAB, while running.
+        let retired = unsafe { tlab.fill_tail(space) };
+        let Chunk { start, len } = match allocator.tlab_source.as_ref()? {
+            TlabSource::GlobalHeap => Chunk {
+                start: space.global().carve(tlab_bytes)?,
+                len: tlab_bytes,
+            },
+            TlabSource::Levels(levels) => match self.carve_at_home(levels, local, tlab_bytes) {
+                Chunk { len: 0, .. } => return None,
+                chunk => chunk,
+            },
+        };
+        let counters = &self.cell.counters;
+        counters.count_retired(retired, Waste::Refill);
+        self.install(tlab, start, len);
+        local.sizer.record_steady_refill();
+        counters.refills.add(1);
+        counters.tlab_bytes.add(len as u64);
+        let object = tlab.bump_first(bytes);
         tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
         Some(object)
+    }
+
+    /// The short refill's carve through the levels ([`refill::carve_at_home`]), out of line
+    /// so that the refill from the global heap keeps few registers; an empty chunk when it
+    /// carved nothing (returned in two registers, where an `Option` goes through memory).
+    #[inline(never)]
+    fn carve_at_home(self, levels: &[MiddleLevel], local: &MutatorLocal, bytes: usize) -> Chunk {
+        refill::carve_at_home(
+            self.allocator.refill_context(),
+            levels,
+            &self.cell.counters.levels,
+            &local.simulated_cpu,
+            bytes,
+        )
+        .unwrap_or(Chunk { start: 0, len: 0 })
     }
 
     /// Retires the TLAB (a filler over its tail, counted as refill waste) and installs a new
@@ -180,7 +229,7 @@ impl SlowPath<'_> {
 
     /// Installs the chunk `[start, start + len)` as the (empty) TLAB, zeroing it now or
     /// ahead of `top` as configured.
-    #[inline]
+    #[inline(always)]
     fn install(self, tlab: &Tlab, start: usize, len: usize) {
         let space = &self.allocator.space;
         let reserve = space.lab_reserve_bytes();

@@ -28,6 +28,7 @@
     allow(dead_code)
 )]
 use std::fmt;
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::OnceLock;
 
 pub(crate) use crate::memory::packed::PackedWord;
@@ -90,21 +91,36 @@ impl fmt::Display for RseqMechanism {
 pub fn mechanism() -> &'static RseqMechanism {
     static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
     MECHANISM.get_or_init(|| {
-        let requested = std::env::var_os("HAB_RSEQ");
-        if requested.as_ref().is_some_and(|value| value == "off") {
-            return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
-        }
-        let discovered = imp::discover();
-        #[cfg(feature = "instruction-counting")]
-        if requested.is_some_and(|value| value == "unregistered")
-            && matches!(discovered, RseqMechanism::Unavailable(_))
+        let mechanism = decide_mechanism();
+        if let RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } = mechanism
         {
-            if let Some((offset, _)) = imp::glibc_symbols() {
-                return RseqMechanism::Unregistered { offset };
-            }
+            FIXED_AREA_OFFSET.store(offset, Ordering::Relaxed);
         }
-        discovered
+        mechanism
     })
+}
+
+/// [`fixed_area_offset`] once the mechanism is decided, else 0 (never glibc's offset: the
+/// area is not the thread control block at the thread pointer), for
+/// [`current_area`]'s one load.
+static FIXED_AREA_OFFSET: AtomicIsize = AtomicIsize::new(0);
+
+/// Decides the mechanism (see [`mechanism`]).
+fn decide_mechanism() -> RseqMechanism {
+    let requested = std::env::var_os("HAB_RSEQ");
+    if requested.as_ref().is_some_and(|value| value == "off") {
+        return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
+    }
+    let discovered = imp::discover();
+    #[cfg(feature = "instruction-counting")]
+    if requested.is_some_and(|value| value == "unregistered")
+        && matches!(discovered, RseqMechanism::Unavailable(_))
+    {
+        if let Some((offset, _)) = imp::glibc_symbols() {
+            return RseqMechanism::Unregistered { offset };
+        }
+    }
+    discovered
 }
 
 /// Where glibc's registration put every thread's area: `__rseq_offset` from the thread
@@ -145,6 +161,17 @@ pub(crate) fn fixed_area_offset() -> Option<isize> {
 /// when rseq is unavailable or this thread's registration failed.
 #[inline]
 pub(crate) fn current_area() -> Option<*mut u8> {
+    // One load and an add where every thread's area sits at the same offset (glibc's).
+    let offset = FIXED_AREA_OFFSET.load(Ordering::Relaxed);
+    if offset != 0 {
+        return Some(imp::glibc_area(offset));
+    }
+    current_area_decided()
+}
+
+/// [`current_area`] before the fast case is known, or without it.
+#[inline(never)]
+fn current_area_decided() -> Option<*mut u8> {
     match mechanism() {
         RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => {
             Some(imp::glibc_area(*offset))
