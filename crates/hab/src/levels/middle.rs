@@ -351,9 +351,13 @@ pub(crate) fn carve(
 pub(crate) enum Home {
     /// From the restartable buffer of the CPU the thread ran on (never foreign).
     PerCpu { chunk: Chunk },
-    /// From the compare-and-swap buffer of the thread's domain, `home`: foreign if the thread
-    /// has moved out of it since.
-    Shared { chunk: Chunk, home: usize },
+    /// From the compare-and-swap buffer of `home`, the domain of the CPU the thread ran on,
+    /// `cpu`: foreign if the thread has moved out of it since.
+    Shared {
+        chunk: Chunk,
+        home: usize,
+        cpu: usize,
+    },
 }
 
 /// The common case of [`carve`], in a straight line: `bytes` for a TLAB from the lowest
@@ -380,7 +384,8 @@ pub(crate) fn carve_at_home(
     }
     // A branch the predictor always gets right, rather than a division (the topology's
     // domains and the level's agree but for a topology narrower than the kernel's numbering).
-    let domain = topology_domain(cpu(), level.level);
+    let cpu = cpu();
+    let domain = topology_domain(cpu, level.level);
     let home = if domain < level.domains() {
         domain
     } else {
@@ -390,7 +395,7 @@ pub(crate) fn carve_at_home(
         .0
         .try_carve(base, bytes, bytes, level.min_tail_words)
     {
-        Attempt::Carved(chunk) => (Some(Home::Shared { chunk, home }), 0),
+        Attempt::Carved(chunk) => (Some(Home::Shared { chunk, home, cpu }), 0),
         Attempt::Busy | Attempt::Exhausted(_) => (None, 0),
     }
 }

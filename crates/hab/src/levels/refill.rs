@@ -187,9 +187,11 @@ fn carve_at_home_counted(
             counters.allocs.add(1);
             Some(chunk)
         }
-        Home::Shared { chunk, home } => {
+        Home::Shared { chunk, home, cpu } => {
             counters.allocs.add(1);
-            if topology.domain_of(cpu_id.current(simulated), level) != home {
+            // The domain is looked up only when the CPU changed.
+            let now = cpu_id.current(simulated);
+            if now != cpu && topology.domain_of(now, level) != home {
                 counters.foreign_allocs.add(1);
             }
             Some(chunk)

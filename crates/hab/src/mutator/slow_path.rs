@@ -86,16 +86,16 @@ impl SlowPath<'_> {
         }
     }
 
-    /// The `shared` mode's short line: the safepoint check, then an object carved from the
-    /// global heap ([`carve_object`](SlowPath::carve_object)) when sampling is off and the
-    /// size is good. 0: take the full slow path.
+    /// The `shared` mode's short line, jumped to before any register is saved: the safepoint
+    /// check, then, when sampling is off and the size is aligned, an object carved from the
+    /// global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
+    /// bounds the size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
     #[inline(never)]
     fn shared_object(self, bytes: usize) -> usize {
         let allocator = self.allocator;
-        let config = &allocator.config;
         if self.cell.safepoint_requested()
             || allocator.sampling.interval_bytes() != 0
-            || AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes()).is_err()
+            || bytes & (allocator.config.alignment_bytes() - 1) != 0
         {
             return 0;
         }
