@@ -83,19 +83,19 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "a TLAB refill from the global heap (tlab, 256-byte TLABs)",
             count: global_refill,
-            budget: 180.0,
+            budget: 146.0,
             goal: 60.0,
         },
         Budget {
             what: "a TLAB refill through cpu:256KiB (restartable)",
             count: cpu_level,
-            budget: 305.0,
+            budget: 230.0,
             goal: 85.0,
         },
         Budget {
             what: "a TLAB refill through core:1MiB (compare-and-swap)",
             count: core_level,
-            budget: 335.0,
+            budget: 272.0,
             goal: 95.0,
         },
         Budget {
@@ -107,7 +107,7 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "shared, per object (--heap 16MiB)",
             count: per_object(&["--mode", "shared", "--heap", "16MiB"]),
-            budget: 92.0,
+            budget: 79.0,
             goal: 30.0,
         },
     ];
