@@ -10,10 +10,16 @@ use super::claims::{Claims, Verdict};
 use crate::callgrind::{self, COUNT};
 use crate::figures::Spread;
 
+/// The counted runs other sections quote, by label ([`Costs::instructions`]).
+pub const TLAB_OBJECTS: &str = "alloc-object, 16 B, tlab (256 KiB)";
+pub const SHARED_OBJECTS: &str = "alloc-object, 16 B, shared";
+pub const HAB_OBJECTS: &str = "alloc-object, 16 B, hab (1 KiB TLABs, core:1MiB)";
+pub const CPU_LAB_OBJECTS: &str = "alloc-object, 16 B, cpu-lab (256 KiB LABs)";
+
 /// `hab run` arguments whose instructions per object are counted.
 const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
     (
-        "alloc-object, 16 B, tlab (256 KiB)",
+        TLAB_OBJECTS,
         &["--workload", "alloc-object", "--tlab-size", "256KiB"],
     ),
     (
@@ -21,7 +27,7 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
         &["--workload", "alloc-array", "--tlab-size", "256KiB"],
     ),
     (
-        "alloc-object, 16 B, shared",
+        SHARED_OBJECTS,
         &["--workload", "alloc-object", "--mode", "shared"],
     ),
     (
@@ -29,7 +35,7 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
         &["--workload", "alloc-object", "--tlab-size", "1KiB"],
     ),
     (
-        "alloc-object, 16 B, hab (1 KiB TLABs, core:1MiB)",
+        HAB_OBJECTS,
         &[
             "--workload",
             "alloc-object",
@@ -42,7 +48,7 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
         ],
     ),
     (
-        "alloc-object, 16 B, cpu-lab (256 KiB LABs)",
+        CPU_LAB_OBJECTS,
         &[
             "--workload",
             "alloc-object",
@@ -87,11 +93,12 @@ pub struct Costs {
 }
 
 impl Costs {
-    /// Instructions per object of the first allocation run whose label contains `needle`.
-    pub fn instructions(&self, needle: &str) -> Option<f64> {
+    /// Instructions per object of the allocation run labelled `label` (one of the constants
+    /// above); `None` where it was not counted (valgrind missing).
+    pub fn instructions(&self, label: &str) -> Option<f64> {
         self.allocation
             .iter()
-            .find(|(label, _, _)| label.contains(needle))
+            .find(|(run, _, _)| *run == label)
             .map(|(_, _, count)| *count)
     }
 }
@@ -191,7 +198,7 @@ pub fn render(costs: &Costs, claims: &mut Claims) -> String {
                 )
             );
         }
-        if let Some(plab) = costs.instructions("cpu-lab") {
+        if let Some(plab) = costs.instructions(CPU_LAB_OBJECTS) {
             // The loop around the allocation: header store, counter, compare, branch.
             let path = plab - 4.0;
             let _ = writeln!(

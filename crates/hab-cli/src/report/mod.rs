@@ -339,10 +339,8 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         &vm_runs,
         &hotspot,
         (
-            extras
-                .costs
-                .instructions("alloc-object, 16 B, tlab (256 KiB)"),
-            extras.costs.instructions("alloc-object, 16 B, plab"),
+            extras.costs.instructions(costs::TLAB_OBJECTS),
+            extras.costs.instructions(costs::CPU_LAB_OBJECTS),
         ),
         &figures,
         &mut claims,

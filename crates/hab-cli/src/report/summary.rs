@@ -6,7 +6,7 @@ use hab::{Level, MiddleLevelSpec, Mode};
 
 use super::hotspot::HotSpot;
 use super::vm::{self, Runs};
-use super::{jaffer, middle, plab, Extras, Measured, Scale};
+use super::{costs, jaffer, middle, plab, Extras, Measured, Scale};
 use crate::figures::percent;
 
 /// One mode's row: its figures, then where it wins.
@@ -122,7 +122,7 @@ fn rows(
         Row {
             mode: "`shared`",
             ns: shared,
-            instructions: instructions("shared"),
+            instructions: instructions(costs::SHARED_OBJECTS),
             chat: None,
             wins: format!(
                 "nowhere: one CAS per object, {:.0}× `tlab`'s time with 2 threads",
@@ -132,14 +132,15 @@ fn rows(
         Row {
             mode: "`tlab`",
             ns: tlab,
-            instructions: instructions("tlab (256 KiB)"),
+            instructions: instructions(costs::TLAB_OBJECTS),
             chat: chat(Mode::Tlab),
             wins: "the shortest fast path, with large TLABs and few threads".into(),
         },
         Row {
             mode: "`hab` (`core:1MiB`, 256 B TLABs)",
             ns: both(&|threads| small_tlabs(threads, core)),
-            instructions: instructions("hab (1 KiB"),
+            // The counted run has 1 KiB TLABs; the timed ones 256 B.
+            instructions: format!("{} (1 KiB TLABs)", instructions(costs::HAB_OBJECTS)),
             chat: None,
             wins: format!(
                 "small TLABs: {:.2}× the speed of `tlab` with the same 256 B TLABs at 2 threads",
@@ -149,7 +150,7 @@ fn rows(
         Row {
             mode: "`plab`",
             ns: both(&|threads| ns(&plab::run(scale, Mode::CpuLab, threads))),
-            instructions: instructions("cpu-lab"),
+            instructions: instructions(costs::CPU_LAB_OBJECTS),
             chat: chat(Mode::CpuLab),
             wins: "many more threads than CPUs: LAB waste bounded by the CPUs, not the threads"
                 .into(),

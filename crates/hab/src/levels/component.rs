@@ -12,7 +12,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
-use crate::levels::middle::{Chunk, MiddleLevel};
+use crate::levels::chunk::Chunk;
+use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, middle_level, Above, LevelCountersByLevel};
 use crate::levels::stats::LevelStats;
 use crate::memory::packed::MAX_OFFSET_WORDS;

@@ -18,10 +18,11 @@
 //!
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
+use crate::levels::chunk::{portion, portion_bytes, Chunk, LevelShape, RefillThread, Request};
 use crate::levels::per_cpu::{self, PerCpuBuffers};
 use crate::memory::global::CachePadded;
 use crate::memory::packed::PackedWord;
-use crate::memory::words::{self, WORD_BYTES};
+use crate::memory::words;
 use crate::platform::sync::{AtomicU64, Ordering};
 use crate::platform::topology::Level;
 
@@ -29,39 +30,9 @@ use crate::platform::topology::Level;
 /// in a heap of at most 16 TiB, so no real state equals it.
 const REFILLING: u64 = u64::MAX;
 
-/// A contiguous piece of the heap: `len` bytes from address `start`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Chunk {
-    pub(crate) start: usize,
-    pub(crate) len: usize,
-}
-
-/// How much of `available` to hand out for a request of `desired`: all of it when the rest
-/// would be a tail too short for a filler (`0 < rest < min_tail`), which the heap walk could not
-/// step over. Any unit, as long as all three share it.
-pub(crate) fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
-    let take = desired.min(available);
-    if available - take < min_tail {
-        available
-    } else {
-        take
-    }
-}
-
 /// The top of a buffer whose `state` is not the marker.
 fn top_of(state: u64) -> u64 {
     PackedWord::from_raw(state).offset_words()
-}
-
-/// [`portion`] of a chunk of `chunk_bytes` for a request of `desired_bytes`, leaving no tail
-/// shorter than the level's minimum.
-pub(crate) fn portion_bytes(
-    level: &MiddleLevel,
-    chunk_bytes: usize,
-    desired_bytes: usize,
-) -> usize {
-    let min_tail_bytes = words::bytes(level.min_tail_words) as u64;
-    portion(chunk_bytes as u64, desired_bytes as u64, min_tail_bytes) as usize
 }
 
 /// What one attempt on a buffer gave.
@@ -155,14 +126,11 @@ impl CasBuffer {
 
 /// One configured middle level: a buffer per domain.
 pub(crate) struct MiddleLevel {
-    level: Level,
-    buffer_bytes: usize,
+    shape: LevelShape,
     buffers: Box<[CachePadded<CasBuffer>]>,
     /// The `cpu` level's restartable per-CPU buffers, where rseq works (see `per_cpu.rs`);
     /// `buffers` then serve only threads that fall back.
     per_cpu: Option<PerCpuBuffers>,
-    /// No carve leaves a free tail shorter than this (and longer than 0).
-    min_tail_words: u64,
 }
 
 impl MiddleLevel {
@@ -178,24 +146,16 @@ impl MiddleLevel {
             .map(|_| CachePadded(CasBuffer::new()))
             .collect();
         MiddleLevel {
-            level,
-            buffer_bytes,
+            shape: LevelShape::new(level, buffer_bytes, min_tail_bytes),
             buffers,
             per_cpu: None,
-            min_tail_words: min_tail_bytes.div_ceil(WORD_BYTES) as u64,
         }
     }
 
     /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
     pub(crate) fn with_per_cpu(mut self, cpus: usize) -> Self {
-        self.per_cpu = Some(PerCpuBuffers::new(cpus, self.min_tail_words));
+        self.per_cpu = Some(PerCpuBuffers::new(cpus, self.shape.min_tail_words()));
         self
-    }
-
-    /// The level's restartable per-CPU buffers, if it has them.
-    #[cfg(test)]
-    pub(crate) fn per_cpu_buffers(&self) -> Option<&PerCpuBuffers> {
-        self.per_cpu.as_ref()
     }
 
     /// Whether the level's buffers are restartable per-CPU buffers.
@@ -204,15 +164,15 @@ impl MiddleLevel {
     }
 
     pub(crate) fn min_tail_words(&self) -> u64 {
-        self.min_tail_words
+        self.shape.min_tail_words()
     }
 
     pub(crate) fn level(&self) -> Level {
-        self.level
+        self.shape.level()
     }
 
     pub(crate) fn buffer_bytes(&self) -> usize {
-        self.buffer_bytes
+        self.shape.buffer_bytes()
     }
 
     pub(crate) fn domains(&self) -> usize {
@@ -234,60 +194,6 @@ impl MiddleLevel {
     }
 }
 
-/// What the protocol needs from the thread running it and from the heap around it.
-pub(crate) trait RefillThread {
-    /// Address that offsets are counted from (the reservation's start).
-    fn base(&self) -> usize;
-    /// The domain at `level` of the CPU the thread runs on now.
-    fn current_domain(&mut self, level: Level) -> usize;
-    /// Carves from the global heap.
-    fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk>;
-    /// This thread claimed a buffer of the level at `index` for a refill; `[start, end)` (maybe
-    /// empty) is the free tail of its previous chunk, to be covered by a filler and counted as
-    /// waste. The thread owns the tail: no other thread carves from a claimed buffer.
-    fn retire_tail(&mut self, index: usize, start: usize, end: usize);
-    /// The level at `index` served a request from `domain`.
-    fn served(&mut self, index: usize, level: Level, domain: usize);
-    /// The level at `index` served a request from the buffer of `cpu`, the CPU the thread ran
-    /// on at the commit: never foreign.
-    fn served_without_moving(&mut self, index: usize, level: Level, cpu: usize) {
-        let _ = (index, level, cpu);
-    }
-    /// Restartable sections at the level at `index` aborted `aborts` times.
-    fn rseq_aborts(&mut self, index: usize, aborts: u64) {
-        let _ = (index, aborts);
-    }
-    /// A thread took the compare-and-swap path of a restartable level.
-    fn rseq_fallback(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A restartable section of the level at `index` ran on a CPU beyond its per-CPU array;
-    /// the request takes the compare-and-swap path.
-    fn out_of_range_cpu(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A refill of the level at `index` kept a chunk it could not install for later.
-    fn sidelined(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A refill of the level at `index` took a sidelined chunk.
-    fn sideline_reused(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A TLAB came straight from the global heap: every level's buffers were busy or too
-    /// small for it.
-    fn tlab_past_every_level(&mut self) {}
-}
-
-/// What a carve is for: where a chunk that passes every level is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Request {
-    /// A TLAB (the request started at the lowest level).
-    Tlab,
-    /// A buffer of a level (its refill, counted there).
-    Buffer,
-}
-
 /// Carves a chunk of `desired` bytes (or at least `min`) for the level below `levels[index]`
 /// (a TLAB when `index` is 0), following the protocol above. `min` and `desired` are multiples
 /// of 8. `None` when every level and the global heap are exhausted.
@@ -307,25 +213,27 @@ pub(crate) fn carve(
         return Some(chunk);
     };
     if let Some(buffers) = &level.per_cpu {
-        match per_cpu::carve(levels, index, buffers, min, desired, env) {
+        let above =
+            |env: &mut _, min, bytes| carve(levels, index + 1, min, bytes, Request::Buffer, env);
+        match per_cpu::carve(&level.shape, index, buffers, min, desired, env, above) {
             per_cpu::Carved::Chunk(chunk) => return Some(chunk),
             per_cpu::Carved::Exhausted => return None,
             per_cpu::Carved::Fallback => env.rseq_fallback(index),
         }
     }
     let base = env.base();
-    let home = env.current_domain(level.level) % level.domains();
+    let home = env.current_domain(level.level()) % level.domains();
     match level.buffers[home]
         .0
-        .try_carve(base, min, desired, level.min_tail_words)
+        .try_carve(base, min, desired, level.min_tail_words())
     {
         Attempt::Carved(chunk) => {
-            env.served(index, level.level, home);
+            env.served(index, level.level(), home);
             return Some(chunk);
         }
         Attempt::Exhausted(seen) => {
             if let Some(chunk) = refill(levels, index, home, seen, min, desired, env) {
-                env.served(index, level.level, home);
+                env.served(index, level.level(), home);
                 return Some(chunk);
             }
         }
@@ -336,9 +244,9 @@ pub(crate) fn carve(
         if let Attempt::Carved(chunk) =
             level.buffers[domain]
                 .0
-                .try_carve(base, min, desired, level.min_tail_words)
+                .try_carve(base, min, desired, level.min_tail_words())
         {
-            env.served(index, level.level, domain);
+            env.served(index, level.level(), domain);
             return Some(chunk);
         }
     }
@@ -385,7 +293,7 @@ pub(crate) fn carve_at_home(
     // A branch the predictor always gets right, rather than a division (the topology's
     // domains and the level's agree but for a topology narrower than the kernel's numbering).
     let cpu = cpu();
-    let domain = topology_domain(cpu, level.level);
+    let domain = topology_domain(cpu, level.level());
     let home = if domain < level.domains() {
         domain
     } else {
@@ -393,7 +301,7 @@ pub(crate) fn carve_at_home(
     };
     match level.buffers[home]
         .0
-        .try_carve(base, bytes, bytes, level.min_tail_words)
+        .try_carve(base, bytes, bytes, level.min_tail_words())
     {
         Attempt::Carved(chunk) => (Some(Home::Shared { chunk, home, cpu }), 0),
         Attempt::Busy | Attempt::Exhausted(_) => (None, 0),
@@ -421,12 +329,12 @@ fn refill(
         words::address(base, tail_top),
         words::address(base, tail_end),
     );
-    let buffer_bytes = level.buffer_bytes.max(min);
+    let buffer_bytes = level.buffer_bytes().max(min);
     let Some(chunk) = carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env) else {
         buffer.install(seen, tail_end, tail_end);
         return None;
     };
-    let take = portion_bytes(level, chunk.len, desired);
+    let take = portion_bytes(&level.shape, chunk.len, desired);
     buffer.install(
         seen,
         words::offset(base, chunk.start + take),

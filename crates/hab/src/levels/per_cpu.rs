@@ -13,9 +13,7 @@
 //! its slot shows: every tail is then at least the reserve. An installed slot never holds the
 //! raw word 0 (its offset is past the chunk's first TLAB), so 0 marks an empty slot.
 
-use crate::levels::middle::{
-    self, portion, portion_bytes, Chunk, MiddleLevel, RefillThread, Request,
-};
+use crate::levels::chunk::{portion, portion_bytes, Chunk, LevelShape, RefillThread};
 use crate::levels::sideline::Sideline;
 use crate::memory::words;
 use crate::platform::rseq::{self, Outcome, PackedWord, Slots};
@@ -66,20 +64,22 @@ pub(crate) enum Carved {
 }
 
 /// Carves a chunk of `desired` bytes (at least `min`) from the buffer of the CPU the thread
-/// runs on, refilling it from `levels[index + 1..]` when it has less than `min` left.
-pub(crate) fn carve(
-    levels: &[MiddleLevel],
+/// runs on, the level at `index` of shape `level`; when it has less than `min` left, refills
+/// it with `above(env, min, bytes)` (the levels above: the caller's protocol, which this file
+/// does not know).
+pub(crate) fn carve<E: RefillThread>(
+    level: &LevelShape,
     index: usize,
     buffers: &PerCpuBuffers,
     min: usize,
     desired: usize,
-    env: &mut impl RefillThread,
+    env: &mut E,
+    above: impl FnOnce(&mut E, usize, usize) -> Option<Chunk>,
 ) -> Carved {
     let Some(area) = rseq::current_area() else {
         return Carved::Fallback;
     };
     let slots = &buffers.slots;
-    let level = &levels[index];
     let base = env.base();
     let (min_words, mut want_words) = (words::words(min), words::words(desired));
     // A few rounds: another thread on this CPU may take what a refusal showed was left.
@@ -107,7 +107,9 @@ pub(crate) fn carve(
             want_words = portion(left_words, want_words, level.min_tail_words());
             continue;
         }
-        return refill(levels, index, buffers, area, cpu, seen, min, desired, env);
+        return refill(
+            level, index, buffers, area, cpu, seen, min, desired, env, above,
+        );
     }
     Carved::Fallback
 }
@@ -142,8 +144,8 @@ pub(crate) fn carve_at_home(
 /// still is `seen`.
 #[cold]
 #[allow(clippy::too_many_arguments)]
-fn refill(
-    levels: &[MiddleLevel],
+fn refill<E: RefillThread>(
+    level: &LevelShape,
     index: usize,
     buffers: &PerCpuBuffers,
     area: *mut u8,
@@ -151,18 +153,15 @@ fn refill(
     seen: PackedWord,
     min: usize,
     desired: usize,
-    env: &mut impl RefillThread,
+    env: &mut E,
+    above: impl FnOnce(&mut E, usize, usize) -> Option<Chunk>,
 ) -> Carved {
-    let level = &levels[index];
     let base = env.base();
     let sidelined = buffers.sideline.take(base, min);
     if sidelined.is_some() {
         env.sideline_reused(index);
     }
-    let Some(chunk) = sidelined.or_else(|| {
-        let buffer_bytes = level.buffer_bytes().max(min);
-        middle::carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env)
-    }) else {
+    let Some(chunk) = sidelined.or_else(|| above(env, min, level.buffer_bytes().max(min))) else {
         return Carved::Exhausted;
     };
     let take = portion_bytes(level, chunk.len, desired);
@@ -219,7 +218,6 @@ pub(crate) fn retire_all(buffers: &PerCpuBuffers, base: usize, mut tail: impl Fn
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::levels::middle::MiddleLevel;
     use crate::platform::topology::Level;
 
     /// RefillThread whose global heap hands out chunks from offset 0 up, and which can make
@@ -277,8 +275,9 @@ mod tests {
             return;
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let levels = [MiddleLevel::new(Level::Cpu, 4096, cpus, 0).with_per_cpu(cpus)];
-        let buffers = levels[0].per_cpu_buffers().expect("restartable");
+        let level = LevelShape::new(Level::Cpu, 4096, 0);
+        let buffers = &PerCpuBuffers::new(cpus, 0);
+        let above = |env: &mut Interfering, min, bytes| env.carve_global(min, bytes);
         let mut env = Interfering {
             buffers,
             next_words: 0,
@@ -289,7 +288,7 @@ mod tests {
         };
         // The refill takes [0, 4096) from above, keeps 1024 for itself, cannot install the
         // rest: 3072 bytes are sidelined.
-        let Carved::Chunk(first) = carve(&levels, 0, buffers, 1024, 1024, &mut env) else {
+        let Carved::Chunk(first) = carve(&level, 0, buffers, 1024, 1024, &mut env, above) else {
             panic!("carved nothing")
         };
         assert_eq!(
@@ -303,7 +302,7 @@ mod tests {
         assert!(env.tails.is_empty(), "nothing wasted");
         // Every CPU's buffer now holds one word: the next request refills from the sideline.
         env.interfere = false;
-        let Carved::Chunk(second) = carve(&levels, 0, buffers, 1024, 1024, &mut env) else {
+        let Carved::Chunk(second) = carve(&level, 0, buffers, 1024, 1024, &mut env, above) else {
             panic!("carved nothing")
         };
         assert_eq!(

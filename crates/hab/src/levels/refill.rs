@@ -2,7 +2,8 @@
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
 use crate::config::MiddleLevelSpec;
-use crate::levels::middle::{self, Chunk, Home, MiddleLevel, RefillThread, Request};
+use crate::levels::chunk::{Chunk, RefillThread, Request};
+use crate::levels::middle::{self, Home, MiddleLevel};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::counter::Counter;

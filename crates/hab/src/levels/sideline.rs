@@ -8,7 +8,7 @@
 //! names its chunk, and whoever wins the CAS owns it. When every slot is full the chunk is not
 //! kept. Cost: a scan of the slots, only on refills.
 
-use crate::levels::middle::Chunk;
+use crate::levels::chunk::Chunk;
 use crate::memory::packed::{PackedWord, MAX_UPPER};
 use crate::memory::words;
 use crate::platform::sync::{AtomicU64, Ordering};

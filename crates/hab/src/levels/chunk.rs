@@ -1,0 +1,121 @@
+//! The levels' shared vocabulary, below every level kind (`middle.rs`, `per_cpu.rs`,
+//! `sideline.rs` use it; none of them imports another's protocol): a chunk of the heap, how
+//! much of a chunk a request takes, what a level is (its shape), what a carve is for, and what
+//! the protocol needs from the thread running it.
+
+use crate::memory::words::{self, WORD_BYTES};
+use crate::platform::topology::Level;
+
+/// A contiguous piece of the heap: `len` bytes from address `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Chunk {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+}
+
+/// How much of `available` to hand out for a request of `desired`: all of it when the rest
+/// would be a tail too short for a filler (`0 < rest < min_tail`), which the heap walk could not
+/// step over. Any unit, as long as all three share it.
+pub(crate) fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
+    let take = desired.min(available);
+    if available - take < min_tail {
+        available
+    } else {
+        take
+    }
+}
+
+/// What a configured level is, apart from its buffers: its kind, the size of the chunk a
+/// buffer takes from above, and the shortest free tail it may leave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LevelShape {
+    level: Level,
+    buffer_bytes: usize,
+    /// No carve leaves a free tail shorter than this (and longer than 0).
+    min_tail_words: u64,
+}
+
+impl LevelShape {
+    /// A level of `buffer_bytes` buffers that never leaves a free tail shorter than
+    /// `min_tail_bytes` (the object model's smallest filler, when it exceeds the alignment).
+    pub(crate) fn new(level: Level, buffer_bytes: usize, min_tail_bytes: usize) -> Self {
+        LevelShape {
+            level,
+            buffer_bytes,
+            min_tail_words: min_tail_bytes.div_ceil(WORD_BYTES) as u64,
+        }
+    }
+
+    pub(crate) fn level(&self) -> Level {
+        self.level
+    }
+
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        self.buffer_bytes
+    }
+
+    pub(crate) fn min_tail_words(&self) -> u64 {
+        self.min_tail_words
+    }
+}
+
+/// [`portion`] of a chunk of `chunk_bytes` for a request of `desired_bytes`, leaving no tail
+/// shorter than the level's minimum.
+pub(crate) fn portion_bytes(shape: &LevelShape, chunk_bytes: usize, desired_bytes: usize) -> usize {
+    let min_tail_bytes = words::bytes(shape.min_tail_words) as u64;
+    portion(chunk_bytes as u64, desired_bytes as u64, min_tail_bytes) as usize
+}
+
+/// What the protocol needs from the thread running it and from the heap around it.
+pub(crate) trait RefillThread {
+    /// Address that offsets are counted from (the reservation's start).
+    fn base(&self) -> usize;
+    /// The domain at `level` of the CPU the thread runs on now.
+    fn current_domain(&mut self, level: Level) -> usize;
+    /// Carves from the global heap.
+    fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk>;
+    /// This thread claimed a buffer of the level at `index` for a refill; `[start, end)` (maybe
+    /// empty) is the free tail of its previous chunk, to be covered by a filler and counted as
+    /// waste. The thread owns the tail: no other thread carves from a claimed buffer.
+    fn retire_tail(&mut self, index: usize, start: usize, end: usize);
+    /// The level at `index` served a request from `domain`.
+    fn served(&mut self, index: usize, level: Level, domain: usize);
+    /// The level at `index` served a request from the buffer of `cpu`, the CPU the thread ran
+    /// on at the commit: never foreign.
+    fn served_without_moving(&mut self, index: usize, level: Level, cpu: usize) {
+        let _ = (index, level, cpu);
+    }
+    /// Restartable sections at the level at `index` aborted `aborts` times.
+    fn rseq_aborts(&mut self, index: usize, aborts: u64) {
+        let _ = (index, aborts);
+    }
+    /// A thread took the compare-and-swap path of a restartable level.
+    fn rseq_fallback(&mut self, index: usize) {
+        let _ = index;
+    }
+    /// A restartable section of the level at `index` ran on a CPU beyond its per-CPU array;
+    /// the request takes the compare-and-swap path.
+    fn out_of_range_cpu(&mut self, index: usize) {
+        let _ = index;
+    }
+    /// A refill of the level at `index` kept a chunk it could not install for later.
+    fn sidelined(&mut self, index: usize) {
+        let _ = index;
+    }
+    /// A refill of the level at `index` took a sidelined chunk.
+    fn sideline_reused(&mut self, index: usize) {
+        let _ = index;
+    }
+    /// A TLAB came straight from the global heap: every level's buffers were busy or too
+    /// small for it.
+    fn tlab_past_every_level(&mut self) {}
+}
+
+/// What a carve is for: where a chunk that passes every level is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// A TLAB (the request started at the lowest level).
+    Tlab,
+    /// A buffer of a level (its refill, counted there).
+    Buffer,
+}
