@@ -126,18 +126,17 @@ impl Tlab {
         self.gap_bytes.set(self.gap_bytes.get() + bytes);
     }
 
-    /// The soft miss of zeroing ahead, on its own: when an object of `bytes` ends past the
-    /// zeroed part but within the limit and before the next sample, zeroes the next step
-    /// (see [`zero_through`](Tlab::zero_through)), bumps, and returns the object. `None`
-    /// otherwise (and for an empty TLAB). The caller raises the soft end.
+    /// The soft miss of zeroing ahead, for an object the caller found fits below the limit
+    /// (`bytes <= free_bytes()`; the slow path's short line looks at the limit first, to tell
+    /// a zeroing step from a refill): when the object ends past the zeroed part and before
+    /// the next sample, zeroes the next step (see [`zero_through`](Tlab::zero_through)),
+    /// bumps, and returns the object. `None` otherwise. The caller raises the soft end.
     #[inline]
-    pub(crate) fn bump_zeroing_ahead(&self, bytes: usize, step_bytes: usize) -> Option<usize> {
+    pub(crate) fn zeroing_step(&self, bytes: usize, step_bytes: usize) -> Option<usize> {
+        debug_assert!(bytes <= self.free_bytes());
         let top = self.top.get();
-        let new_top = top.checked_add(bytes)?;
-        if new_top <= self.zeroed_end.get()
-            || new_top > self.limit.get()
-            || new_top >= self.sample_at.get()
-        {
+        let new_top = top + bytes;
+        if new_top <= self.zeroed_end.get() || new_top >= self.sample_at.get() {
             return None;
         }
         self.zero_through(new_top, step_bytes);
@@ -308,6 +307,13 @@ pub(crate) struct Retired {
 mod tests {
     use super::*;
 
+    /// The short line's zeroing step, with its limit test.
+    fn bump_zeroing_ahead(tlab: &Tlab, bytes: usize, step: usize) -> Option<usize> {
+        (bytes <= tlab.free_bytes())
+            .then(|| tlab.zeroing_step(bytes, step))
+            .flatten()
+    }
+
     /// A TLAB zeroed ahead over `memory` (dirty: every byte 0xab), without a reserve.
     fn dirty_tlab(memory: &mut [u64]) -> (Tlab, usize) {
         memory.fill(u64::MAX / 0xff * 0xab);
@@ -324,10 +330,10 @@ mod tests {
         let (tlab, start) = dirty_tlab(&mut memory);
         let step = 256;
         assert_eq!(tlab.bump(16), None, "nothing is zeroed yet");
-        assert_eq!(tlab.bump_zeroing_ahead(16, step), Some(start));
+        assert_eq!(bump_zeroing_ahead(&tlab, 16, step), Some(start));
         assert_eq!(tlab.wanted_soft_end(), start + step);
         assert_eq!(
-            tlab.bump_zeroing_ahead(16, step),
+            bump_zeroing_ahead(&tlab, 16, step),
             None,
             "inside the zeroed part: not a zeroing soft miss"
         );
@@ -335,7 +341,7 @@ mod tests {
         while tlab.bump(16).is_some() {}
         assert_eq!(tlab.top(), start + step);
         // An object larger than a step is zeroed whole.
-        assert_eq!(tlab.bump_zeroing_ahead(400, step), Some(start + step));
+        assert_eq!(bump_zeroing_ahead(&tlab, 400, step), Some(start + step));
         assert_eq!(tlab.wanted_soft_end(), start + step + 400);
         let zeroed_words = (step + 400) / 8;
         assert!(memory[..zeroed_words].iter().all(|&word| word == 0));
@@ -347,17 +353,17 @@ mod tests {
         let mut memory = vec![0u64; 64];
         let (tlab, start) = dirty_tlab(&mut memory);
         assert_eq!(
-            tlab.bump_zeroing_ahead(64 * 8 + 8, 1024),
+            bump_zeroing_ahead(&tlab, 64 * 8 + 8, 1024),
             None,
             "past the limit"
         );
         tlab.set_sample_at(start + 64);
         assert_eq!(
-            tlab.bump_zeroing_ahead(64, 1024),
+            bump_zeroing_ahead(&tlab, 64, 1024),
             None,
             "reaches the sample"
         );
-        assert_eq!(tlab.bump_zeroing_ahead(56, 1024), Some(start));
+        assert_eq!(bump_zeroing_ahead(&tlab, 56, 1024), Some(start));
         assert_eq!(tlab.wanted_soft_end(), start + 64, "the sample is lower");
         tlab.set_sample_at(usize::MAX);
         assert_eq!(

@@ -72,7 +72,7 @@ impl SlowPath<'_> {
         let object = if misaligned {
             None
         } else if bytes <= tlab.free_bytes() {
-            tlab.bump_zeroing_ahead(bytes, ZERO_AHEAD_BYTES)
+            tlab.zeroing_step(bytes, ZERO_AHEAD_BYTES)
         } else if allocator.common == CommonMiss::Refill {
             self.refill(tlab, local, bytes)
         } else {
