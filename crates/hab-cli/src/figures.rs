@@ -18,6 +18,11 @@ pub fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
+/// [`percent`] of two counts.
+pub fn percent_of_counts(part: u64, whole: u64) -> f64 {
+    percent(part as f64, whole as f64)
+}
+
 /// A positive figure measured over repetitions: the median and the smallest and largest.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {

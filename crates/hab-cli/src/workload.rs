@@ -751,7 +751,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                 restartable: info.restartable,
                 allocs,
                 foreign_allocs,
-                foreign_pct: percent(foreign_allocs, allocs),
+                foreign_pct: figures::percent_of_counts(foreign_allocs, allocs),
                 refills: mean(&|(s, _)| s.levels[i].refills),
                 waste_bytes: mean(&|(s, _)| s.levels[i].waste_bytes),
                 rseq_aborts: mean(&|(s, _)| s.levels[i].rseq_aborts),
@@ -792,13 +792,13 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         slow_allocs: mean(&|(s, _)| s.slow_allocs),
         allocated_bytes,
         waste_bytes,
-        waste_pct: percent(waste_bytes, allocated_bytes),
+        waste_pct: figures::percent_of_counts(waste_bytes, allocated_bytes),
         middle: MiddleLevelSpec::list_to_string(heap.config().middle()),
         cpu_id_source: heap.cpu_id().source().to_string(),
         topology: spec.topology.clone().unwrap_or_else(|| "sysfs".into()),
         middle_allocs,
         foreign_allocs,
-        foreign_pct: percent(foreign_allocs, middle_allocs),
+        foreign_pct: figures::percent_of_counts(foreign_allocs, middle_allocs),
         levels,
         collections,
         cpu_lab,
@@ -807,10 +807,6 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         compute_speedup: (spec.compute && spec.threads > 1).then(|| compute_speedup(spec.threads)),
         samples: samples.load(std::sync::atomic::Ordering::Relaxed),
     })
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    figures::percent(part as f64, whole as f64)
 }
 
 /// What each workload loop does beside allocating: compile-time choices, so that each

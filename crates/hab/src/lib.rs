@@ -126,7 +126,9 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-// The layers, lowest first; each imports only from the layers above it in this list.
+// The layers, in alphabetical order; from lowest to highest they are memory, platform,
+// config, levels, labs, mutator, heap, collection, and each imports only from the layers
+// below it (`tests/layering.rs` checks it; docs/ARCHITECTURE.md describes them).
 mod collection;
 mod config;
 mod heap;

@@ -1,6 +1,7 @@
 //! The library's layers import only downward. Each folder of `src/` is a layer; a file may
 //! import (`crate::layer::…`) from its own layer and the layers below it, never from one
-//! above. The test prints the layer graph it found:
+//! above. The architecture page's layer table names every file of every layer. The test
+//! prints the layer graph it found:
 //!
 //! ```text
 //! cargo test -p hab --test layering -- --nocapture
@@ -10,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The layers, lowest first (the order of `lib.rs` and `docs/ARCHITECTURE.md`).
+/// The layers, lowest first (the order of `docs/ARCHITECTURE.md`'s layer table, which
+/// [`the_architecture_page_lists_every_file_of_every_layer`] checks).
 const LAYERS: [&str; 8] = [
     "memory",
     "platform",
@@ -148,4 +150,92 @@ fn the_check_sees_imports_in_every_form() {
         .map(|s| s.to_string())
         .collect();
     assert_eq!(found, expected);
+}
+
+/// The files a row of the architecture page's layer table names, as paths relative to the
+/// layer's folder: `` `a.rs` `` is a file of the layer, `` `sub/` (`b.rs`, `c.rs`) `` files of
+/// a subfolder. A layer's own `mod.rs` may be named or not.
+fn listed_files(column: &str) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut folder: Option<String> = None;
+    let mut depth = 0;
+    for (index, piece) in column.split('`').enumerate() {
+        if index % 2 == 0 {
+            // Between names: parentheses open and close a subfolder's list.
+            for c in piece.chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        folder = None;
+                    }
+                    _ => {}
+                }
+            }
+        } else if let Some(sub) = piece.strip_suffix('/') {
+            folder = Some(sub.to_string());
+        } else {
+            match (&folder, depth) {
+                (Some(sub), 1) => files.insert(format!("{sub}/{piece}")),
+                _ => files.insert(piece.to_string()),
+            };
+        }
+    }
+    files.remove("mod.rs");
+    files
+}
+
+#[test]
+fn the_architecture_page_lists_every_file_of_every_layer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = fs::read_to_string(root.join("../../docs/ARCHITECTURE.md")).unwrap();
+    let mut rows = Vec::new();
+    for line in page.lines() {
+        // `| 0 | `memory` | files | what |`
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() >= 5 && cells[1].parse::<usize>().is_ok() {
+            rows.push((cells[2].trim_matches('`').to_string(), cells[3].to_string()));
+        }
+    }
+    let names: Vec<&str> = rows.iter().map(|(layer, _)| layer.as_str()).collect();
+    assert_eq!(names, LAYERS, "the table's layers, in order");
+    let mut wrong = Vec::new();
+    for (layer, column) in &rows {
+        let dir = root.join("src").join(layer);
+        let mut paths = Vec::new();
+        rust_files(&dir, &mut paths);
+        let actual: BTreeSet<String> = paths
+            .iter()
+            .map(|path| {
+                path.strip_prefix(&dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string()
+            })
+            .filter(|path| path != "mod.rs")
+            .collect();
+        let listed = listed_files(column);
+        if listed != actual {
+            wrong.push(format!(
+                "{layer}: missing from the page {:?}, gone from the folder {:?}",
+                actual.difference(&listed).collect::<Vec<_>>(),
+                listed.difference(&actual).collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md's layer table and src/ disagree:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_file_list_parser_reads_subfolders() {
+    let files = listed_files("`rseq/` (`mod.rs`, `x.rs`), `a.rs`, `mod.rs`");
+    let expected: BTreeSet<String> = ["rseq/mod.rs", "rseq/x.rs", "a.rs"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(files, expected);
 }

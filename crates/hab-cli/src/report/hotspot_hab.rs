@@ -522,7 +522,7 @@ pub fn render_runs(runs: &Runs) -> String {
                     p.levels.first().map_or("—".into(), |l| {
                         format!(
                             "{:.2}% of {}{direct}",
-                            percent(l.foreign_allocs, l.allocs),
+                            crate::figures::percent_of_counts(l.foreign_allocs, l.allocs),
                             l.allocs
                         )
                     })
@@ -550,14 +550,6 @@ pub fn render_runs(runs: &Runs) -> String {
         text.push_str("```\n");
     }
     text
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
 }
 
 /// The recorded runs (of this or other machines), `docs/results/hotspot-hab-*.json`.

@@ -170,7 +170,6 @@ pub struct Extras {
     pub costs: costs::Costs,
 }
 
-/// Runs every experiment and writes the report.
 /// Which experiments' sizes, and whether HotSpot runs beside Hab.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Size {
@@ -194,6 +193,7 @@ fn check_writable(out: &Path) -> Result<(), String> {
         })
 }
 
+/// Runs every experiment and writes the report.
 pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     let scale = match size {
         Size::Quick => &QUICK,

@@ -3,7 +3,7 @@
 //! Fast path (inline): in TLAB modes, load `top`, add the size, compare with the soft end,
 //! store `top`; in the `cpu-lab` mode (with restartable sequences), bump the LAB of the
 //! thread's CPU in a restartable section. Which of the two is one test of a value the caller's
-//! loop keeps in a register (the per-CPU cursor, `None` in TLAB modes); it changes only when
+//! loop keeps in a register (the per-CPU cursor, `LabCursor::INACTIVE` in TLAB modes); it changes only when
 //! the mutator stops, so a JIT can emit one sequence per mode. Everything else — taking a TLAB
 //! or a LAB, allocating outside one, the `shared` mode, following the `flip` mode, stopping at
 //! a safepoint — is the cold slow path.
@@ -67,10 +67,11 @@ impl Mutator {
     }
 
     /// Allocates an object of `bytes` bytes and returns its address, aligned to the heap's
-    /// alignment, through the fast path of the heap's mode. The memory is zero when
-    /// [`ZeroMemory::AtRefill`](crate::ZeroMemory) is set (the default); the runtime must make
-    /// the object parseable (write its header) before the thread next allocates, polls or
-    /// parks.
+    /// alignment, through the fast path of the heap's mode. The memory is zero, unless the
+    /// heap was built with [`ZeroMemory::Never`](crate::ZeroMemory) and reuses it (memory
+    /// never handed out before is always zero; the default, `Ahead`, zeroes reused memory);
+    /// the runtime must make the object parseable (write its header) before the thread next
+    /// allocates, polls or parks.
     ///
     /// An allocation is a safepoint: when a collection is requested, the slow path stops the
     /// thread until it has ended (see [`poll`](Mutator::poll)).

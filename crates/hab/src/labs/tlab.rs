@@ -91,6 +91,7 @@ impl Tlab {
         let new_top = top.checked_add(bytes)?;
         if self.start.get() != 0 && new_top <= self.limit.get() {
             self.top.set(new_top);
+            self.check_invariants();
             return Some(top);
         }
         None
@@ -124,6 +125,7 @@ impl Tlab {
     /// Counts `bytes` of the TLAB as a filler left before an aligned object.
     pub(crate) fn count_gap(&self, bytes: usize) {
         self.gap_bytes.set(self.gap_bytes.get() + bytes);
+        self.check_invariants();
     }
 
     /// The soft miss of zeroing ahead, for an object the caller found fits below the limit
@@ -141,6 +143,7 @@ impl Tlab {
         }
         self.zero_through(new_top, step_bytes);
         self.top.set(new_top);
+        self.check_invariants();
         Some(top)
     }
 
@@ -163,6 +166,7 @@ impl Tlab {
         // out, and free TLAB memory: all the calling owner's.
         unsafe { std::ptr::write_bytes(address_to_pointer(zeroed), 0, new_end - zeroed) };
         self.zeroed_end.set(new_end);
+        self.check_invariants();
     }
 
     /// Sets the soft end to `end` (at most the limit). The caller re-checks for a trip
@@ -203,6 +207,7 @@ impl Tlab {
         self.zeroed_end.set(if zero_ahead { start } else { limit });
         self.sample_at.set(usize::MAX);
         self.gap_bytes.set(0);
+        self.check_invariants();
     }
 
     /// Bumps the first object of `bytes` (at most the limit's distance from `top`: the caller
@@ -212,6 +217,7 @@ impl Tlab {
         let top = self.top.get();
         debug_assert!(self.start.get() != 0 && bytes <= self.limit.get() - top);
         self.top.set(top + bytes);
+        self.check_invariants();
         top
     }
 
@@ -289,6 +295,42 @@ impl Tlab {
         ] {
             field.set(0);
         }
+        self.check_invariants();
+    }
+
+    /// Checks, in builds with debug assertions, what the module documentation states after
+    /// every change the owner makes: an empty TLAB is all zero; otherwise `start <= top <=
+    /// limit <= chunk_end`, `start <= zeroed_end <= limit`, and the gaps lie below `top`.
+    /// (The soft end is not checked here: between a refill's install and the raise that
+    /// follows it, it still holds the old TLAB's value, which no fast path reads meanwhile.)
+    #[inline]
+    fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let (start, top, limit) = (self.start.get(), self.top.get(), self.limit.get());
+        let (chunk_end, zeroed_end) = (self.chunk_end.get(), self.zeroed_end.get());
+        if start == 0 {
+            assert_eq!(
+                (top, limit, chunk_end, zeroed_end, self.gap_bytes.get()),
+                (0, 0, 0, 0, 0),
+                "an empty TLAB has every field 0"
+            );
+            return;
+        }
+        assert!(
+            start <= top && top <= limit && limit <= chunk_end,
+            "TLAB out of order: start {start:#x} top {top:#x} limit {limit:#x} chunk end {chunk_end:#x}"
+        );
+        assert!(
+            start <= zeroed_end && zeroed_end <= limit,
+            "TLAB zeroed end {zeroed_end:#x} outside [{start:#x}, {limit:#x}]"
+        );
+        assert!(
+            self.gap_bytes.get() <= top - start,
+            "TLAB gaps of {} bytes above top",
+            self.gap_bytes.get()
+        );
     }
 }
 
