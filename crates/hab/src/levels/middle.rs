@@ -24,7 +24,7 @@ use crate::memory::global::CachePadded;
 use crate::memory::packed::PackedWord;
 use crate::memory::words;
 use crate::platform::sync::{AtomicU64, Ordering};
-use crate::platform::topology::Level;
+use crate::platform::topology::{Level, Topology};
 
 /// `state` while one thread refills the buffer. Its offset bits (all ones) exceed any offset
 /// in a heap of at most 16 TiB, so no real state equals it.
@@ -279,8 +279,8 @@ pub(crate) enum Home {
 pub(crate) fn carve_at_home(
     levels: &[MiddleLevel],
     base: usize,
+    topology: &Topology,
     cpu: impl FnOnce() -> usize,
-    topology_domain: impl FnOnce(usize, Level) -> usize,
     bytes: usize,
 ) -> (Option<Home>, u64) {
     let Some(level) = levels.first() else {
@@ -293,7 +293,7 @@ pub(crate) fn carve_at_home(
     // A branch the predictor always gets right, rather than a division (the topology's
     // domains and the level's agree but for a topology narrower than the kernel's numbering).
     let cpu = cpu();
-    let domain = topology_domain(cpu, level.level());
+    let domain = topology.domain_of(cpu, level.level());
     let home = if domain < level.domains() {
         domain
     } else {

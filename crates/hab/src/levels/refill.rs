@@ -171,13 +171,8 @@ fn carve_at_home_counted(
     simulated: &SimulatedCpu,
     bytes: usize,
 ) -> Option<Chunk> {
-    let (home, aborts) = middle::carve_at_home(
-        levels,
-        base,
-        || cpu_id.current(simulated),
-        |cpu, level| topology.domain_of(cpu, level),
-        bytes,
-    );
+    let (home, aborts) =
+        middle::carve_at_home(levels, base, topology, || cpu_id.current(simulated), bytes);
     let level = levels.first()?.level();
     let counters = &counters[level.index()];
     if aborts > 0 {

@@ -66,67 +66,16 @@ impl GlobalHeap {
         self.top.0.load(Ordering::Acquire)
     }
 
-    /// Carves exactly `bytes`, or `None` when the range is full: a load, a compare and a
-    /// compare-and-swap.
-    #[inline]
-    pub(crate) fn carve(&self, bytes: usize) -> Option<usize> {
+    /// The one carve from the global top: reads the top, asks `len_at(top, available)` how
+    /// many bytes to take (`None`: not enough room), and moves the top with a
+    /// compare-and-swap, again from the new top if another thread moved it first. Returns the
+    /// chunk's start and length.
+    #[inline(always)]
+    fn carve_with(&self, len_at: impl Fn(usize, usize) -> Option<usize>) -> Option<(usize, usize)> {
         let end = self.end.load(Ordering::Relaxed);
         let mut top = self.top.0.load(Ordering::Relaxed);
         loop {
-            if bytes > end.checked_sub(top)? {
-                return None;
-            }
-            match self.top.0.compare_exchange_weak(
-                top,
-                top + bytes,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(top),
-                Err(current) => top = current,
-            }
-        }
-    }
-
-    /// Carves a gap of `gap(top)` bytes followed by `bytes` bytes; returns the gap's start and
-    /// length (the object starts after the gap). `None` when the range has no room.
-    pub(crate) fn carve_after_gap(
-        &self,
-        bytes: usize,
-        gap: impl Fn(usize) -> usize,
-    ) -> Option<(usize, usize)> {
-        let end = self.end.load(Ordering::Relaxed);
-        let mut top = self.top.0.load(Ordering::Relaxed);
-        loop {
-            let gap_bytes = gap(top);
-            let new_top = top.checked_add(gap_bytes)?.checked_add(bytes)?;
-            if new_top > end {
-                return None;
-            }
-            match self.top.0.compare_exchange_weak(
-                top,
-                new_top,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some((top, gap_bytes)),
-                Err(current) => top = current,
-            }
-        }
-    }
-
-    /// Carves `desired` bytes, or what is left of the range if that is at least `min`.
-    /// Returns the chunk's start and length.
-    pub(crate) fn carve_between(&self, min: usize, desired: usize) -> Option<(usize, usize)> {
-        debug_assert!(min <= desired && min > 0);
-        let end = self.end.load(Ordering::Relaxed);
-        let mut top = self.top.0.load(Ordering::Relaxed);
-        loop {
-            let available = end.checked_sub(top)?;
-            let len = desired.min(available);
-            if len < min {
-                return None;
-            }
+            let len = len_at(top, end.checked_sub(top)?)?;
             match self.top.0.compare_exchange_weak(
                 top,
                 top + len,
@@ -137,6 +86,38 @@ impl GlobalHeap {
                 Err(current) => top = current,
             }
         }
+    }
+
+    /// Carves exactly `bytes`, or `None` when the range is full: a load, a compare and a
+    /// compare-and-swap.
+    #[inline]
+    pub(crate) fn carve(&self, bytes: usize) -> Option<usize> {
+        self.carve_with(|_, available| (bytes <= available).then_some(bytes))
+            .map(|(start, _)| start)
+    }
+
+    /// Carves a gap of `gap(top)` bytes followed by `bytes` bytes; returns the gap's start and
+    /// length (the object starts after the gap). `None` when the range has no room.
+    pub(crate) fn carve_after_gap(
+        &self,
+        bytes: usize,
+        gap: impl Fn(usize) -> usize,
+    ) -> Option<(usize, usize)> {
+        self.carve_with(|top, available| {
+            let len = gap(top).checked_add(bytes)?;
+            (len <= available).then_some(len)
+        })
+        .map(|(start, len)| (start, len - bytes))
+    }
+
+    /// Carves `desired` bytes, or what is left of the range if that is at least `min`.
+    /// Returns the chunk's start and length.
+    pub(crate) fn carve_between(&self, min: usize, desired: usize) -> Option<(usize, usize)> {
+        debug_assert!(min <= desired && min > 0);
+        self.carve_with(|_, available| {
+            let len = desired.min(available);
+            (len >= min).then_some(len)
+        })
     }
 
     /// Whether a chunk starting at `start` holds memory to be zeroed before use: reused
