@@ -117,6 +117,12 @@ impl Tlab {
         self.top.get()
     }
 
+    /// The chunk `[start, chunk_end)` (both 0 for an empty TLAB).
+    #[inline]
+    pub(crate) fn chunk(&self) -> (usize, usize) {
+        (self.start.get(), self.chunk_end.get())
+    }
+
     /// Bytes bumped so far (0 for an empty TLAB).
     pub(crate) fn used_bytes(&self) -> usize {
         self.top.get() - self.start.get()
@@ -258,28 +264,33 @@ impl Tlab {
         retired
     }
 
-    /// The first half of [`retire`](Tlab::retire), for a refill: fills the free tail with a
-    /// filler and returns what the TLAB held, leaving every field as it is (the TLAB is still
-    /// whole if the object model's filler panics). The caller then installs a new chunk, or
-    /// retires the TLAB (which writes the same filler again). `None` for an empty TLAB.
-    ///
-    /// # Safety
-    /// As [`retire`](Tlab::retire).
+    /// What retiring the TLAB would count, its fields left as they are: the free tail is
+    /// `[top, top + tail_bytes)`. `None` for an empty TLAB.
     #[inline(always)]
-    pub(crate) unsafe fn fill_tail(&self, space: &Space) -> Option<Retired> {
+    pub(crate) fn held(&self) -> Option<Retired> {
         let start = self.start.get();
         if start == 0 {
             return None;
         }
         let top = self.top.get();
-        let retired = Retired {
+        Some(Retired {
             used_bytes: top - start - self.gap_bytes.get(),
             gap_bytes: self.gap_bytes.get(),
             tail_bytes: self.chunk_end.get() - top,
-        };
+        })
+    }
+
+    /// The first half of [`retire`](Tlab::retire): fills the free tail with a filler and
+    /// returns what the TLAB held, leaving every field as it is (the TLAB is still whole if
+    /// the object model's filler panics). `None` for an empty TLAB.
+    ///
+    /// # Safety
+    /// As [`retire`](Tlab::retire).
+    unsafe fn fill_tail(&self, space: &Space) -> Option<Retired> {
+        let retired = self.held()?;
         // SAFETY: [top, chunk_end) is the unused tail of this TLAB, owned by the caller; the
         // reserve keeps it at least one filler long (see the module documentation).
-        unsafe { space.write_filler(top, retired.tail_bytes) };
+        unsafe { space.write_filler(self.top.get(), retired.tail_bytes) };
         Some(retired)
     }
 

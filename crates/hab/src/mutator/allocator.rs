@@ -62,8 +62,10 @@ pub(crate) struct Allocator {
 pub(crate) enum CommonMiss {
     /// `shared`: every object is carved from the global heap.
     SharedObject,
-    /// TLABs and no per-CPU LABs (`tlab`, `hab`): zeroing steps and refills.
-    Refill,
+    /// TLABs from the global heap and no per-CPU LABs (`tlab`): zeroing steps and refills.
+    RefillFromGlobal,
+    /// TLABs from the middle levels (`hab`): zeroing steps and refills.
+    RefillFromLevels,
     /// TLABs beside per-CPU LABs (`flip`): zeroing steps only.
     ZeroingStep,
 }
@@ -102,7 +104,8 @@ impl Allocator {
         };
         let common = match (&tlab_source, &cpu_labs) {
             (None, None) => CommonMiss::SharedObject,
-            (Some(_), None) => CommonMiss::Refill,
+            (Some(TlabSource::GlobalHeap), None) => CommonMiss::RefillFromGlobal,
+            (Some(TlabSource::Levels(_)), None) => CommonMiss::RefillFromLevels,
             _ => CommonMiss::ZeroingStep,
         };
         Allocator {

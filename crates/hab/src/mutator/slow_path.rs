@@ -52,6 +52,9 @@ impl SlowPath<'_> {
     /// and the thread takes a new one ([`refill`]). (A non-empty TLAB means the thread
     /// allocates in TLABs this cycle: a collection that moves it to per-CPU LABs retires it.)
     ///
+    /// Every call here is the line's last step (a jump): the checks save no register, and
+    /// the refill from the global heap keeps none of the levels' carve.
+    ///
     /// [`shared_object`]: SlowPath::shared_object
     /// [`refill`]: SlowPath::refill
     #[cold]
@@ -61,24 +64,60 @@ impl SlowPath<'_> {
         if allocator.common == CommonMiss::SharedObject {
             return self.shared_object(bytes);
         }
-        if self.cell.safepoint_requested() || allocator.sampling.interval_bytes() != 0 {
+        // A size checked against another heap may be misaligned for this one. (It is never 0,
+        // and a size past the TLAB's free bytes takes the refill, which bounds it.)
+        if self.cell.safepoint_requested()
+            || allocator.sampling.interval_bytes() != 0
+            || bytes & (allocator.config.alignment_bytes() - 1) != 0
+        {
             return 0;
         }
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
-        let (tlab, local) = unsafe { self.cell.running_parts() };
-        // A size checked against another heap may be misaligned for this one. (It is never 0,
-        // and a size past the TLAB's free bytes takes the refill, which bounds it.)
-        let misaligned = bytes & (allocator.config.alignment_bytes() - 1) != 0;
-        let object = if misaligned {
-            None
-        } else if bytes <= tlab.free_bytes() {
-            tlab.zeroing_step(bytes, ZERO_AHEAD_BYTES)
-        } else if allocator.common == CommonMiss::Refill {
-            self.refill(tlab, local, bytes)
-        } else {
-            None
-        };
-        match object {
+        let (tlab, _) = unsafe { self.cell.running_parts() };
+        if bytes <= tlab.free_bytes() {
+            return self.zeroing_step(tlab, bytes);
+        }
+        match allocator.common {
+            CommonMiss::RefillFromGlobal => self.refill_from_global::<false>(bytes),
+            CommonMiss::RefillFromLevels => self.refill_from_levels::<false>(bytes),
+            CommonMiss::SharedObject | CommonMiss::ZeroingStep => 0,
+        }
+    }
+
+    /// The `tlab` mode's [`refill`](SlowPath::refill): one CAS on the global top.
+    #[inline(never)]
+    fn refill_from_global<const FILL_FIRST: bool>(self, bytes: usize) -> usize {
+        let global = self.allocator.space.global();
+        self.refill::<FILL_FIRST>(
+            bytes,
+            |_, tlab_bytes| match global.carve(tlab_bytes) {
+                Some(start) => Chunk {
+                    start,
+                    len: tlab_bytes,
+                },
+                None => Chunk { start: 0, len: 0 },
+            },
+            Self::refill_from_global::<true>,
+        )
+    }
+
+    /// The `hab` mode's [`refill`](SlowPath::refill): through the middle levels. Their carve
+    /// is a call: this line saves registers anyway, and fills the old tail first.
+    #[inline(never)]
+    fn refill_from_levels<const FILL_FIRST: bool>(self, bytes: usize) -> usize {
+        let levels = self.allocator.levels();
+        self.refill::<FILL_FIRST>(
+            bytes,
+            |local, tlab_bytes| self.carve_at_home(levels, local, tlab_bytes),
+            Self::refill_from_levels::<true>,
+        )
+    }
+
+    /// The object fits the TLAB but ends past the memory zeroed so far: zeroes the next step,
+    /// bumps, raises the soft end. 0 when the soft end stopped it for another reason.
+    #[inline(never)]
+    fn zeroing_step(self, tlab: &Tlab, bytes: usize) -> usize {
+        match tlab.zeroing_step(bytes, ZERO_AHEAD_BYTES) {
             Some(object) => {
                 self.raise_soft_end(tlab);
                 object
@@ -119,48 +158,85 @@ impl SlowPath<'_> {
 
     /// The short refill, one straight line: the object (of an aligned size) does not fit the
     /// TLAB, the policy retires it (HotSpot's keep-or-refill rule) and keeps its size (fixed
-    /// or adaptive), and the object fits a TLAB of that size. Fills the old TLAB's tail,
-    /// carves exactly that size (one CAS on the global top, or the thread's own buffer at the
-    /// lowest level), counts the old TLAB as retired, installs the new one, counts the
-    /// refill, bumps the object. The caller raises the soft end. `None` for everything else
-    /// (the growing policy, a TLAB kept, a large object, no room at the first place
-    /// looked): nothing was counted and the TLAB is as it was (its tail a filler), for
-    /// [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) to do in full.
+    /// or adaptive), and the object fits a TLAB of that size. Carves exactly that size with
+    /// `carve` (one CAS on the global top, or the thread's own buffer at the lowest level),
+    /// counts the old TLAB as retired, installs the new one, counts the refill, bumps the
+    /// object, raises the soft end. 0 for everything else (the growing policy, a TLAB kept,
+    /// a large object, no room at the first place looked): nothing was counted and the TLAB
+    /// is as it was, for [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) to do
+    /// in full.
+    ///
+    /// What needs a call leaves the line, so that it saves no register when nothing does:
+    /// an old TLAB with a free tail goes to `fill_first` (this line with `FILL_FIRST`), which
+    /// covers the tail with a filler before anything else (a filler that panics then leaves
+    /// the TLAB whole; a failed carve leaves it filled, and the full path writes the same
+    /// filler again); a new TLAB in reused memory ends in
+    /// [`finish_refill`](SlowPath::finish_refill), which zeroes.
     #[inline(always)]
-    fn refill(self, tlab: &Tlab, local: &mut MutatorLocal, bytes: usize) -> Option<usize> {
+    fn refill<const FILL_FIRST: bool>(
+        self,
+        bytes: usize,
+        carve: impl FnOnce(&MutatorLocal, usize) -> Chunk,
+        fill_first: fn(Self, usize) -> usize,
+    ) -> usize {
         let allocator = self.allocator;
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (tlab, local) = unsafe { self.cell.running_parts() };
         let space = &allocator.space;
         let tlab_bytes = local.sizer.steady_bytes();
         if bytes + space.lab_reserve_bytes() > tlab_bytes || local.sizer.keeps(tlab.free_bytes()) {
-            return None;
+            return 0;
         }
-        // SAFETY: the thread's own TLAB, while running.
-        let retired = unsafe { tlab.fill_tail(space) };
-        let Chunk { start, len } = match allocator.tlab_source.as_ref()? {
-            TlabSource::GlobalHeap => Chunk {
-                start: space.global().carve(tlab_bytes)?,
-                len: tlab_bytes,
-            },
-            TlabSource::Levels(levels) => match self.carve_at_home(levels, local, tlab_bytes) {
-                Chunk { len: 0, .. } => return None,
-                chunk => chunk,
-            },
-        };
+        let retired = tlab.held();
+        let tail_bytes = retired.map_or(0, |retired| retired.tail_bytes);
+        if tail_bytes != 0 {
+            if !FILL_FIRST {
+                return fill_first(self, bytes);
+            }
+            // SAFETY: [top, chunk_end) is the unused tail of this thread's TLAB; the reserve
+            // keeps it at least one filler long.
+            unsafe { space.write_filler(tlab.top(), tail_bytes) };
+        }
+        let Chunk { start, len } = carve(local, tlab_bytes);
+        if len == 0 {
+            return 0;
+        }
         let counters = &self.cell.counters;
         counters.count_retired(retired, Waste::Refill);
-        self.install(tlab, start, len);
+        let reused = space.global().needs_zeroing(start);
+        let zero_ahead = allocator.config.zero() == ZeroMemory::Ahead;
+        tlab.install(start, len, space.lab_reserve_bytes(), zero_ahead && reused);
         local.sizer.record_steady_refill();
         counters.refills.add(1);
         counters.tlab_bytes.add(len as u64);
         let object = tlab.bump_first(bytes);
-        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
-        Some(object)
+        if reused {
+            return self.finish_refill(object, object + bytes);
+        }
+        self.raise_soft_end(tlab);
+        object
+    }
+
+    /// The end of a short [`refill`](SlowPath::refill) into reused memory: zeroes the new TLAB
+    /// (whole, or its first step when zeroing ahead), raises the soft end; returns `object`.
+    #[inline(never)]
+    fn finish_refill(self, object: usize, object_end: usize) -> usize {
+        let space = &self.allocator.space;
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (tlab, _) = unsafe { self.cell.running_parts() };
+        if self.allocator.config.zero() != ZeroMemory::Ahead {
+            let (start, end) = tlab.chunk();
+            space.global().zero_reused(start, end - start);
+        }
+        tlab.zero_through(object_end, ZERO_AHEAD_BYTES);
+        self.raise_soft_end(tlab);
+        object
     }
 
     /// The short refill's carve through the levels ([`refill::carve_at_home`]), out of line
     /// so that the refill from the global heap keeps few registers; an empty chunk when it
     /// carved nothing (returned in two registers, where an `Option` goes through memory).
-    #[inline(never)]
+    #[inline(always)]
     fn carve_at_home(self, levels: &[MiddleLevel], local: &MutatorLocal, bytes: usize) -> Chunk {
         refill::carve_at_home(
             self.allocator.refill_context(),
