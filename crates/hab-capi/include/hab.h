@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 1
+#define HAB_ABI_VERSION 2
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -419,8 +419,8 @@ size_t hab_levels_carve_tlab(hab_levels_thread *thread, size_t min_bytes, size_t
  * from one thread. */
 hab_status hab_levels_retire_all(hab_levels *levels);
 
-/* The levels' statistics as JSON (a list of {level, allocs, foreign_allocs, refills,
- * waste_bytes, ...}), as hab_stats_json writes. */
+/* The levels' statistics as JSON: a list, lowest level first, of {"level": name, "stats":
+ * {allocs, foreign_allocs, refills, waste_bytes, ...}} (the fields of hab_level_stats). */
 size_t hab_levels_stats_json(hab_levels *levels, char *buffer, size_t len);
 
 /* One level's figures, over every thread and every retire. */
@@ -434,6 +434,7 @@ typedef struct hab_level_stats {
     uint64_t rseq_fallbacks;  /* requests of a restartable level that took compare-and-swap */
     uint64_t sidelined;       /* chunks a refill could not install, kept for later */
     uint64_t sideline_reused; /* refills served by a sidelined chunk */
+    uint64_t out_of_range_cpus; /* of rseq_fallbacks, from a CPU beyond the per-CPU array */
 } hab_level_stats;
 
 /* Writes each level's figures, lowest first, into out (at most capacity entries; out may be

@@ -183,6 +183,8 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
         CHECK(stats[0].foreign_allocs <= stats[0].rseq_fallbacks);
     }
     for (size_t i = 0; i < count; i++) {
+        /* Requests from CPUs beyond the per-CPU array are some of the fallbacks. */
+        CHECK(stats[i].out_of_range_cpus <= stats[i].rseq_fallbacks);
         printf("  %s: %llu allocs, %llu foreign, %llu refills, %llu waste bytes, %llu aborts, "
                "%llu fallbacks\n",
                stats[i].level, (unsigned long long)stats[i].allocs,
