@@ -505,19 +505,19 @@ fn run(args: RunArgs) -> Result<(), String> {
                 level.domains,
                 ByteSize::new(level.buffer_bytes),
                 if level.restartable { " (rseq)" } else { "" },
-                level.allocs,
+                level.stats.allocs,
                 level.foreign_pct,
-                level.refills,
-                ByteSize::new(level.waste_bytes as usize)
+                level.stats.refills,
+                ByteSize::new(level.stats.waste_bytes as usize)
             );
             if level.restartable {
                 println!(
                     "      rseq: {} aborts, {} fallbacks to compare-and-swap ({} from cpus beyond the array), {} chunks sidelined, {} reused",
-                    level.rseq_aborts,
-                    level.rseq_fallbacks,
-                    level.out_of_range_cpus,
-                    level.sidelined,
-                    level.sideline_reused
+                    level.stats.rseq_aborts,
+                    level.stats.rseq_fallbacks,
+                    level.stats.out_of_range_cpus,
+                    level.stats.sidelined,
+                    level.stats.sideline_reused
                 );
             }
         }

@@ -21,8 +21,8 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::Instant;
 
 use hab::{
-    AllocError, AllocationStats, CpuIdSource, HeaderWordModel, Heap, HeapConfig, MiddleLevelSpec,
-    Mode, Mutator, TlabPolicy, ZeroMemory,
+    AllocError, AllocationStats, CpuIdSource, HeaderWordModel, Heap, HeapConfig, LevelStats,
+    MiddleLevelSpec, Mode, Mutator, TlabPolicy, ZeroMemory,
 };
 use serde::Serialize;
 
@@ -287,18 +287,10 @@ pub struct LevelResult {
     pub domains: usize,
     /// Per-CPU buffers in restartable sequences (else compare-and-swap buffers).
     pub restartable: bool,
-    pub allocs: u64,
-    pub foreign_allocs: u64,
+    /// The library's figures for the level, under their own names in the JSON.
+    #[serde(flatten)]
+    pub stats: LevelStats,
     pub foreign_pct: f64,
-    pub refills: u64,
-    pub waste_bytes: u64,
-    pub rseq_aborts: u64,
-    pub rseq_fallbacks: u64,
-    /// Of those, requests from a CPU beyond the per-CPU array.
-    pub out_of_range_cpus: u64,
-    /// Chunks a refill could not install, kept for later refills; and those reused.
-    pub sidelined: u64,
-    pub sideline_reused: u64,
 }
 
 /// Policy name as the JSON spells it.
@@ -741,29 +733,23 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         .middle_levels()
         .into_iter()
         .map(|info| {
-            let i = info.level.index();
-            let allocs = mean(&|(s, _)| s.levels[i].allocs);
-            let foreign_allocs = mean(&|(s, _)| s.levels[i].foreign_allocs);
+            let mut stats = LevelStats::default();
+            for (measured_stats, _) in measured {
+                stats += measured_stats.levels[info.level.index()];
+            }
+            let stats = stats.divided_by(reps);
             LevelResult {
                 level: info.level.name(),
                 buffer_bytes: info.buffer_bytes,
                 domains: info.domains,
                 restartable: info.restartable,
-                allocs,
-                foreign_allocs,
-                foreign_pct: figures::percent_of_counts(foreign_allocs, allocs),
-                refills: mean(&|(s, _)| s.levels[i].refills),
-                waste_bytes: mean(&|(s, _)| s.levels[i].waste_bytes),
-                rseq_aborts: mean(&|(s, _)| s.levels[i].rseq_aborts),
-                rseq_fallbacks: mean(&|(s, _)| s.levels[i].rseq_fallbacks),
-                out_of_range_cpus: mean(&|(s, _)| s.levels[i].out_of_range_cpus),
-                sidelined: mean(&|(s, _)| s.levels[i].sidelined),
-                sideline_reused: mean(&|(s, _)| s.levels[i].sideline_reused),
+                foreign_pct: figures::percent_of_counts(stats.foreign_allocs, stats.allocs),
+                stats,
             }
         })
         .collect();
-    let middle_allocs = levels.iter().map(|l| l.allocs).sum();
-    let foreign_allocs = levels.iter().map(|l| l.foreign_allocs).sum();
+    let middle_allocs = levels.iter().map(|l| l.stats.allocs).sum();
+    let foreign_allocs = levels.iter().map(|l| l.stats.foreign_allocs).sum();
     // Each repetition ends with the collection that resets the heap; count only the others.
     let collections = mean(&|(_, c)| *c).saturating_sub(1);
     Ok(RunResult {

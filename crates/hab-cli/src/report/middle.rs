@@ -501,7 +501,11 @@ fn render_simulated(s: &mut String, scale: &Scale, measured: &Measured) {
                 let _ = writeln!(
                     s,
                     "| {threads} | `{middle}` | {} | {} | {} | {:.2} | {} |",
-                    level.level, level.domains, level.allocs, level.foreign_pct, level.refills
+                    level.level,
+                    level.domains,
+                    level.stats.allocs,
+                    level.foreign_pct,
+                    level.stats.refills
                 );
             }
         }
