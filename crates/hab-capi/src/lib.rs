@@ -1494,17 +1494,6 @@ const _: () = assert!(
         == std::mem::size_of::<*const c_char>() + std::mem::size_of::<hab::LevelStats>()
 );
 
-/// The level's name as a static C string.
-fn level_name(level: hab::Level) -> &'static CStr {
-    match level {
-        hab::Level::Cpu => c"cpu",
-        hab::Level::Core => c"core",
-        hab::Level::Llc => c"llc",
-        hab::Level::Package => c"package",
-        hab::Level::Node => c"node",
-    }
-}
-
 /// Writes each level's figures, lowest first, into `out` (up to `capacity` of them); returns
 /// the number of levels (0 on error, with the reason in `hab_last_error`).
 ///
@@ -1530,7 +1519,7 @@ pub unsafe extern "C" fn hab_levels_stats(
                 break;
             }
             let entry = hab_level_stats {
-                level: level_name(level).as_ptr(),
+                level: level.c_name().as_ptr(),
                 allocs: figures.allocs,
                 foreign_allocs: figures.foreign_allocs,
                 refills: figures.refills,

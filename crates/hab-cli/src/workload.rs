@@ -293,15 +293,6 @@ pub struct LevelResult {
     pub foreign_pct: f64,
 }
 
-/// Policy name as the JSON spells it.
-fn policy_name(policy: TlabPolicy) -> &'static str {
-    match policy {
-        TlabPolicy::Fixed(_) => "fixed",
-        TlabPolicy::Adaptive => "adaptive",
-        TlabPolicy::Growing => "growing",
-    }
-}
-
 impl RunSpec {
     /// Checks every number against what a run can do, before anything is allocated: counts
     /// at least 1, at most [`MAX_THREADS`](crate::limits::MAX_THREADS) threads, products that
@@ -758,14 +749,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         threads: spec.threads,
         object_size: spec.object_size,
         objects: spec.objects,
-        tlab_policy: policy_name(spec.tlab),
+        tlab_policy: spec.tlab.kind(),
         tlab_size,
         heap_bytes: spec.heap_bytes(),
-        zero: match spec.zero {
-            ZeroMemory::Ahead => "ahead",
-            ZeroMemory::AtRefill => "refill",
-            ZeroMemory::Never => "never",
-        },
+        zero: spec.zero.name(),
         prefetch: spec.prefetch,
         repeat: spec.repeat,
         elapsed_ms_min: spread.min,

@@ -89,7 +89,8 @@ impl FromStr for Mode {
             .into_iter()
             .find(|mode| mode.name() == text)
             .ok_or_else(|| {
-                ConfigError::invalid("mode", text, "one of: shared, tlab, hab, cpu-lab, flip")
+                let names: Vec<_> = Mode::ALL.into_iter().map(Mode::name).collect();
+                ConfigError::invalid("mode", text, &format!("one of: {}", names.join(", ")))
             })
     }
 }
@@ -105,6 +106,18 @@ pub enum TlabPolicy {
     Adaptive,
     /// Agesen's policy: start at 24 words, grow ×1.5 at every refill, halve at every collection.
     Growing,
+}
+
+impl TlabPolicy {
+    /// The policy's kind as the statistics spell it: `fixed`, `adaptive` or `growing` (its
+    /// `Display` is the configuration's spelling: a size for a fixed policy).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TlabPolicy::Fixed(_) => "fixed",
+            TlabPolicy::Adaptive => "adaptive",
+            TlabPolicy::Growing => "growing",
+        }
+    }
 }
 
 impl fmt::Display for TlabPolicy {
@@ -167,16 +180,37 @@ pub enum ZeroMemory {
     Never,
 }
 
+impl ZeroMemory {
+    /// Every setting, in the order the CLI lists them.
+    pub const ALL: [ZeroMemory; 3] = [ZeroMemory::Ahead, ZeroMemory::AtRefill, ZeroMemory::Never];
+
+    /// The setting's name as the CLI and the statistics spell it: `ahead`, `refill`, `never`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ZeroMemory::Ahead => "ahead",
+            ZeroMemory::AtRefill => "refill",
+            ZeroMemory::Never => "never",
+        }
+    }
+}
+
+impl fmt::Display for ZeroMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl FromStr for ZeroMemory {
     type Err = ConfigError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "ahead" => Ok(ZeroMemory::Ahead),
-            "refill" => Ok(ZeroMemory::AtRefill),
-            "never" => Ok(ZeroMemory::Never),
-            _ => Err(ConfigError::invalid("zero", text, "ahead, refill or never")),
-        }
+        ZeroMemory::ALL
+            .into_iter()
+            .find(|zero| zero.name() == text)
+            .ok_or_else(|| {
+                let names: Vec<_> = ZeroMemory::ALL.into_iter().map(ZeroMemory::name).collect();
+                ConfigError::invalid("zero", text, &format!("one of: {}", names.join(", ")))
+            })
     }
 }
 

@@ -15,6 +15,7 @@
 //! tree, and the guesses), `cpu_list.rs` (the kernel's cpu list format) and `tests.rs`.
 
 use std::collections::HashMap;
+use std::ffi::CStr;
 use std::fmt;
 use std::hash::Hash;
 use std::path::Path;
@@ -52,14 +53,14 @@ impl Level {
     ];
 
     /// The level's name as configurations spell it: `cpu`, `core`, `llc`, `package`, `node`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Level::Cpu => "cpu",
-            Level::Core => "core",
-            Level::Llc => "llc",
-            Level::Package => "package",
-            Level::Node => "node",
-        }
+    pub fn name(self) -> &'static str {
+        let name = self.c_name().to_str();
+        name.expect("the level names are ASCII")
+    }
+
+    /// [`name`](Level::name) as a C string, for the C ABI.
+    pub fn c_name(self) -> &'static CStr {
+        LEVEL_NAMES[self.index()]
     }
 
     /// Position in [`Level::ALL`].
@@ -67,6 +68,9 @@ impl Level {
         self as usize
     }
 }
+
+/// Each level's name, in [`Level::ALL`]'s order: the one table the Rust and C names come from.
+const LEVEL_NAMES: [&CStr; Level::ALL.len()] = [c"cpu", c"core", c"llc", c"package", c"node"];
 
 impl fmt::Display for Level {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -82,7 +86,11 @@ impl FromStr for Level {
             .into_iter()
             .find(|level| level.name() == text)
             .ok_or_else(|| {
-                format!("{text:?} is not a level; expected cpu, core, llc, package or node")
+                let names: Vec<_> = Level::ALL.into_iter().map(Level::name).collect();
+                format!(
+                    "{text:?} is not a level; expected one of: {}",
+                    names.join(", ")
+                )
             })
     }
 }
