@@ -1,0 +1,443 @@
+//! The middle levels on their own: `hab_upstream`, `hab_levels` (`hab.h`, "The middle levels on
+//! their own").
+
+use crate::prelude::*;
+
+/// The runtime's eden as C callbacks: `hab_upstream` in `hab.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct hab_upstream {
+    /// Carves a chunk: writes its start, returns its length (0: no room).
+    pub carve: Option<
+        unsafe extern "C" fn(
+            user: *mut c_void,
+            min_bytes: usize,
+            desired_bytes: usize,
+            start: *mut usize,
+        ) -> usize,
+    >,
+    /// Writes a filler over `[start, start + bytes)`.
+    pub write_filler: Option<unsafe extern "C" fn(user: *mut c_void, start: usize, bytes: usize)>,
+    /// Passed to both callbacks.
+    pub user: *mut c_void,
+}
+
+/// The callbacks, checked non-NULL, as Hab's upstream.
+pub(crate) struct CUpstream {
+    carve: unsafe extern "C" fn(*mut c_void, usize, usize, *mut usize) -> usize,
+    write_filler: unsafe extern "C" fn(*mut c_void, usize, usize),
+    user: *mut c_void,
+}
+
+// SAFETY: `hab.h` requires the callbacks to be callable from any thread, with `user` shared.
+unsafe impl Send for CUpstream {}
+// SAFETY: as above.
+unsafe impl Sync for CUpstream {}
+
+impl Upstream for CUpstream {
+    fn carve(&self, min_bytes: usize, desired_bytes: usize) -> Option<Range<usize>> {
+        let mut start = 0;
+        // SAFETY: the runtime's callback, with its own `user` and a writable `start`.
+        let len = unsafe { (self.carve)(self.user, min_bytes, desired_bytes, &mut start) };
+        // A range that overflows or breaks the contract otherwise is caught by the levels.
+        (len != 0).then(|| start..start.wrapping_add(len))
+    }
+
+    fn write_filler(&self, start: usize, bytes: usize) {
+        // SAFETY: the runtime's callback, over a gap of a buffer the levels own.
+        unsafe { (self.write_filler)(self.user, start, bytes) }
+    }
+}
+
+/// Middle levels: `hab_levels` in `hab.h`. `broken` is set when the upstream broke its
+/// contract; every later call then fails, since a refill may have stopped half-way.
+pub struct hab_levels {
+    levels: Arc<MiddleLevels>,
+    broken: Arc<AtomicBool>,
+}
+
+/// One thread's handle: `hab_levels_thread` in `hab.h`.
+pub struct hab_levels_thread {
+    thread: LevelsThread,
+    broken: Arc<AtomicBool>,
+}
+
+pub(crate) const BROKEN_UPSTREAM: &str =
+    "the levels are unusable: their upstream broke its contract earlier (see that error)";
+
+/// Builds middle levels over the runtime's upstream.
+///
+/// # Safety
+/// `levels` is NULL or NUL-terminated; `upstream` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_new(
+    levels: *const c_char,
+    max_tlab_bytes: usize,
+    min_filler_bytes: usize,
+    base: usize,
+    upstream: *const hab_upstream,
+    out: *mut *mut hab_levels,
+) -> hab_status {
+    // SAFETY: forwarded; a NULL `cpu_id` reads rseq's CPU where it can.
+    unsafe {
+        hab_levels_new_with_cpu_id(
+            levels,
+            ptr::null(),
+            max_tlab_bytes,
+            min_filler_bytes,
+            base,
+            upstream,
+            out,
+        )
+    }
+}
+
+/// [`hab_levels_new`] with the current CPU read by `cpu_id` (`rseq`, `getcpu`, `rdpid`; NULL:
+/// rseq where it works, else getcpu). Only with `rseq` are the `cpu` level's buffers
+/// restartable; otherwise they are compare-and-swap buffers.
+///
+/// # Safety
+/// As for [`hab_levels_new`]; `cpu_id` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_new_with_cpu_id(
+    levels: *const c_char,
+    cpu_id: *const c_char,
+    max_tlab_bytes: usize,
+    min_filler_bytes: usize,
+    base: usize,
+    upstream: *const hab_upstream,
+    out: *mut *mut hab_levels,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let (Some(list), Some(upstream)) = (unsafe { text(levels) }, unsafe { upstream.as_ref() })
+        else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_new: NULL (or not UTF-8) levels, or NULL upstream",
+            );
+        };
+        if out.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_levels_new: NULL out");
+        }
+        let source = if cpu_id.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's contract.
+            match unsafe { text(cpu_id) }.map(str::parse::<CpuIdSource>) {
+                Some(Ok(source)) => Some(source),
+                _ => {
+                    return fail(
+                        HAB_CONFIG_ERROR,
+                        format!(
+                            "hab_levels_new: cpu_id must be one of {}",
+                            CpuIdSource::NAMES.join(", ")
+                        ),
+                    )
+                }
+            }
+        };
+        let (Some(carve), Some(write_filler)) = (upstream.carve, upstream.write_filler) else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_new: the upstream needs carve and write_filler",
+            );
+        };
+        let upstream = CUpstream {
+            carve,
+            write_filler,
+            user: upstream.user,
+        };
+        let built = match source {
+            None => MiddleLevels::new(list, max_tlab_bytes, min_filler_bytes, base, upstream),
+            Some(source) => MiddleLevels::with_cpu_id(
+                list,
+                source,
+                max_tlab_bytes,
+                min_filler_bytes,
+                base,
+                upstream,
+            ),
+        };
+        match built {
+            Ok(levels) => {
+                let handle = hab_levels {
+                    levels,
+                    broken: Arc::new(AtomicBool::new(false)),
+                };
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { *out = Box::into_raw(Box::new(handle)) };
+                HAB_OK
+            }
+            Err(error) => fail(HAB_CONFIG_ERROR, format!("hab_levels_new: {error}")),
+        }
+    })
+}
+
+/// Frees the caller's reference to the levels (NULL: nothing).
+///
+/// # Safety
+/// `levels` is NULL or from `hab_levels_new`, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_free(levels: *mut hab_levels) {
+    if !levels.is_null() {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(levels) });
+    }
+}
+
+/// A handle for the calling thread to carve TLABs with; NULL on error.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_thread_new(levels: *mut hab_levels) -> *mut hab_levels_thread {
+    guarded_ptr(|| {
+        // SAFETY: the caller's contract.
+        let Ok(levels) = (unsafe { live(levels, "hab_levels_thread_new", "levels") }) else {
+            return ptr::null_mut();
+        };
+        Box::into_raw(Box::new(hab_levels_thread {
+            thread: levels.levels.thread(),
+            broken: levels.broken.clone(),
+        }))
+    })
+}
+
+/// Frees a thread handle (NULL: nothing).
+///
+/// # Safety
+/// `thread` is NULL or from `hab_levels_thread_new`, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_thread_free(thread: *mut hab_levels_thread) {
+    if !thread.is_null() {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(thread) });
+    }
+}
+
+/// Carves a TLAB through the levels: its length (0 on failure), its start in `*start`.
+///
+/// # Safety
+/// `thread` is NULL or live and used by the calling thread only; `start` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_carve_tlab(
+    thread: *mut hab_levels_thread,
+    min_bytes: usize,
+    desired_bytes: usize,
+    start: *mut usize,
+) -> usize {
+    let mut carved = 0;
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Ok(handle) = (unsafe { live_mut(thread, "hab_levels_carve_tlab", "thread") }) else {
+            return HAB_INVALID_ARGUMENT;
+        };
+        if start.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, "hab_levels_carve_tlab: NULL start");
+        }
+        if min_bytes == 0
+            || min_bytes > desired_bytes
+            || !(min_bytes | desired_bytes).is_multiple_of(8)
+        {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                format!(
+                    "hab_levels_carve_tlab({min_bytes}, {desired_bytes}): sizes must be \
+                     positive multiples of 8 with min <= desired"
+                ),
+            );
+        }
+        if handle.broken.load(Ordering::Acquire) {
+            return fail(HAB_INTERNAL_ERROR, BROKEN_UPSTREAM);
+        }
+        let result = catch(|| handle.thread.carve_tlab(min_bytes, desired_bytes));
+        match result {
+            Ok(Some(tlab)) => {
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { *start = tlab.start };
+                carved = tlab.len();
+                HAB_OK
+            }
+            Ok(None) => fail(
+                HAB_OUT_OF_MEMORY,
+                format!("hab_levels_carve_tlab({min_bytes}, {desired_bytes}): the levels and the upstream are exhausted"),
+            ),
+            Err(panic) => {
+                handle.broken.store(true, Ordering::Release);
+                fail(HAB_INTERNAL_ERROR, panic_message(&*panic))
+            }
+        }
+    });
+    carved
+}
+
+/// Empties every buffer of the levels, with fillers over their tails.
+///
+/// # Safety
+/// `levels` is NULL or live; no thread carves meanwhile, and no other `retire_all` runs.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_retire_all(levels: *mut hab_levels) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Ok(levels) = (unsafe { live(levels, "hab_levels_retire_all", "levels") }) else {
+            return HAB_INVALID_ARGUMENT;
+        };
+        if levels.broken.load(Ordering::Acquire) {
+            return fail(HAB_INTERNAL_ERROR, BROKEN_UPSTREAM);
+        }
+        // SAFETY: no thread carves and no other retire runs (the caller's contract).
+        unsafe { levels.levels.retire_all() };
+        HAB_OK
+    })
+}
+
+/// The levels' statistics as JSON, as `hab_stats_json` writes.
+///
+/// # Safety
+/// `levels` is NULL or live; `buffer` NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_stats_json(
+    levels: *mut hab_levels,
+    buffer: *mut c_char,
+    len: usize,
+) -> usize {
+    // SAFETY: the caller's contract.
+    let Ok(levels) = (unsafe { live(levels, "hab_levels_stats_json", "levels") }) else {
+        return 0;
+    };
+    let mut stats = Vec::new();
+    if guarded(|| {
+        stats = levels.levels.stats();
+        HAB_OK
+    }) != HAB_OK
+    {
+        return 0;
+    }
+    let stats: Vec<_> = stats
+        .into_iter()
+        .map(|(level, stats)| serde_json::json!({ "level": level.name(), "stats": stats }))
+        .collect();
+    // SAFETY: the caller's contract.
+    unsafe { write_json(&serde_json::Value::from(stats), buffer, len) }
+}
+
+/// The largest TLAB the levels hand out (the `max_tlab_bytes` given, or the lowest level's
+/// buffer where that was 0); 0 for NULL levels.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_max_tlab_bytes(levels: *mut hab_levels) -> usize {
+    // SAFETY: the caller's contract.
+    unsafe { live(levels, "hab_levels_max_tlab_bytes", "levels") }
+        .map_or(0, |levels| levels.levels.max_tlab_bytes())
+}
+
+/// The most memory the levels' buffers hold at once (each level's buffer times its domains,
+/// summed); 0 for NULL levels.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_buffered_bytes(levels: *mut hab_levels) -> usize {
+    // SAFETY: the caller's contract.
+    unsafe { live(levels, "hab_levels_buffered_bytes", "levels") }
+        .map_or(0, |levels| levels.levels.buffered_bytes())
+}
+
+/// TLABs carved straight from the upstream, every level's buffers being busy or too small
+/// (counted by no level); 0 for NULL levels.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_tlabs_past_levels(levels: *mut hab_levels) -> u64 {
+    // SAFETY: the caller's contract.
+    let Ok(levels) = (unsafe { live(levels, "hab_levels_tlabs_past_levels", "levels") }) else {
+        return 0;
+    };
+    let mut count = 0;
+    guarded(|| {
+        count = levels.levels.tlabs_past_levels();
+        HAB_OK
+    });
+    count
+}
+
+/// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hab_level_stats {
+    /// The level's name (`cpu`, `core`, `llc`, `package`, `node`): a static string.
+    pub level: *const c_char,
+    /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
+    pub allocs: u64,
+    /// Those served by a domain other than the thread's.
+    pub foreign_allocs: u64,
+    /// Buffers of this level claimed for a refill.
+    pub refills: u64,
+    /// Free bytes of this level's buffers retired (as fillers) at refills and collections.
+    pub waste_bytes: u64,
+    /// Restartable sections that aborted and restarted.
+    pub rseq_aborts: u64,
+    /// Requests of a restartable level that took the compare-and-swap path.
+    pub rseq_fallbacks: u64,
+    /// Chunks a refill could not install and kept for later refills.
+    pub sidelined: u64,
+    /// Refills served by a sidelined chunk.
+    pub sideline_reused: u64,
+    /// Of `rseq_fallbacks`, requests from a CPU number beyond the per-CPU array.
+    pub out_of_range_cpus: u64,
+}
+
+// Every figure of `hab::LevelStats` (all `u64`) has its field here: a statistic added there
+// fails to compile until it is added here and in `hab.h` (which `tests/header.rs` checks).
+const _: () = assert!(
+    std::mem::size_of::<hab_level_stats>()
+        == std::mem::size_of::<*const c_char>() + std::mem::size_of::<hab::LevelStats>()
+);
+
+/// Writes each level's figures, lowest first, into `out` (up to `capacity` of them); returns
+/// the number of levels (0 on error, with the reason in `hab_last_error`).
+///
+/// # Safety
+/// `levels` is NULL or live; `out` NULL or writable for `capacity` entries.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_stats(
+    levels: *mut hab_levels,
+    out: *mut hab_level_stats,
+    capacity: usize,
+) -> usize {
+    // SAFETY: the caller's contract.
+    let Ok(levels) = (unsafe { live(levels, "hab_levels_stats", "levels") }) else {
+        return 0;
+    };
+    let mut count = 0;
+    guarded(|| {
+        let stats = levels.levels.stats();
+        count = stats.len();
+        for (i, (level, figures)) in stats.into_iter().take(capacity).enumerate() {
+            if out.is_null() {
+                break;
+            }
+            let entry = hab_level_stats {
+                level: level.c_name().as_ptr(),
+                allocs: figures.allocs,
+                foreign_allocs: figures.foreign_allocs,
+                refills: figures.refills,
+                waste_bytes: figures.waste_bytes,
+                rseq_aborts: figures.rseq_aborts,
+                rseq_fallbacks: figures.rseq_fallbacks,
+                sidelined: figures.sidelined,
+                sideline_reused: figures.sideline_reused,
+                out_of_range_cpus: figures.out_of_range_cpus,
+            };
+            // SAFETY: `i < capacity`, and `out` holds `capacity` entries (the caller's
+            // contract).
+            unsafe { out.add(i).write(entry) };
+        }
+        HAB_OK
+    });
+    count
+}
