@@ -79,7 +79,7 @@
 //! | allocator | what the allocation paths read: memory, machine, and the mode's parts, built once | `mutator/allocator.rs` |
 //! | mutator | a thread's handle: its TLAB, sizing state and counters | `heap/mutator.rs`, `mutator/cell.rs` |
 //! | slow path | what an allocation does when the object does not fit: keep or refill, outside, per-CPU LAB | `mutator/slow_path.rs` |
-//! | sizing policy | how big the next TLAB (or per-CPU LAB) is: fixed, adaptive (HotSpot), growing (Agesen) | `labs/sizing.rs` |
+//! | sizing policy | how big the next TLAB (or per-CPU LAB) is: fixed, adaptive (HotSpot), growing (Agesen) | `labs/sizing/` |
 //! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `levels/middle.rs` |
 //! | refill thread | the thread running a middle-level refill: where it runs, where its events are counted | `levels/refill.rs` |
 //! | domain | the CPUs sharing a buffer: one CPU, a core, an LLC, a package, a NUMA node | `platform/topology/mod.rs` |

@@ -1,21 +1,26 @@
-//! TLAB sizing policies: how many bytes a thread's next TLAB should have.
+//! TLAB sizing: how many bytes a thread's next TLAB should have.
 //!
-//! Mechanism (taking and retiring TLABs) lives in `mutator/slow_path.rs`; this file is only
-//! policy, fed at three moments: a refill, an allocation outside the TLAB, and a collection.
+//! Mechanism here, policy apart: [`TlabSizer`] keeps a thread's desired size within the
+//! policy's bounds and a multiple of the alignment, the refill waste limit (HotSpot's
+//! keep-or-refill rule: `desired / 64`, reset whenever the size changes or a TLAB is taken,
+//! raised by the waste increment at each allocation outside the TLAB) and the steady size the
+//! slow path's short refill reads. A [`SizingPolicy`] moves the desired size at three
+//! moments: a thread's start, a refill and a collection. One type per policy, one file each:
+//!
+//! - [`fixed`]: always the configured size.
+//! - [`adaptive`] (HotSpot): the thread's share of the allocation space over the target
+//!   refills per collection.
+//! - [`growing`] (Agesen): 24 words, ×1.5 at every refill, ÷2 at every collection.
+//!
 //! The size of per-CPU LABs follows the same share formula ([`cpu_lab_bytes`]).
-//!
-//! - `fixed(size)`: always `size`.
-//! - `adaptive` (HotSpot): `desired = average allocation fraction × capacity / target refills`,
-//!   where the fraction is the share of the allocation space the thread used between two
-//!   collections, averaged with a decaying weight (35 %), and the target refills come from the
-//!   waste target (50 for 1 %). A new thread starts at `capacity / (threads × refills)`.
-//! - `growing` (Agesen): 24 words, ×1.5 at every refill, ÷2 at every collection.
-//!
-//! All policies keep the desired size inside `[min_tlab, max_tlab]`, a multiple of the
-//! alignment, and reset the refill waste limit (`desired / 64`) whenever the size changes or a
-//! TLAB is taken; each allocation outside the TLAB raises the limit by the waste increment.
 
-use crate::config::{HeapConfig, TlabPolicy, GROWING_INITIAL_BYTES};
+pub(crate) mod adaptive;
+pub(crate) mod fixed;
+pub(crate) mod growing;
+
+use std::fmt;
+
+use crate::config::{HeapConfig, TlabPolicy};
 
 /// A decaying average whose newest sample has a fixed weight, except that the first samples
 /// weigh more (1/n) so the average is not biased towards its zero start (HotSpot's
@@ -67,10 +72,57 @@ pub(crate) struct CollectionFeedback {
     pub(crate) new_capacity_bytes: usize,
 }
 
+/// How a thread's desired TLAB size moves (see the module documentation). Called at a
+/// thread's start, on the full slow path's refills and at collections, never on the short
+/// refill: that one takes [`TlabSizer::steady_bytes`] when the policy leaves the size alone at
+/// refills.
+pub(crate) trait SizingPolicy: fmt::Debug + Send {
+    /// The smallest and largest desired size.
+    fn bounds(&self, config: &HeapConfig) -> (usize, usize) {
+        (config.min_tlab_bytes(), config.max_tlab_bytes())
+    }
+
+    /// A new thread's first desired size, for an allocation range of `capacity_bytes` shared
+    /// by an average of `allocating_threads` threads.
+    fn initial_bytes(
+        &mut self,
+        config: &HeapConfig,
+        capacity_bytes: usize,
+        allocating_threads: f64,
+    ) -> usize;
+
+    /// Whether [`after_refill`](SizingPolicy::after_refill) changes the size.
+    fn resizes_at_refill(&self) -> bool {
+        false
+    }
+
+    /// The desired size after the thread took a TLAB of `desired_bytes`.
+    fn after_refill(&mut self, desired_bytes: usize) -> usize {
+        desired_bytes
+    }
+
+    /// The desired size after a collection.
+    fn after_collection(
+        &mut self,
+        config: &HeapConfig,
+        desired_bytes: usize,
+        feedback: CollectionFeedback,
+    ) -> usize;
+}
+
+/// The policy `config` names.
+fn policy(config: &HeapConfig) -> Box<dyn SizingPolicy> {
+    match config.tlab() {
+        TlabPolicy::Fixed(bytes) => Box::new(fixed::Fixed { bytes }),
+        TlabPolicy::Adaptive => Box::new(adaptive::Adaptive::new(config)),
+        TlabPolicy::Growing => Box::new(growing::Growing),
+    }
+}
+
 /// One thread's TLAB sizing state.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct TlabSizer {
-    policy: TlabPolicy,
+    policy: Box<dyn SizingPolicy>,
     desired_bytes: usize,
     refill_waste_limit_bytes: usize,
     /// The refill waste limit a new TLAB starts with (`desired_bytes` over the refill waste
@@ -79,37 +131,22 @@ pub(crate) struct TlabSizer {
     /// The size of every TLAB until the desired size changes, for the slow path's short
     /// refill: the desired size, or 0 where a refill changes it (the growing policy).
     steady_bytes: usize,
-    /// Adaptive only: the thread's share of allocation between collections.
-    allocation_fraction: DecayingAverage,
 }
 
 impl TlabSizer {
     /// A new thread's sizer, for an allocation range of `capacity_bytes` shared by an average
     /// of `allocating_threads` threads.
     pub(crate) fn new(config: &HeapConfig, capacity_bytes: usize, allocating_threads: f64) -> Self {
-        let mut allocation_fraction = DecayingAverage::new(config.allocation_weight_percent());
-        let desired = match config.tlab() {
-            TlabPolicy::Fixed(bytes) => bytes,
-            TlabPolicy::Growing => GROWING_INITIAL_BYTES,
-            TlabPolicy::Adaptive => {
-                refill_share_bytes(config, capacity_bytes, allocating_threads.round())
-            }
-        };
+        let mut policy = policy(config);
+        let desired = policy.initial_bytes(config, capacity_bytes, allocating_threads);
         let mut sizer = TlabSizer {
-            policy: config.tlab(),
+            policy,
             desired_bytes: 0,
             refill_waste_limit_bytes: 0,
             initial_waste_limit_bytes: 0,
             steady_bytes: 0,
-            allocation_fraction,
         };
         sizer.set_desired(config, desired);
-        if config.tlab() == TlabPolicy::Adaptive && capacity_bytes > 0 {
-            let fraction =
-                sizer.desired_bytes as f64 * config.target_refills() / capacity_bytes as f64;
-            allocation_fraction.sample(fraction.min(1.0));
-            sizer.allocation_fraction = allocation_fraction;
-        }
         sizer
     }
 
@@ -145,7 +182,7 @@ impl TlabSizer {
     /// growing policy).
     #[inline]
     pub(crate) fn resizes_at_refill(&self) -> bool {
-        self.policy == TlabPolicy::Growing
+        self.steady_bytes == 0
     }
 
     /// The size of the next TLAB when a refill leaves the desired size as it is (the fixed
@@ -167,41 +204,27 @@ impl TlabSizer {
     /// The thread took a new TLAB.
     #[inline]
     pub(crate) fn record_refill(&mut self, config: &HeapConfig) {
-        match self.policy {
-            TlabPolicy::Growing => self.set_desired(config, self.desired_bytes / 2 * 3),
-            TlabPolicy::Fixed(_) | TlabPolicy::Adaptive => self.reset_waste_limit(),
+        if self.resizes_at_refill() {
+            let desired = self.policy.after_refill(self.desired_bytes);
+            self.set_desired(config, desired);
+        } else {
+            self.reset_waste_limit();
         }
     }
 
     /// A collection ended; resize for the next interval.
     pub(crate) fn record_collection(&mut self, config: &HeapConfig, feedback: CollectionFeedback) {
-        match self.policy {
-            TlabPolicy::Fixed(_) => self.reset_waste_limit(),
-            TlabPolicy::Growing => self.set_desired(config, self.desired_bytes / 2),
-            TlabPolicy::Adaptive => {
-                // Only intervals that used a good part of the space say something about the
-                // thread's share; the fraction can exceed 1 through outside allocations.
-                if feedback.refills > 0
-                    && feedback.used_bytes > 0
-                    && feedback.used_bytes * 2 > feedback.old_capacity_bytes
-                {
-                    let fraction = feedback.allocated_bytes as f64 / feedback.used_bytes as f64;
-                    self.allocation_fraction.sample(fraction.min(1.0));
-                }
-                let share = self.allocation_fraction.average() * feedback.new_capacity_bytes as f64;
-                self.set_desired(config, (share / config.target_refills()) as usize);
-            }
-        }
+        let desired = self
+            .policy
+            .after_collection(config, self.desired_bytes, feedback);
+        self.set_desired(config, desired);
     }
 
     fn set_desired(&mut self, config: &HeapConfig, bytes: usize) {
-        let (min, max) = match self.policy {
-            TlabPolicy::Fixed(bytes) => (bytes, bytes),
-            _ => (config.min_tlab_bytes(), config.max_tlab_bytes()),
-        };
+        let (min, max) = self.policy.bounds(config);
         self.desired_bytes = aligned_within(config, bytes, min, max);
         self.initial_waste_limit_bytes = self.desired_bytes / config.refill_waste_fraction();
-        self.steady_bytes = if self.resizes_at_refill() {
+        self.steady_bytes = if self.policy.resizes_at_refill() {
             0
         } else {
             self.desired_bytes
@@ -218,12 +241,12 @@ impl TlabSizer {
 /// An equal share of an allocation range of `range_bytes` for each of `sharers` (at least 1),
 /// taken in the waste target's number of refills per collection: where a new thread's
 /// adaptive TLAB starts, and the size of per-CPU LABs (the CPUs share the range).
-fn refill_share_bytes(config: &HeapConfig, range_bytes: usize, sharers: f64) -> usize {
+pub(crate) fn refill_share_bytes(config: &HeapConfig, range_bytes: usize, sharers: f64) -> usize {
     (range_bytes as f64 / (sharers.max(1.0) * config.target_refills())) as usize
 }
 
 /// `bytes` rounded down to the alignment, then kept within `[min, max]`.
-fn aligned_within(config: &HeapConfig, bytes: usize, min: usize, max: usize) -> usize {
+pub(crate) fn aligned_within(config: &HeapConfig, bytes: usize, min: usize, max: usize) -> usize {
     (bytes - bytes % config.alignment_bytes()).clamp(min, max)
 }
 
