@@ -13,6 +13,19 @@ pub(crate) struct Chunk {
     pub(crate) len: usize,
 }
 
+/// The invariant every buffer of a level keeps after each change (checked in builds with
+/// debug assertions): its top at or below its end, and a free tail of 0 or at least
+/// `min_tail` (a filler must fit it). Any unit, as long as all three share it.
+#[inline]
+pub(crate) fn check_buffer(top: u64, end: u64, min_tail: u64) {
+    debug_assert!(top <= end, "a buffer's top {top} is past its end {end}");
+    debug_assert!(
+        top == end || end - top >= min_tail,
+        "a buffer's free tail of {} is shorter than a filler ({min_tail})",
+        end - top
+    );
+}
+
 /// How much of `available` to hand out for a request of `desired`: all of it when the rest
 /// would be a tail too short for a filler (`0 < rest < min_tail`), which the heap walk could not
 /// step over. Any unit, as long as all three share it.

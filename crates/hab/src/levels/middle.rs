@@ -18,7 +18,9 @@
 //!
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
-use crate::levels::chunk::{portion, portion_bytes, Chunk, LevelShape, RefillThread, Request};
+use crate::levels::chunk::{
+    check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread, Request,
+};
 use crate::levels::per_cpu::{self, PerCpuBuffers};
 use crate::memory::global::CachePadded;
 use crate::memory::packed::PackedWord;
@@ -81,6 +83,9 @@ impl CasBuffer {
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
+                    // The end read above belongs to this generation: a refill in between
+                    // would have changed the state, and the exchange failed.
+                    check_buffer(top + take, top + available, min_tail_words);
                     return Attempt::Carved(Chunk {
                         start: words::address(base, top),
                         len: words::bytes(take),
@@ -102,6 +107,7 @@ impl CasBuffer {
 
     /// Ends a claim: the buffer now spans `[top, end)` (words), in a new generation.
     fn install(&self, seen: u64, top_words: u64, end_words: u64) {
+        debug_assert!(top_words <= end_words);
         self.end_words.store(end_words, Ordering::Relaxed);
         let generation = PackedWord::from_raw(seen).upper() + 1;
         let state = PackedWord::wrapping(top_words, generation);
@@ -335,11 +341,12 @@ fn refill(
         return None;
     };
     let take = portion_bytes(&level.shape, chunk.len, desired);
-    buffer.install(
-        seen,
+    let (top_words, end_words) = (
         words::offset(base, chunk.start + take),
         words::offset(base, chunk.start + chunk.len),
     );
+    check_buffer(top_words, end_words, level.min_tail_words());
+    buffer.install(seen, top_words, end_words);
     Some(Chunk {
         start: chunk.start,
         len: take,

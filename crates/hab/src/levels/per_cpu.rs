@@ -13,7 +13,7 @@
 //! its slot shows: every tail is then at least the reserve. An installed slot never holds the
 //! raw word 0 (its offset is past the chunk's first TLAB), so 0 marks an empty slot.
 
-use crate::levels::chunk::{portion, portion_bytes, Chunk, LevelShape, RefillThread};
+use crate::levels::chunk::{check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread};
 use crate::levels::sideline::Sideline;
 use crate::memory::words;
 use crate::platform::rseq::{self, Outcome, PackedWord, Slots};
@@ -89,6 +89,7 @@ pub(crate) fn carve<E: RefillThread>(
         env.rseq_aborts(index, aborts);
         let (cpu, seen) = match outcome {
             Outcome::Done { cpu, before } => {
+                check_bump(before, want_words);
                 env.served_without_moving(index, level.level(), cpu);
                 return Carved::Chunk(Chunk {
                     start: words::address(base, before.offset_words()),
@@ -114,6 +115,17 @@ pub(crate) fn carve<E: RefillThread>(
     Carved::Fallback
 }
 
+/// What a committed bump leaves, checked in builds with debug assertions: the section took
+/// `want_words` from a slot that showed `before`, an installed buffer (never the empty word 0)
+/// holding at least that much. The reserve past the count keeps the tail fillable.
+#[inline(always)]
+fn check_bump(before: PackedWord, want_words: u64) {
+    debug_assert!(
+        before.raw() != 0 && want_words <= before.upper(),
+        "a restartable bump of {want_words} words from {before:?}"
+    );
+}
+
 /// The first round of [`carve`] alone, for the lowest level: `bytes` bumped in the buffer of
 /// the CPU the thread runs on; returns the chunk and how many times the section restarted.
 /// No chunk for anything but a commit (no rseq area, a refusal, a move, a CPU beyond the
@@ -131,10 +143,13 @@ pub(crate) fn carve_at_home(
     // SAFETY: `area` is the calling thread's registered area.
     let (outcome, aborts) = unsafe { buffers.slots.bump(area, want_words) };
     let chunk = match outcome {
-        Outcome::Done { before, .. } => Some(Chunk {
-            start: words::address(base, before.offset_words()),
-            len: words::bytes(want_words),
-        }),
+        Outcome::Done { before, .. } => {
+            check_bump(before, want_words);
+            Some(Chunk {
+                start: words::address(base, before.offset_words()),
+                len: words::bytes(want_words),
+            })
+        }
         _ => None,
     };
     (chunk, aborts)
@@ -167,10 +182,16 @@ fn refill<E: RefillThread>(
     let take = portion_bytes(level, chunk.len, desired);
     let (rest, end) = (chunk.start + take, chunk.start + chunk.len);
     // `portion_bytes` left no rest, or one of at least the smallest tail (the reserve).
+    check_buffer(
+        rest as u64,
+        end as u64,
+        words::bytes(level.min_tail_words()) as u64,
+    );
     let new = if rest == end {
         PackedWord::from_raw(0)
     } else {
         let rest_words = words::words(end - rest);
+        debug_assert!(rest_words >= buffers.reserve_words && rest > base);
         PackedWord::new(
             words::offset(base, rest),
             rest_words - buffers.reserve_words,

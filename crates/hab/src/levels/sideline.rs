@@ -42,6 +42,8 @@ impl Sideline {
             return false;
         }
         let value = PackedWord::new(words::offset(base, start), len_words).raw();
+        // A kept chunk is never the empty slot's 0: it has at least a word.
+        debug_assert!(value != 0 && start >= base);
         self.slots.iter().any(|slot| {
             slot.load(Ordering::Relaxed) == 0
                 && slot
@@ -60,7 +62,9 @@ impl Sideline {
                     .compare_exchange(value, 0, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                return Some(chunk(base, value));
+                let chunk = chunk(base, value);
+                debug_assert!(chunk.len >= min_bytes && chunk.start >= base);
+                return Some(chunk);
             }
         }
         None
