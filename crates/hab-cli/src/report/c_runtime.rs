@@ -11,6 +11,7 @@ use std::process::Command;
 use hab::Mode;
 use indicatif::ProgressBar;
 
+use super::experiment::{Context, Experiment};
 use super::hotspot::{self, HotSpot};
 use super::vm::{self, ALL_MODES};
 use super::Scale;
@@ -236,4 +237,29 @@ pub fn render(scale: &Scale, c: &CRuntime, vm_runs: &[vm::Runs], hotspot: &HotSp
          machine with more.\n"
     );
     s
+}
+
+/// The experiment as the report runs it.
+pub struct CRuntimeExperiment;
+
+impl Experiment for CRuntimeExperiment {
+    fn name(&self) -> &'static str {
+        "The C example runtime through libhab"
+    }
+
+    fn steps(&self, _: &Context) -> usize {
+        steps()
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
+        cx.c_runtime = Some(measure(cx.scale, progress)?);
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, _: &mut super::claims::Claims) -> String {
+        match &cx.c_runtime {
+            Some(c) => render(cx.scale, c, &cx.vm_runs, &cx.hotspot),
+            None => String::new(),
+        }
+    }
 }

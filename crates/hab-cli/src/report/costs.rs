@@ -7,6 +7,7 @@ use hab::{CpuIdReader, CpuIdSource, Topology};
 use indicatif::ProgressBar;
 
 use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
 use crate::callgrind::{self, COUNT};
 use crate::figures::Spread;
 
@@ -85,6 +86,8 @@ pub struct CpuIdCost {
     pub instructions: Result<f64, String>,
 }
 
+/// What callgrind counted (empty until the experiment measured).
+#[derive(Default)]
 pub struct Costs {
     pub valgrind: bool,
     /// Label, command, instructions per object.
@@ -252,4 +255,26 @@ pub fn render(costs: &Costs, claims: &mut Claims) -> String {
          sign check (rseq), or one `rdpid` and a mask.\n"
     );
     s
+}
+
+/// The experiment as the report runs it.
+pub struct CostsExperiment;
+
+impl Experiment for CostsExperiment {
+    fn name(&self) -> &'static str {
+        "Instructions per allocation and per CPU-id read (callgrind)"
+    }
+
+    fn steps(&self, _: &Context) -> usize {
+        steps()
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
+        cx.extras.costs = measure(progress)?;
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        render(&cx.extras.costs, claims)
+    }
 }

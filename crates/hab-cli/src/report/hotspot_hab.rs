@@ -14,6 +14,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use super::experiment::{Context, Experiment};
 use crate::figures::Spread;
 
 /// A middle-level configuration of the grid: stock HotSpot (`levels` = `None`) or HABs.
@@ -611,6 +612,34 @@ pub fn render(here: &Result<Runs, String>) -> String {
          seed's HABs remove; that needs the recorded runs of a machine with many cores.\n",
     );
     text
+}
+
+/// The experiment as the report runs it: the grid of [`grid_for`] with the JVM that
+/// `jvm/hotspot/build.sh` built, where HotSpot runs in this report.
+pub struct HotSpotWithHabs;
+
+impl Experiment for HotSpotWithHabs {
+    fn name(&self) -> &'static str {
+        "HotSpot with HABs"
+    }
+
+    fn steps(&self, cx: &Context) -> usize {
+        match grid_for(cx.scale) {
+            Some(grid) if cx.jvm_skipped.is_none() && built_jdk().is_some() => grid.runs(),
+            _ => 0,
+        }
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
+        if let Some(jar) = &cx.bench_jar {
+            cx.hotspot_with_habs = measure_for_report(grid_for(cx.scale).as_ref(), jar, progress);
+        }
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, _: &mut super::claims::Claims) -> String {
+        render(&cx.hotspot_with_habs)
+    }
 }
 
 #[cfg(test)]

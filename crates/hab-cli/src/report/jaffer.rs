@@ -13,6 +13,7 @@ use super::{seed_claim, spread, Extras, Figures, Measured, Scale};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "Jaffer's experiment";
+use super::experiment::{Context, Experiment};
 use crate::figures::Spread;
 use crate::workload::{RunResult, RunSpec, Workload};
 
@@ -255,4 +256,28 @@ fn render_scaling<'m>(
          `hab run --workload alloc-object --object-size 144 --zero never` shows the part that \
          zeroing takes.\n"
     );
+}
+
+/// The experiment as the report runs it.
+pub struct Jaffer;
+
+impl Experiment for Jaffer {
+    fn name(&self) -> &'static str {
+        "Jaffer's experiment: TLAB against a shared CAS, by object size"
+    }
+
+    fn runs(&self, scale: &Scale) -> Vec<RunSpec> {
+        specs(scale)
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        render(
+            cx.scale,
+            &cx.measured,
+            &cx.extras,
+            &cx.hotspot,
+            &cx.figures,
+            claims,
+        )
+    }
 }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use hab::{ByteSize, CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
 
 use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
 use super::plot::{LinePlot, Series};
 use super::{seed_claim, Figures, Measured, Scale};
 use crate::figures::Spread;
@@ -511,4 +512,21 @@ fn render_simulated(s: &mut String, scale: &Scale, measured: &Measured) {
         }
     }
     let _ = writeln!(s);
+}
+
+/// The experiment as the report runs it.
+pub struct Middle;
+
+impl Experiment for Middle {
+    fn name(&self) -> &'static str {
+        "Middle levels: speed-up of `hab` over `tlab` (Kirsch et al.)"
+    }
+
+    fn runs(&self, scale: &Scale) -> Vec<RunSpec> {
+        specs(scale)
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        render(cx.scale, &cx.measured, &cx.figures, claims)
+    }
 }

@@ -10,6 +10,7 @@ use super::{jaffer, spread, Measured, Scale};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "Per-CPU LABs";
+use super::experiment::{Context, Experiment};
 use crate::workload::{RunResult, RunSpec, Workload};
 
 const THREADS: [usize; 2] = [1, 2];
@@ -121,4 +122,21 @@ pub fn render(scale: &Scale, measured: &Measured, claims: &mut Claims) -> String
          reset when full, each collection leaves at most one partially used LAB per CPU.\n"
     );
     s
+}
+
+/// The experiment as the report runs it.
+pub struct CpuLabs;
+
+impl Experiment for CpuLabs {
+    fn name(&self) -> &'static str {
+        "Per-CPU LABs against TLABs and a shared CAS"
+    }
+
+    fn runs(&self, scale: &Scale) -> Vec<RunSpec> {
+        specs(scale)
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        render(cx.scale, &cx.measured, claims)
+    }
 }

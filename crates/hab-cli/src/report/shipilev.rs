@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use hab::{Level, MiddleLevelSpec, Mode, TlabPolicy, ZeroMemory};
 
 use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
 use super::hotspot::{self, HotSpot};
 use super::jvm::JvmTlab;
 use super::plot::{LinePlot, Series};
@@ -641,6 +642,23 @@ fn render_middle_claim<'m>(
         default.foreign_pct,
         claims.judge(SECTION, claim, verdict)
     );
+}
+
+/// The experiment as the report runs it.
+pub struct Shipilev;
+
+impl Experiment for Shipilev {
+    fn name(&self) -> &'static str {
+        "Shipilëv's experiment: allocation throughput against TLAB size"
+    }
+
+    fn runs(&self, scale: &Scale) -> Vec<RunSpec> {
+        specs(scale)
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        render(cx.scale, &cx.measured, &cx.hotspot, &cx.figures, claims)
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use hab_vm::approximate;
 use indicatif::ProgressBar;
 
 use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
 use super::hotspot::{self, HotSpot};
 use super::jvm::Point;
 use super::plot::{BarPlot, LinePlot, Series};
@@ -656,4 +657,37 @@ fn render_trees(s: &mut String, scale: &Scale, runs: &[Runs], hotspot: &HotSpot)
 /// Every result, for `results.jsonl`.
 pub fn results(runs: &[Runs]) -> impl Iterator<Item = &VmRunResult> {
     runs.iter().flat_map(|runs| runs.results.iter())
+}
+
+/// The experiment as the report runs it.
+pub struct Vm;
+
+impl Experiment for Vm {
+    fn name(&self) -> &'static str {
+        "On the VM: LAB waste becomes collections (Garthwaite et al.)"
+    }
+
+    fn steps(&self, cx: &Context) -> usize {
+        specs(cx.scale).len()
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
+        cx.vm_runs = measure(cx.scale, progress)?;
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        let costs = &cx.extras.costs;
+        render(
+            cx.scale,
+            &cx.vm_runs,
+            &cx.hotspot,
+            (
+                costs.instructions(super::costs::TLAB_OBJECTS),
+                costs.instructions(super::costs::CPU_LAB_OBJECTS),
+            ),
+            &cx.figures,
+            claims,
+        )
+    }
 }
