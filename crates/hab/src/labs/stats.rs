@@ -2,7 +2,7 @@
 
 use std::ops::AddAssign;
 
-use crate::platform::counter::{figures, Counter};
+use crate::platform::counter::figures;
 
 figures! {
     /// What the per-CPU LABs of the `cpu-lab` and `flip` modes did: the rows of Garthwaite et

@@ -2,7 +2,7 @@
 
 use std::ops::AddAssign;
 
-use crate::platform::counter::{figures, percent, Counter};
+use crate::platform::counter::{figures, percent};
 
 figures! {
     /// What one middle level did.

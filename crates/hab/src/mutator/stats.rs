@@ -11,52 +11,56 @@ use std::ops::AddAssign;
 use crate::labs::stats::{CpuLabCounters, CpuLabStats};
 use crate::labs::tlab::{Retired, Waste};
 use crate::levels::stats::{LevelCounters, LevelStats};
-use crate::platform::counter::{percent, Counter};
+use crate::platform::counter::{figures, percent};
 use crate::platform::topology::Level;
 
-/// A snapshot of allocation counters.
-///
-/// ```
-/// use hab::{HeapConfig, HeaderWordModel, Heap};
-/// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
-/// let mut mutator = heap.attach();
-/// mutator.alloc(16)?;
-/// let stats = mutator.stats();
-/// assert_eq!(stats.refills, 1);
-/// println!("{stats}"); // one line, like HotSpot's -Xlog:gc+tlab=trace
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct AllocationStats {
-    /// The size the thread's next TLAB will have (for totals: the sum over threads).
-    pub desired_size_bytes: u64,
-    /// TLABs taken.
-    pub refills: u64,
-    /// Bytes of all TLABs taken.
-    pub tlab_bytes: u64,
-    /// Bytes of objects allocated inside TLABs, counted when each TLAB is retired.
-    pub tlab_allocated_bytes: u64,
-    /// Objects allocated outside a TLAB (every object in `shared` mode).
-    pub slow_allocs: u64,
-    /// Bytes of the objects allocated outside a TLAB.
-    pub slow_alloc_bytes: u64,
-    /// Free bytes of TLABs retired to take a new one.
-    pub refill_waste_bytes: u64,
-    /// Free bytes of TLABs retired by collections or when the thread detached.
-    pub gc_waste_bytes: u64,
-    /// TLABs retired with free memory left (by refills and collections).
-    pub partial_tlabs: u64,
-    /// Bytes of the fillers left before objects allocated with a larger alignment
-    /// ([`Mutator::alloc_aligned`](crate::Mutator::alloc_aligned)), in TLABs and outside.
-    pub alignment_gap_bytes: u64,
-    /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
-    pub levels: [LevelStats; Level::ALL.len()],
-    /// TLABs carved straight from the global heap because every middle level's buffers were
-    /// busy (other threads refilling them) or too small: the TLABs no level counts.
-    pub tlabs_past_levels: u64,
-    /// Per-CPU LABs of the `cpu-lab` and `flip` modes.
-    pub cpu_lab: CpuLabStats,
+figures! {
+    /// A snapshot of allocation counters.
+    ///
+    /// ```
+    /// use hab::{HeapConfig, HeaderWordModel, Heap};
+    /// let heap = Heap::new(HeapConfig::builder().build()?, HeaderWordModel)?;
+    /// let mut mutator = heap.attach();
+    /// mutator.alloc(16)?;
+    /// let stats = mutator.stats();
+    /// assert_eq!(stats.refills, 1);
+    /// println!("{stats}"); // one line, like HotSpot's -Xlog:gc+tlab=trace
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    AllocationStats, Counters {
+        /// TLABs taken.
+        refills,
+        /// Bytes of all TLABs taken.
+        tlab_bytes,
+        /// Bytes of objects allocated inside TLABs, counted when each TLAB is retired.
+        tlab_allocated_bytes,
+        /// Objects allocated outside a TLAB (every object in `shared` mode).
+        slow_allocs,
+        /// Bytes of the objects allocated outside a TLAB.
+        slow_alloc_bytes,
+        /// Free bytes of TLABs retired to take a new one.
+        refill_waste_bytes,
+        /// Free bytes of TLABs retired by collections or when the thread detached.
+        gc_waste_bytes,
+        /// TLABs retired with free memory left (by refills and collections).
+        partial_tlabs,
+        /// Bytes of the fillers left before objects allocated with a larger alignment
+        /// ([`Mutator::alloc_aligned`](crate::Mutator::alloc_aligned)), in TLABs and outside.
+        alignment_gap_bytes,
+        /// TLABs carved straight from the global heap because every middle level's buffers were
+        /// busy (other threads refilling them) or too small: the TLABs no level counts.
+        tlabs_past_levels,
+    }
+    gauges {
+        /// The size the thread's next TLAB will have (for totals: the sum over threads).
+        desired_size_bytes,
+    }
+    nested {
+        /// Middle-level figures, indexed by [`Level::index`] (all zero for unconfigured levels).
+        levels: [LevelStats; Level::ALL.len()] => [LevelCounters; Level::ALL.len()],
+        /// Per-CPU LABs of the `cpu-lab` and `flip` modes.
+        cpu_lab: CpuLabStats => CpuLabCounters,
+    }
 }
 
 impl AllocationStats {
@@ -92,36 +96,6 @@ impl AllocationStats {
         self.refill_waste_bytes + self.gc_waste_bytes
     }
 
-    /// The counts accumulated since `earlier`, a snapshot of the same counters taken before
-    /// (the desired size is this snapshot's).
-    pub fn since(&self, earlier: &AllocationStats) -> AllocationStats {
-        AllocationStats {
-            desired_size_bytes: self.desired_size_bytes,
-            refills: self.refills.saturating_sub(earlier.refills),
-            tlab_bytes: self.tlab_bytes.saturating_sub(earlier.tlab_bytes),
-            tlab_allocated_bytes: self
-                .tlab_allocated_bytes
-                .saturating_sub(earlier.tlab_allocated_bytes),
-            slow_allocs: self.slow_allocs.saturating_sub(earlier.slow_allocs),
-            slow_alloc_bytes: self
-                .slow_alloc_bytes
-                .saturating_sub(earlier.slow_alloc_bytes),
-            refill_waste_bytes: self
-                .refill_waste_bytes
-                .saturating_sub(earlier.refill_waste_bytes),
-            gc_waste_bytes: self.gc_waste_bytes.saturating_sub(earlier.gc_waste_bytes),
-            partial_tlabs: self.partial_tlabs.saturating_sub(earlier.partial_tlabs),
-            alignment_gap_bytes: self
-                .alignment_gap_bytes
-                .saturating_sub(earlier.alignment_gap_bytes),
-            levels: std::array::from_fn(|i| self.levels[i].since(&earlier.levels[i])),
-            tlabs_past_levels: self
-                .tlabs_past_levels
-                .saturating_sub(earlier.tlabs_past_levels),
-            cpu_lab: self.cpu_lab.since(&earlier.cpu_lab),
-        }
-    }
-
     /// TLAB waste as a percentage of the bytes of all TLABs taken (0 when none were taken),
     /// as HotSpot's `gc+tlab` log shows it.
     pub fn waste_percent(&self) -> f64 {
@@ -138,26 +112,6 @@ impl AllocationStats {
         self.levels.iter().fold((0, 0), |(all, foreign), level| {
             (all + level.allocs, foreign + level.foreign_allocs)
         })
-    }
-}
-
-impl AddAssign for AllocationStats {
-    fn add_assign(&mut self, other: AllocationStats) {
-        self.desired_size_bytes += other.desired_size_bytes;
-        self.refills += other.refills;
-        self.tlab_bytes += other.tlab_bytes;
-        self.tlab_allocated_bytes += other.tlab_allocated_bytes;
-        self.slow_allocs += other.slow_allocs;
-        self.slow_alloc_bytes += other.slow_alloc_bytes;
-        self.refill_waste_bytes += other.refill_waste_bytes;
-        self.gc_waste_bytes += other.gc_waste_bytes;
-        self.partial_tlabs += other.partial_tlabs;
-        self.alignment_gap_bytes += other.alignment_gap_bytes;
-        self.tlabs_past_levels += other.tlabs_past_levels;
-        self.cpu_lab += other.cpu_lab;
-        for (mine, theirs) in self.levels.iter_mut().zip(other.levels) {
-            *mine += theirs;
-        }
     }
 }
 
@@ -236,24 +190,6 @@ impl Approximate {
     }
 }
 
-/// One mutator's live counters (see the module documentation for who writes them).
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) desired_size_bytes: Counter,
-    pub(crate) refills: Counter,
-    pub(crate) tlab_bytes: Counter,
-    pub(crate) tlab_allocated_bytes: Counter,
-    pub(crate) slow_allocs: Counter,
-    pub(crate) slow_alloc_bytes: Counter,
-    pub(crate) refill_waste_bytes: Counter,
-    pub(crate) gc_waste_bytes: Counter,
-    pub(crate) partial_tlabs: Counter,
-    pub(crate) alignment_gap_bytes: Counter,
-    pub(crate) levels: [LevelCounters; Level::ALL.len()],
-    pub(crate) tlabs_past_levels: Counter,
-    pub(crate) cpu_lab: CpuLabCounters,
-}
-
 impl Counters {
     /// Counts a retired TLAB: its objects, and its tail as waste of the kind `waste`.
     pub(crate) fn count_retired(&self, retired: Option<Retired>, waste: Waste) {
@@ -273,24 +209,6 @@ impl Counters {
         match waste {
             Waste::Refill => self.refill_waste_bytes.add(tail_bytes as u64),
             Waste::Collection => self.gc_waste_bytes.add(tail_bytes as u64),
-        }
-    }
-
-    pub(crate) fn snapshot(&self) -> AllocationStats {
-        AllocationStats {
-            desired_size_bytes: self.desired_size_bytes.get(),
-            refills: self.refills.get(),
-            tlab_bytes: self.tlab_bytes.get(),
-            tlab_allocated_bytes: self.tlab_allocated_bytes.get(),
-            slow_allocs: self.slow_allocs.get(),
-            slow_alloc_bytes: self.slow_alloc_bytes.get(),
-            refill_waste_bytes: self.refill_waste_bytes.get(),
-            gc_waste_bytes: self.gc_waste_bytes.get(),
-            partial_tlabs: self.partial_tlabs.get(),
-            alignment_gap_bytes: self.alignment_gap_bytes.get(),
-            cpu_lab: self.cpu_lab.snapshot(),
-            levels: std::array::from_fn(|i| self.levels[i].snapshot()),
-            tlabs_past_levels: self.tlabs_past_levels.get(),
         }
     }
 }

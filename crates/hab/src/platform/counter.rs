@@ -34,45 +34,150 @@ pub(crate) fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Declares a snapshot struct of `u64` figures and its live counters, with `since`,
-/// `snapshot` and `+=` field by field.
+/// What a statistics snapshot (or an array of them) does figure by figure: the figures
+/// accumulated since an earlier snapshot, a mean over `n` runs, a sum.
+pub(crate) trait Figures: Copy {
+    fn since(&self, earlier: &Self) -> Self;
+    fn divided_by(&self, n: u64) -> Self;
+    fn add(&mut self, other: &Self);
+}
+
+impl<T: Figures, const N: usize> Figures for [T; N] {
+    fn since(&self, earlier: &Self) -> Self {
+        std::array::from_fn(|i| self[i].since(&earlier[i]))
+    }
+
+    fn divided_by(&self, n: u64) -> Self {
+        std::array::from_fn(|i| self[i].divided_by(n))
+    }
+
+    fn add(&mut self, other: &Self) {
+        for (mine, theirs) in self.iter_mut().zip(other) {
+            mine.add(theirs);
+        }
+    }
+}
+
+/// Live counters that read as a snapshot.
+pub(crate) trait Snapshot {
+    type Figures;
+    fn snapshot(&self) -> Self::Figures;
+}
+
+impl<C: Snapshot, const N: usize> Snapshot for [C; N] {
+    type Figures = [C::Figures; N];
+
+    fn snapshot(&self) -> Self::Figures {
+        std::array::from_fn(|i| self[i].snapshot())
+    }
+}
+
+/// Declares a statistics snapshot and its live counters from one list of figures, with
+/// `snapshot`, `since`, `divided_by` and `+=` figure by figure:
+/// - the counts (each a `u64` of the snapshot and a [`Counter`]);
+/// - optionally `gauges { … }`: `u64` values that `since` keeps as they are now (a size, not a
+///   count);
+/// - optionally `nested { name: Stats => Counters, … }`: figures that are themselves such a
+///   snapshot (or an array of them), with their counters.
+///
+/// A figure is declared once here; the C struct, the JSON and the logs read the snapshot.
 macro_rules! figures {
-    ($(#[$doc:meta])* $stats:ident, $counters:ident { $($(#[$field_doc:meta])* $field:ident,)* }) => {
+    (
+        $(#[$doc:meta])* $stats:ident, $counters:ident {
+            $($(#[$field_doc:meta])* $field:ident,)*
+        }
+        $(gauges {
+            $($(#[$gauge_doc:meta])* $gauge:ident,)*
+        })?
+        $(nested {
+            $($(#[$nested_doc:meta])* $nested:ident: $nested_ty:ty => $nested_counters:ty,)*
+        })?
+    ) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize))]
         pub struct $stats {
             $($(#[$field_doc])* pub $field: u64,)*
+            $($($(#[$gauge_doc])* pub $gauge: u64,)*)?
+            $($($(#[$nested_doc])* pub $nested: $nested_ty,)*)?
         }
 
         /// The live counters behind
         #[doc = concat!("[`", stringify!($stats), "`].")]
         #[derive(Debug, Default)]
         pub(crate) struct $counters {
-            $(pub(crate) $field: Counter,)*
+            $(pub(crate) $field: $crate::platform::counter::Counter,)*
+            $($(pub(crate) $gauge: $crate::platform::counter::Counter,)*)?
+            $($(pub(crate) $nested: $nested_counters,)*)?
         }
 
         impl $counters {
             pub(crate) fn snapshot(&self) -> $stats {
-                $stats { $($field: self.$field.get(),)* }
+                #[allow(unused_imports)]
+                use $crate::platform::counter::Snapshot as _;
+                $stats {
+                    $($field: self.$field.get(),)*
+                    $($($gauge: self.$gauge.get(),)*)?
+                    $($($nested: self.$nested.snapshot(),)*)?
+                }
+            }
+        }
+
+        impl $crate::platform::counter::Snapshot for $counters {
+            type Figures = $stats;
+
+            fn snapshot(&self) -> $stats {
+                $counters::snapshot(self)
             }
         }
 
         impl $stats {
-            /// The counts accumulated since `earlier`.
+            /// The counts accumulated since `earlier`, a snapshot of the same counters taken
+            /// before (gauges as they are in this one).
             pub fn since(&self, earlier: &$stats) -> $stats {
-                $stats { $($field: self.$field.saturating_sub(earlier.$field),)* }
+                #[allow(unused_imports)]
+                use $crate::platform::counter::Figures as _;
+                let _ = earlier;
+                $stats {
+                    $($field: self.$field.saturating_sub(earlier.$field),)*
+                    $($($gauge: self.$gauge,)*)?
+                    $($($nested: self.$nested.since(&earlier.$nested),)*)?
+                }
             }
 
             /// Every figure divided by `n` (at least 1): a mean over `n` runs.
             pub fn divided_by(&self, n: u64) -> $stats {
-                $stats { $($field: self.$field / n.max(1),)* }
+                #[allow(unused_imports)]
+                use $crate::platform::counter::Figures as _;
+                $stats {
+                    $($field: self.$field / n.max(1),)*
+                    $($($gauge: self.$gauge / n.max(1),)*)?
+                    $($($nested: self.$nested.divided_by(n),)*)?
+                }
+            }
+        }
+
+        impl $crate::platform::counter::Figures for $stats {
+            fn since(&self, earlier: &Self) -> Self {
+                $stats::since(self, earlier)
+            }
+
+            fn divided_by(&self, n: u64) -> Self {
+                $stats::divided_by(self, n)
+            }
+
+            fn add(&mut self, other: &Self) {
+                *self += *other;
             }
         }
 
         impl AddAssign for $stats {
             fn add_assign(&mut self, other: $stats) {
+                #[allow(unused_imports)]
+                use $crate::platform::counter::Figures as _;
                 $(self.$field += other.$field;)*
+                $($(self.$gauge += other.$gauge;)*)?
+                $($(self.$nested.add(&other.$nested);)*)?
             }
         }
     };
