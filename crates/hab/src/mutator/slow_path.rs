@@ -269,6 +269,7 @@ impl SlowPath<'_> {
         let resized = local.sizer.resizes_at_refill();
         local.sizer.record_refill(config);
         counters.refills.add(1);
+        counters.full_path_refills.add(1);
         counters.tlab_bytes.add(len as u64);
         if resized {
             counters

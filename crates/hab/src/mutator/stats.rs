@@ -30,6 +30,10 @@ figures! {
     AllocationStats, Counters {
         /// TLABs taken.
         refills,
+        /// Of those, TLABs the full slow path took (a policy that resizes at refills, a large
+        /// object, a home buffer empty or busy, a safepoint or sample pending); the others
+        /// took the slow path's short refill.
+        full_path_refills,
         /// Bytes of all TLABs taken.
         tlab_bytes,
         /// Bytes of objects allocated inside TLABs, counted when each TLAB is retired.

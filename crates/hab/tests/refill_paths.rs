@@ -1,0 +1,49 @@
+//! Which refills the slow path's short line serves: every refill of a policy that keeps its
+//! size, none of one that resizes at refills, and the rest when something unusual is pending.
+
+use hab::{AllocationSampler, HeaderWordModel, Heap, HeapConfig, TlabPolicy};
+
+fn count_refills(policy: TlabPolicy, sample: bool) -> (u64, u64) {
+    let config = HeapConfig::builder()
+        .capacity("16MiB")
+        .tlab(policy)
+        .build()
+        .unwrap();
+    let heap = Heap::new(config, HeaderWordModel).unwrap();
+    if sample {
+        heap.sample_allocations(Some(AllocationSampler::new(64 << 10, |_| {})));
+    }
+    let mut mutator = heap.attach();
+    for _ in 0..100_000 {
+        let object = mutator.alloc(16).unwrap();
+        // SAFETY: 16 fresh bytes of this thread's.
+        unsafe { HeaderWordModel::write_header(object, 16) };
+    }
+    let stats = mutator.stats();
+    (stats.refills, stats.full_path_refills)
+}
+
+#[test]
+fn a_policy_that_keeps_its_size_refills_on_the_short_line() {
+    for policy in [TlabPolicy::Fixed(4096), TlabPolicy::Adaptive] {
+        let (refills, full) = count_refills(policy, false);
+        assert!(refills > 1, "{policy:?}: {refills} refills");
+        assert_eq!(
+            full, 0,
+            "{policy:?}: {full} of {refills} took the full path"
+        );
+    }
+}
+
+#[test]
+fn a_growing_policy_and_sampling_take_the_full_path() {
+    let (refills, full) = count_refills(TlabPolicy::Growing, false);
+    assert!(refills > 1);
+    assert_eq!(full, refills, "the growing policy resizes at every refill");
+    let (refills, full) = count_refills(TlabPolicy::Fixed(4096), true);
+    assert!(refills > 1);
+    assert_eq!(
+        full, refills,
+        "sampling sends every refill to the full path"
+    );
+}
