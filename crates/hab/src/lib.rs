@@ -68,7 +68,7 @@
 //! | TLAB | thread-local allocation buffer: a chunk one thread bumps through | `labs/tlab.rs` |
 //! | LAB | any local allocation buffer: a TLAB, or a per-CPU LAB | |
 //! | per-CPU LAB | `cpu-lab` mode ([`Mode::CpuLab`]): a `{top, end}` pair per CPU that objects are bumped in, in restartable sections (the Garthwaite seed's per-processor LABs) | `labs/cpu_labs.rs`, `platform/rseq/` |
-//! | LAB cursor | the `cpu-lab` fast path's state a mutator keeps: a CPU and its LAB, inactive in TLAB modes | `mutator/lab_cursor.rs` |
+//! | LAB cursor | the `cpu-lab` fast path's state a mutator keeps: a CPU and its LAB, inactive in TLAB modes | `mutator/cpu_lab_cursor.rs` |
 //! | soft end | what the TLAB fast path compares with: the limit, or lower (0 when another thread requests a safepoint) | `labs/tlab.rs` |
 //! | safepoint | where a mutator stops for a requested collection: a poll, an allocation's slow path, a safe region | `mutator/safepoint.rs` |
 //! | epoch | the collections ended when a mutator last started running; it changes when the thread slept through one | `mutator/cell.rs` |
@@ -158,7 +158,7 @@ pub use memory::reservation::{memory_limit_bytes, RuntimeMemory};
 pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 pub use mutator::cell::SAFEPOINT_POLL_OFFSET;
-pub use mutator::lab_cursor::{
+pub use mutator::cpu_lab_cursor::{
     CpuLabPath, CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_SIGNATURE,
 };
 pub use mutator::sampling::{AllocationSample, AllocationSampler};

@@ -3,7 +3,7 @@
 //! Fast path (inline): in TLAB modes, load `top`, add the size, compare with the soft end,
 //! store `top`; in the `cpu-lab` mode (with restartable sequences), bump the LAB of the
 //! thread's CPU in a restartable section. Which of the two is one test of a value the caller's
-//! loop keeps in a register (the per-CPU cursor, `LabCursor::INACTIVE` in TLAB modes); it changes only when
+//! loop keeps in a register (the per-CPU cursor, `CpuLabCursor::INACTIVE` in TLAB modes); it changes only when
 //! the mutator stops, so a JIT can emit one sequence per mode. Everything else — taking a TLAB
 //! or a LAB, allocating outside one, the `shared` mode, following the `flip` mode, stopping at
 //! a safepoint — is the cold slow path.
@@ -24,7 +24,7 @@ use crate::labs::tlab::Waste;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 use crate::mutator::cell::MutatorCell;
-use crate::mutator::lab_cursor::{CpuLabPath, LabCursor};
+use crate::mutator::cpu_lab_cursor::{CpuLabCursor, CpuLabPath};
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::slow_path::SlowPath;
 use crate::mutator::stats::AllocationStats;
@@ -39,7 +39,7 @@ pub struct Mutator {
     cell_address: NonNull<MutatorCell>,
     /// The `cpu-lab` fast path's state when the mutator allocates in restartable per-CPU LABs;
     /// inactive when it allocates in its TLAB. Refreshed whenever the mutator stops.
-    lab: LabCursor,
+    lab: CpuLabCursor,
     cell: Arc<MutatorCell>,
     heap: Arc<Heap>,
     alignment_bytes: usize,
@@ -54,7 +54,7 @@ impl Mutator {
         let capacity_bytes = heap.config().capacity_bytes();
         let mut mutator = Mutator {
             cell_address: NonNull::from(&*cell),
-            lab: LabCursor::INACTIVE,
+            lab: CpuLabCursor::INACTIVE,
             cell,
             heap,
             alignment_bytes,
@@ -176,7 +176,7 @@ impl Mutator {
     #[inline(always)]
     fn alloc_slow(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
         let (result, lab) = if self.lab.is_active() {
-            LabCursor::miss(self.slow_path(), self.lab.area_offset(), size)
+            CpuLabCursor::miss(self.slow_path(), self.lab.area_offset(), size)
         } else {
             // The common misses first: an address in a register, no cursor to change.
             let object = self.slow_path().common_miss(size.bytes());

@@ -32,13 +32,13 @@ use crate::levels::sideline::Sideline;
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::cpu_id::SimulatedCpu;
-use crate::platform::rseq::{self, LabBump, LabInstall, LabSlots, EMPTY_LAB};
+use crate::platform::rseq::{self, CpuLabSlots, LabBump, LabInstall, EMPTY_LAB};
 use crate::platform::topology::{Level, Topology};
 
 /// A heap's per-CPU LABs.
 pub(crate) struct CpuLabs {
     /// Restartable LABs, where rseq works on the real machine.
-    slots: Option<LabSlots>,
+    slots: Option<CpuLabSlots>,
     /// Rests of LABs that could not be installed.
     sideline: Sideline,
     /// Compare-and-swap buffers, one per CPU, for threads that cannot use `slots`.
@@ -63,7 +63,7 @@ impl CpuLabs {
         let max_lab_bytes = config.max_tlab_bytes();
         let cpus = topology.online_cpus().len();
         CpuLabs {
-            slots: restartable.then(|| LabSlots::new(topology.cpu_slots())),
+            slots: restartable.then(|| CpuLabSlots::new(topology.cpu_slots())),
             sideline: Sideline::new(),
             fallback: [MiddleLevel::new(
                 Level::Cpu,
@@ -101,13 +101,13 @@ impl CpuLabs {
     }
 
     /// The restartable LABs, if rseq works here.
-    pub(crate) fn lab_slots(&self) -> Option<&LabSlots> {
+    pub(crate) fn lab_slots(&self) -> Option<&CpuLabSlots> {
         self.slots.as_ref()
     }
 
     /// Aborts of the inline path, all CPUs.
     pub(crate) fn inline_aborts(&self) -> u64 {
-        self.slots.as_ref().map_or(0, LabSlots::inline_aborts)
+        self.slots.as_ref().map_or(0, CpuLabSlots::inline_aborts)
     }
 
     /// The largest object a LAB holds.
@@ -202,7 +202,7 @@ pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> 
 fn refill(
     space: &Space,
     cpu_labs: &CpuLabs,
-    slots: &LabSlots,
+    slots: &CpuLabSlots,
     area: *mut u8,
     claimed_cpu: usize,
     bytes: usize,

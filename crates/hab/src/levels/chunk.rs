@@ -1,4 +1,4 @@
-//! The levels' shared vocabulary, below every level kind (`middle.rs`, `per_cpu.rs`,
+//! The levels' shared vocabulary, below every level kind (`middle.rs`, `cpu_buffers.rs`,
 //! `sideline.rs` use it; none of them imports another's protocol): a chunk of the heap, how
 //! much of a chunk a request takes, what a level is (its shape), what a carve is for, and what
 //! the protocol needs from the thread running it.

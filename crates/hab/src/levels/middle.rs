@@ -21,7 +21,7 @@
 use crate::levels::chunk::{
     check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread, Request,
 };
-use crate::levels::per_cpu::{self, PerCpuBuffers};
+use crate::levels::cpu_buffers::{self, CpuBuffers};
 use crate::memory::global::CachePadded;
 use crate::memory::packed::PackedWord;
 use crate::memory::words;
@@ -134,9 +134,9 @@ impl CasBuffer {
 pub(crate) struct MiddleLevel {
     shape: LevelShape,
     buffers: Box<[CachePadded<CasBuffer>]>,
-    /// The `cpu` level's restartable per-CPU buffers, where rseq works (see `per_cpu.rs`);
+    /// The `cpu` level's restartable per-CPU buffers, where rseq works (see `cpu_buffers.rs`);
     /// `buffers` then serve only threads that fall back.
-    per_cpu: Option<PerCpuBuffers>,
+    cpu_buffers: Option<CpuBuffers>,
 }
 
 impl MiddleLevel {
@@ -154,19 +154,19 @@ impl MiddleLevel {
         MiddleLevel {
             shape: LevelShape::new(level, buffer_bytes, min_tail_bytes),
             buffers,
-            per_cpu: None,
+            cpu_buffers: None,
         }
     }
 
     /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
-    pub(crate) fn with_per_cpu(mut self, cpus: usize) -> Self {
-        self.per_cpu = Some(PerCpuBuffers::new(cpus, self.shape.min_tail_words()));
+    pub(crate) fn with_cpu_buffers(mut self, cpus: usize) -> Self {
+        self.cpu_buffers = Some(CpuBuffers::new(cpus, self.shape.min_tail_words()));
         self
     }
 
     /// Whether the level's buffers are restartable per-CPU buffers.
     pub(crate) fn is_restartable(&self) -> bool {
-        self.per_cpu.is_some()
+        self.cpu_buffers.is_some()
     }
 
     pub(crate) fn min_tail_words(&self) -> u64 {
@@ -188,8 +188,8 @@ impl MiddleLevel {
     /// Empties every buffer; calls `tail(start, end)` (addresses) for each non-empty free tail.
     /// Only at a collection, with every mutator stopped.
     pub(crate) fn retire_all(&self, base: usize, mut tail: impl FnMut(usize, usize)) {
-        if let Some(buffers) = &self.per_cpu {
-            per_cpu::retire_all(buffers, base, &mut tail);
+        if let Some(buffers) = &self.cpu_buffers {
+            cpu_buffers::retire_all(buffers, base, &mut tail);
         }
         for buffer in self.buffers.iter() {
             let (top, end) = buffer.0.take_tail();
@@ -218,13 +218,13 @@ pub(crate) fn carve(
         }
         return Some(chunk);
     };
-    if let Some(buffers) = &level.per_cpu {
+    if let Some(buffers) = &level.cpu_buffers {
         let above =
             |env: &mut _, min, bytes| carve(levels, index + 1, min, bytes, Request::Buffer, env);
-        match per_cpu::carve(&level.shape, index, buffers, min, desired, env, above) {
-            per_cpu::Carved::Chunk(chunk) => return Some(chunk),
-            per_cpu::Carved::Exhausted => return None,
-            per_cpu::Carved::Fallback => env.rseq_fallback(index),
+        match cpu_buffers::carve(&level.shape, index, buffers, min, desired, env, above) {
+            cpu_buffers::Carved::Chunk(chunk) => return Some(chunk),
+            cpu_buffers::Carved::Exhausted => return None,
+            cpu_buffers::Carved::Fallback => env.rseq_fallback(index),
         }
     }
     let base = env.base();
@@ -292,8 +292,8 @@ pub(crate) fn carve_at_home(
     let Some(level) = levels.first() else {
         return (None, 0);
     };
-    if let Some(buffers) = &level.per_cpu {
-        let (chunk, aborts) = per_cpu::carve_at_home(buffers, base, bytes);
+    if let Some(buffers) = &level.cpu_buffers {
+        let (chunk, aborts) = cpu_buffers::carve_at_home(buffers, base, bytes);
         return (chunk.map(|chunk| Home::PerCpu { chunk }), aborts);
     }
     // A branch the predictor always gets right, rather than a division (the topology's

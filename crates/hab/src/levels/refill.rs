@@ -213,13 +213,13 @@ pub(crate) fn middle_level(
         reserve_bytes,
     );
     // The restartable buffers keep a reserve past their end where the smallest filler is
-    // longer than a word (see `per_cpu`), so that every tail can hold one.
+    // longer than a word (see `cpu_buffers`), so that every tail can hold one.
     if restartable
         && spec.level == Level::Cpu
         && spec.buffer_bytes <= rseq::MAX_BUFFER_BYTES
         && per_cpu_works(topology, cpu_id)
     {
-        level.with_per_cpu(topology.cpu_slots())
+        level.with_cpu_buffers(topology.cpu_slots())
     } else {
         level
     }

@@ -13,7 +13,7 @@ use crate::memory::packed::{PackedWord, MAX_UPPER};
 use crate::memory::words;
 use crate::platform::sync::{AtomicU64, Ordering};
 
-/// Slots of one level.
+/// CpuSlots of one level.
 pub(crate) const SLOTS: usize = 64;
 
 /// A level's sidelined chunks.

@@ -9,7 +9,7 @@
 pub(crate) mod alloc_size;
 pub(crate) mod allocator;
 pub(crate) mod cell;
-pub(crate) mod lab_cursor;
+pub(crate) mod cpu_lab_cursor;
 pub(crate) mod safepoint;
 pub(crate) mod sampling;
 pub(crate) mod slow_path;

@@ -18,7 +18,7 @@ use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::{Allocator, CommonMiss, TlabSource};
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
-use crate::mutator::lab_cursor::{LabCursor, SlowResult};
+use crate::mutator::cpu_lab_cursor::{CpuLabCursor, SlowResult};
 use crate::mutator::sampling::AllocationSample;
 
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
@@ -340,7 +340,7 @@ impl SlowPath<'_> {
         let config = &self.allocator.config;
         let result = AllocSize::check(bytes, config.alignment_bytes(), config.capacity_bytes())
             .and_then(|_| self.alloc_outside_tlab(bytes));
-        (result, LabCursor::INACTIVE)
+        (result, CpuLabCursor::INACTIVE)
     }
 
     /// Allocates `bytes` at a multiple of `alignment_bytes` (a power of two larger than the
@@ -402,19 +402,19 @@ impl SlowPath<'_> {
     /// ended meanwhile and the fast path to take next.
     #[cold]
     #[inline(never)]
-    pub(crate) fn stop_at_safepoint(self) -> (u64, LabCursor) {
+    pub(crate) fn stop_at_safepoint(self) -> (u64, CpuLabCursor) {
         let slept = self.allocator.safepoints.stop(self.cell);
         (slept, self.lab_cursor())
     }
 
     /// The fast path the mutator takes now: the per-CPU LAB cursor when it allocates in
     /// restartable per-CPU LABs, inactive for its TLAB.
-    pub(crate) fn lab_cursor(self) -> LabCursor {
+    pub(crate) fn lab_cursor(self) -> CpuLabCursor {
         let cursor = match &self.allocator.cpu_labs {
-            Some(cpu_labs) if self.follow_mode() => LabCursor::new(cpu_labs),
+            Some(cpu_labs) if self.follow_mode() => CpuLabCursor::new(cpu_labs),
             _ => None,
         };
-        cursor.unwrap_or(LabCursor::INACTIVE)
+        cursor.unwrap_or(CpuLabCursor::INACTIVE)
     }
 
     fn alloc_here(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {

@@ -19,7 +19,7 @@
 //!
 //! Here: the kernel-facing constants, the packed word and the mechanism. Beside it:
 //! `registration.rs` (where a thread's area is: glibc's, or Hab's own), `x86_64.rs` (the
-//! sections, all from one `section!` macro), `portable.rs` (other platforms), `slots.rs` (the
+//! sections, all from one `section!` macro), `portable.rs` (other platforms), `cpu_slots.rs` (the
 //! per-CPU arrays the sections work on) and `tests.rs`.
 
 // Elsewhere the sections are stubs that always give up, so much of this file is unused there.
@@ -181,8 +181,8 @@ fn current_area_decided() -> Option<*mut u8> {
     }
 }
 
-mod slots;
-pub(crate) use slots::*;
+mod cpu_slots;
+pub(crate) use cpu_slots::*;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[path = "x86_64.rs"]

@@ -42,7 +42,7 @@ fn bump_and_install_on_one_cpu() {
     std::thread::spawn(|| {
         let Some(area) = area() else { return };
         assert!(pin(0));
-        let slots = Slots::new(online_cpus());
+        let slots = CpuSlots::new(online_cpus());
         // SAFETY (both): `area` is this thread's registered area.
         let bump = |words| unsafe { slots.bump(area, words) }.0;
         let install = |cpu, old, new| unsafe { slots.install(area, cpu, old, new) }.0;
@@ -102,7 +102,7 @@ fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
         libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
     }
     let cpus = online_cpus();
-    let slots = Arc::new(Slots::new(cpus));
+    let slots = Arc::new(CpuSlots::new(cpus));
     let next_chunk = Arc::new(AtomicU64::new(0));
     let aborts = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -235,7 +235,7 @@ fn lab_sections_with_injected_aborts_never_hand_out_a_byte_twice() {
     const CALLS: usize = 3000;
     const LAB_BYTES: usize = 512;
     let cpus = online_cpus();
-    let slots = Arc::new(LabSlots::new(cpus));
+    let slots = Arc::new(CpuLabSlots::new(cpus));
     // Fake heap addresses: LABs are carved upwards from here, never dereferenced.
     let next_lab = Arc::new(AtomicU64::new(1 << 20));
     let workers: Vec<_> = (0..THREADS)
@@ -319,7 +319,7 @@ fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
             return;
         }
         assert!(pin(0));
-        let slots = LabSlots::new(online_cpus().max(2));
+        let slots = CpuLabSlots::new(online_cpus().max(2));
         slots.store(0, (1000, 1064));
         // SAFETY: `offset` is glibc's area offset; the slots are live.
         let bump = |cpu, bytes| unsafe { lab_bump(offset, slots.slot_of(cpu), cpu, bytes) };
@@ -388,7 +388,7 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
         // Per-CPU level: a bump that fits, one that is refused, an install.
         for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
             at_every_boundary("bump", points, |k| {
-                let slots = Slots::new(cpus);
+                let slots = CpuSlots::new(cpus);
                 slots.store(0, PackedWord::new(100, 5));
                 // SAFETY: `area` is this thread's registered area.
                 let (outcome, aborts) = unsafe { slots.bump_injected(area, words, k) };
@@ -400,7 +400,7 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
             (PackedWord::new(100, 4), INSTALL_REFUSED_POINTS),
         ] {
             at_every_boundary("install", points, |k| {
-                let slots = Slots::new(cpus);
+                let slots = CpuSlots::new(cpus);
                 slots.store(0, PackedWord::new(100, 5));
                 let new = PackedWord::new(300, 9);
                 // SAFETY: as above; CPU 0 is in bounds.
@@ -414,7 +414,7 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
         // empty slot and one refused by an occupied slot.
         for bytes in [16, 64] {
             at_every_boundary("bump_or_claim", CLAIM_POINTS, |k| {
-                let slots = LabSlots::new(cpus);
+                let slots = CpuLabSlots::new(cpus);
                 slots.store(0, (1000, 1040));
                 // SAFETY: as above.
                 let (outcome, aborts) = unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) };
@@ -427,7 +427,7 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
             ((1000, 1040), LAB_INSTALL_REFUSED_POINTS),
         ] {
             at_every_boundary("lab install", points, |k| {
-                let slots = LabSlots::new(cpus);
+                let slots = CpuLabSlots::new(cpus);
                 slots.store(0, occupant);
                 // SAFETY: as above.
                 let (outcome, aborts) = unsafe { slots.install_injected(area, 8, 2000, 2992, k) };
@@ -446,7 +446,7 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
         for k in 1..=INLINE_POINTS as u64 + 1 {
             let (object, lab, counted) = (0..3)
                 .map(|_| {
-                    let slots = LabSlots::new(cpus);
+                    let slots = CpuLabSlots::new(cpus);
                     slots.store(0, (1000, 1040));
                     // SAFETY: `offset` is glibc's area offset; the slots are live.
                     let object = unsafe { lab_bump_injected(offset, slots.slot_of(0), 0, 16, k) };
@@ -495,14 +495,14 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
             return;
         };
         assert!(pin(cpu));
-        let slots = Slots::new(1);
+        let slots = CpuSlots::new(1);
         slots.store(0, PackedWord::new(100, 5));
         // SAFETY: `area` is this thread's registered area.
         let (outcome, _) = unsafe { slots.bump(area, 2) };
         assert_eq!(outcome, Outcome::OutOfRange);
         assert_eq!(slots.load(0), PackedWord::new(100, 5));
 
-        let labs = LabSlots::new(1);
+        let labs = CpuLabSlots::new(1);
         labs.store(0, (1000, 1040));
         // SAFETY: as above.
         let (claimed, _) = unsafe { labs.bump_or_claim(area, 16, 8) };
@@ -535,7 +535,7 @@ fn a_forked_child_can_bump() {
     if area().is_none() {
         return;
     }
-    let slots = Slots::new(online_cpus());
+    let slots = CpuSlots::new(online_cpus());
     // SAFETY: the child only runs async-signal-safe code (rseq sections, plain memory,
     // _exit) before exiting.
     let pid = unsafe { libc::fork() };

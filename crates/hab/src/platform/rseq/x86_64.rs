@@ -177,7 +177,7 @@ macro_rules! section_fns {
 }
 
 section_fns! {
-    /// See `Slots::bump`: `high` is `words` shifted into the high bits. Registers: the
+    /// See `CpuSlots::bump`: `high` is `words` shifted into the high bits. Registers: the
     /// inputs are never written (the kernel restarts at the abort handler with the
     /// registers as they are); the outputs are early-clobber temporaries.
     ///
@@ -258,7 +258,7 @@ macro_rules! install_section {
 }
 
 section_fns! {
-    /// See `Slots::install`.
+    /// See `CpuSlots::install`.
     ///
     /// # Safety
     /// `area` is the calling thread's registered area; `cpu` is below the number of slots
@@ -323,7 +323,7 @@ macro_rules! claim_section {
 }
 
 section_fns! {
-    /// See `LabSlots::bump_or_claim`. One store commits either the bumped top or, when the
+    /// See `CpuLabSlots::bump_or_claim`. One store commits either the bumped top or, when the
     /// object does not fit, `end + reserve` (a conditional move picks which).
     ///
     /// # Safety
@@ -387,7 +387,7 @@ macro_rules! lab_install_section {
 }
 
 section_fns! {
-    /// See `LabSlots::install`.
+    /// See `CpuLabSlots::install`.
     ///
     /// # Safety
     /// As for `lab_bump_or_claim`.

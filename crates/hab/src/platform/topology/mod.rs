@@ -334,7 +334,7 @@ impl Topology {
         let mut slots = Vec::with_capacity(raw.len());
         let mut cluster_ids = Vec::with_capacity(raw.len());
         for (cpu, entry) in raw.into_iter().enumerate() {
-            // Slots are at most MAX_CPU_ID + 1, so ids fit in u32.
+            // CpuSlots are at most MAX_CPU_ID + 1, so ids fit in u32.
             let cpu_domain = cpu as u32;
             match entry {
                 None => {

@@ -16,22 +16,22 @@
 use crate::levels::chunk::{check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread};
 use crate::levels::sideline::Sideline;
 use crate::memory::words;
-use crate::platform::rseq::{self, Outcome, PackedWord, Slots};
+use crate::platform::rseq::{self, CpuSlots, Outcome, PackedWord};
 
 /// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
 /// install.
-pub(crate) struct PerCpuBuffers {
-    pub(crate) slots: Slots,
+pub(crate) struct CpuBuffers {
+    pub(crate) slots: CpuSlots,
     sideline: Sideline,
     /// Words each installed buffer keeps past the end its slot shows (0 or the smallest tail).
     reserve_words: u64,
 }
 
-impl PerCpuBuffers {
+impl CpuBuffers {
     /// Buffers for `cpus` CPUs whose tails are never shorter than `min_tail_words`.
     pub(crate) fn new(cpus: usize, min_tail_words: u64) -> Self {
-        PerCpuBuffers {
-            slots: Slots::new(cpus),
+        CpuBuffers {
+            slots: CpuSlots::new(cpus),
             sideline: Sideline::new(),
             reserve_words: if min_tail_words > 1 {
                 min_tail_words
@@ -70,7 +70,7 @@ pub(crate) enum Carved {
 pub(crate) fn carve<E: RefillThread>(
     level: &LevelShape,
     index: usize,
-    buffers: &PerCpuBuffers,
+    buffers: &CpuBuffers,
     min: usize,
     desired: usize,
     env: &mut E,
@@ -132,7 +132,7 @@ fn check_bump(before: PackedWord, want_words: u64) {
 /// array): [`carve`] then starts over and counts what it meets.
 #[inline(always)]
 pub(crate) fn carve_at_home(
-    buffers: &PerCpuBuffers,
+    buffers: &CpuBuffers,
     base: usize,
     bytes: usize,
 ) -> (Option<Chunk>, u64) {
@@ -162,7 +162,7 @@ pub(crate) fn carve_at_home(
 fn refill<E: RefillThread>(
     level: &LevelShape,
     index: usize,
-    buffers: &PerCpuBuffers,
+    buffers: &CpuBuffers,
     area: *mut u8,
     cpu: usize,
     seen: PackedWord,
@@ -222,7 +222,7 @@ fn refill<E: RefillThread>(
 
 /// Empties every CPU's buffer and the sidelined chunks at a collection; calls
 /// `tail(start, end)` for each free piece.
-pub(crate) fn retire_all(buffers: &PerCpuBuffers, base: usize, mut tail: impl FnMut(usize, usize)) {
+pub(crate) fn retire_all(buffers: &CpuBuffers, base: usize, mut tail: impl FnMut(usize, usize)) {
     let slots = &buffers.slots;
     for cpu in 0..slots.cpus() {
         match buffers.tail_of(base, slots.load(cpu)) {
@@ -244,7 +244,7 @@ mod tests {
     /// RefillThread whose global heap hands out chunks from offset 0 up, and which can make
     /// another thread's install happen while a refill is between its refusal and its install.
     struct Interfering<'a> {
-        buffers: &'a PerCpuBuffers,
+        buffers: &'a CpuBuffers,
         next_words: u64,
         interfere: bool,
         sidelined: u32,
@@ -297,7 +297,7 @@ mod tests {
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let level = LevelShape::new(Level::Cpu, 4096, 0);
-        let buffers = &PerCpuBuffers::new(cpus, 0);
+        let buffers = &CpuBuffers::new(cpus, 0);
         let above = |env: &mut Interfering, min, bytes| env.carve_global(min, bytes);
         let mut env = Interfering {
             buffers,

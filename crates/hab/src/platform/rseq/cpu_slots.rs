@@ -1,5 +1,5 @@
-//! The per-CPU arrays the sections work on, and what a section made of a request: `Slots`
-//! (one packed `{top, left}` word per CPU, for the `cpu` middle level) and `LabSlots` (one
+//! The per-CPU arrays the sections work on, and what a section made of a request: `CpuSlots`
+//! (one packed `{top, left}` word per CPU, for the `cpu` middle level) and `CpuLabSlots` (one
 //! `{top, end}` LAB per CPU, for the `cpu-lab` mode), each on a cache line of its own.
 
 use std::sync::atomic::Ordering;
@@ -25,7 +25,7 @@ pub(crate) enum Outcome {
 }
 
 /// Per-CPU slots: one packed word per CPU, [`SLOT_BYTES`] apart.
-pub(crate) struct Slots {
+pub(crate) struct CpuSlots {
     base: *mut u64,
     cpus: usize,
     layout: std::alloc::Layout,
@@ -33,13 +33,13 @@ pub(crate) struct Slots {
 
 // SAFETY: the slots are only read and written through restartable sequences (one writer per
 // CPU at a time, guaranteed by the kernel) or by a collection while every mutator is stopped.
-unsafe impl Send for Slots {}
+unsafe impl Send for CpuSlots {}
 // SAFETY: as above.
-unsafe impl Sync for Slots {}
+unsafe impl Sync for CpuSlots {}
 
-impl Slots {
+impl CpuSlots {
     /// Empty slots for `cpus` CPUs.
-    pub(crate) fn new(cpus: usize) -> Slots {
+    pub(crate) fn new(cpus: usize) -> CpuSlots {
         let cpus = cpus.max(1);
         let layout = std::alloc::Layout::from_size_align(cpus * SLOT_BYTES, SLOT_BYTES)
             .expect("CPU counts are small");
@@ -48,7 +48,7 @@ impl Slots {
         if base.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        Slots { base, cpus, layout }
+        CpuSlots { base, cpus, layout }
     }
 
     pub(crate) fn cpus(&self) -> usize {
@@ -87,10 +87,10 @@ impl Slots {
         unsafe { imp::bump(area, self.base, self.cpus, words, words << OFFSET_BITS) }
     }
 
-    /// [`bump`](Slots::bump) with an abort injected at instruction boundary `inject_at`.
+    /// [`bump`](CpuSlots::bump) with an abort injected at instruction boundary `inject_at`.
     ///
     /// # Safety
-    /// As for [`bump`](Slots::bump).
+    /// As for [`bump`](CpuSlots::bump).
     #[cfg(test)]
     pub(crate) unsafe fn bump_injected(
         &self,
@@ -111,10 +111,10 @@ impl Slots {
         }
     }
 
-    /// [`bump`](Slots::bump) with a widened window, for tests of the abort path.
+    /// [`bump`](CpuSlots::bump) with a widened window, for tests of the abort path.
     ///
     /// # Safety
-    /// As for [`bump`](Slots::bump).
+    /// As for [`bump`](CpuSlots::bump).
     #[cfg(test)]
     pub(crate) unsafe fn bump_widened(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
         // SAFETY: forwarded.
@@ -125,7 +125,7 @@ impl Slots {
     /// the slot still holds `expected`.
     ///
     /// # Safety
-    /// As for [`bump`](Slots::bump).
+    /// As for [`bump`](CpuSlots::bump).
     #[inline]
     /// Also returns how many times the section aborted and restarted.
     pub(crate) unsafe fn install(
@@ -140,11 +140,11 @@ impl Slots {
         unsafe { imp::install(area, self.base, cpu, expected, new) }
     }
 
-    /// [`install`](Slots::install) with an abort injected at instruction boundary
+    /// [`install`](CpuSlots::install) with an abort injected at instruction boundary
     /// `inject_at`.
     ///
     /// # Safety
-    /// As for [`bump`](Slots::bump).
+    /// As for [`bump`](CpuSlots::bump).
     #[cfg(test)]
     pub(crate) unsafe fn install_injected(
         &self,
@@ -160,7 +160,7 @@ impl Slots {
     }
 }
 
-impl Drop for Slots {
+impl Drop for CpuSlots {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout.
         unsafe { std::alloc::dealloc(self.base.cast(), self.layout) };
@@ -205,20 +205,20 @@ pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
 ///
 /// The array covers the CPU ids of the topology; the sections check the CPU they run on
 /// against that count and report [`LabBump::OutOfRange`] beyond it. One more slot, past the
-/// last CPU's, stays empty forever: [`slot_of`](LabSlots::slot_of) hands it out for a CPU
+/// last CPU's, stays empty forever: [`slot_of`](CpuLabSlots::slot_of) hands it out for a CPU
 /// beyond the array, so the inline path, which trusts its slot, finds nothing fits there and
 /// takes the slow path.
-pub(crate) struct LabSlots {
-    slots: Slots,
+pub(crate) struct CpuLabSlots {
+    slots: CpuSlots,
     cpus: usize,
 }
 
-impl LabSlots {
+impl CpuLabSlots {
     /// Empty LABs for CPU ids below `cpus` (at least 1), and the empty slot past them.
-    pub(crate) fn new(cpus: usize) -> LabSlots {
+    pub(crate) fn new(cpus: usize) -> CpuLabSlots {
         let cpus = cpus.max(1);
-        let slots = LabSlots {
-            slots: Slots::new(cpus + 1),
+        let slots = CpuLabSlots {
+            slots: CpuSlots::new(cpus + 1),
             cpus,
         };
         for cpu in 0..=cpus {
@@ -302,11 +302,11 @@ impl LabSlots {
         unsafe { imp::lab_bump_or_claim(area, self.base(), self.cpus, bytes, reserve) }
     }
 
-    /// [`bump_or_claim`](LabSlots::bump_or_claim) with an abort injected at instruction
+    /// [`bump_or_claim`](CpuLabSlots::bump_or_claim) with an abort injected at instruction
     /// boundary `inject_at` (1 for the first; 0 injects none).
     ///
     /// # Safety
-    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    /// As for [`bump_or_claim`](CpuLabSlots::bump_or_claim).
     #[cfg(test)]
     pub(crate) unsafe fn bump_or_claim_injected(
         &self,
@@ -325,7 +325,7 @@ impl LabSlots {
     /// memory. Also returns the aborts.
     ///
     /// # Safety
-    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    /// As for [`bump_or_claim`](CpuLabSlots::bump_or_claim).
     pub(crate) unsafe fn install(
         &self,
         area: *mut u8,
@@ -337,11 +337,11 @@ impl LabSlots {
         unsafe { imp::lab_install(area, self.base(), self.cpus, reserve, top, end) }
     }
 
-    /// [`install`](LabSlots::install) with an abort injected at instruction boundary
+    /// [`install`](CpuLabSlots::install) with an abort injected at instruction boundary
     /// `inject_at`.
     ///
     /// # Safety
-    /// As for [`bump_or_claim`](LabSlots::bump_or_claim).
+    /// As for [`bump_or_claim`](CpuLabSlots::bump_or_claim).
     #[cfg(test)]
     pub(crate) unsafe fn install_injected(
         &self,
@@ -367,7 +367,7 @@ impl LabSlots {
 ///
 /// # Safety
 /// `area_offset` is [`fixed_area_offset`]; `slot` is the slot of CPU `cpu` in live
-/// [`LabSlots`].
+/// [`CpuLabSlots`].
 #[inline(always)]
 pub(crate) unsafe fn lab_bump(
     area_offset: isize,

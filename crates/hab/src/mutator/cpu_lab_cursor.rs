@@ -16,10 +16,10 @@ use crate::platform::rseq;
 /// top bit set (no CPU has such a number). Testing one bit, not comparing with a constant,
 /// leaves the compiler nothing to re-materialise on the TLAB path.
 ///
-/// Three scalars, copied field by field ([`set`](LabCursor::set)): a caller's loop then keeps
+/// Three scalars, copied field by field ([`set`](CpuLabCursor::set)): a caller's loop then keeps
 /// each in a register across the restartable section and the slow path.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct LabCursor {
+pub(crate) struct CpuLabCursor {
     /// The LAB slot of `cpu`.
     slot: *mut usize,
     /// The CPU; [`INACTIVE_CPU`] when inactive.
@@ -59,14 +59,14 @@ pub struct CpuLabPath {
 
 /// What the slow paths return: the allocation's result and the fast path the mutator takes
 /// next (`None`: its TLAB's).
-pub(crate) type SlowResult = (Result<NonNull<u8>, AllocError>, LabCursor);
+pub(crate) type SlowResult = (Result<NonNull<u8>, AllocError>, CpuLabCursor);
 
 /// The top bit of an inactive cursor's `cpu`.
 const INACTIVE_CPU: u32 = 1 << 31;
 
-impl LabCursor {
+impl CpuLabCursor {
     /// The cursor of a mutator that allocates in its TLAB.
-    pub(crate) const INACTIVE: LabCursor = LabCursor {
+    pub(crate) const INACTIVE: CpuLabCursor = CpuLabCursor {
         slot: std::ptr::null_mut(),
         cpu: INACTIVE_CPU,
         area_offset: 0,
@@ -80,7 +80,7 @@ impl LabCursor {
 
     /// Copies `other` in, one field at a time (see the type's documentation).
     #[inline(always)]
-    pub(crate) fn set(&mut self, other: LabCursor) {
+    pub(crate) fn set(&mut self, other: CpuLabCursor) {
         self.slot = other.slot;
         self.cpu = other.cpu;
         self.area_offset = other.area_offset;
@@ -88,13 +88,13 @@ impl LabCursor {
 
     /// A cursor at the CPU the thread runs on, if the LABs are restartable and glibc's rseq
     /// area is at a fixed offset from the thread pointer.
-    pub(crate) fn new(cpu_labs: &CpuLabs) -> Option<LabCursor> {
+    pub(crate) fn new(cpu_labs: &CpuLabs) -> Option<CpuLabCursor> {
         let area_offset = rseq::fixed_area_offset()?;
         let slots = cpu_labs.lab_slots()?;
         // SAFETY: `area_offset` is the fixed rseq area offset.
         let cpu = unsafe { rseq::cpu_hint(area_offset) };
         let slot = slots.slot_of(cpu);
-        (!slot.is_null() && cpu & INACTIVE_CPU == 0).then_some(LabCursor {
+        (!slot.is_null() && cpu & INACTIVE_CPU == 0).then_some(CpuLabCursor {
             slot,
             cpu,
             area_offset,
@@ -140,7 +140,7 @@ impl LabCursor {
         if slot.is_null() || cpu & INACTIVE_CPU != 0 {
             return slow_path.alloc(size.bytes());
         }
-        let cursor = LabCursor {
+        let cursor = CpuLabCursor {
             slot,
             cpu,
             area_offset,
