@@ -77,7 +77,7 @@
 //! | sideline | chunks a refill could not install, kept for later refills | `levels/sideline.rs` |
 //! | flip | the mode that switches between TLABs and per-CPU LABs at collections; its policy | `labs/flip.rs` |
 //! | allocator | what the allocation paths read: memory, machine, and the mode's parts, built once | `mutator/allocator.rs` |
-//! | mutator | a thread's handle: its TLAB, sizing state and counters | `heap/mutator.rs`, `mutator/cell.rs` |
+//! | mutator | a thread's handle: its TLAB, sizing state and counters | `heap/mutator_handle.rs` (the handle), `mutator/cell.rs` (its state) |
 //! | slow path | what an allocation does when the object does not fit: keep or refill, outside, per-CPU LAB | `mutator/slow_path.rs` |
 //! | sizing policy | how big the next TLAB (or per-CPU LAB) is: fixed, adaptive (HotSpot), growing (Agesen) | `labs/sizing/` |
 //! | middle level | buffers between TLABs and the global heap, one per domain of a [`Level`] | `levels/middle.rs` |
@@ -146,7 +146,7 @@ pub use config::{
     MIN_ALIGNMENT_BYTES, WORD_BYTES, ZERO_AHEAD_BYTES,
 };
 pub use heap::error::HeapError;
-pub use heap::mutator::{alloc_slow_from_compiled_code, Mutator, ParkedMutator};
+pub use heap::mutator_handle::{alloc_slow_from_compiled_code, Mutator, ParkedMutator};
 pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
 pub use labs::stats::CpuLabStats;

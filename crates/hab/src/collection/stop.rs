@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::collection::error::{CollectionError, RunningMutator};
 use crate::collection::Collection;
 use crate::heap::collector_lock::CollectorGuard;
-use crate::heap::mutator::Mutator;
+use crate::heap::mutator_handle::Mutator;
 use crate::heap::Heap;
 use crate::mutator::cell::{HELD, PARKED, RUNNING};
 

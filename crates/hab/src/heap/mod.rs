@@ -10,7 +10,7 @@
 
 pub(crate) mod collector_lock;
 pub(crate) mod error;
-pub(crate) mod mutator;
+pub(crate) mod mutator_handle;
 pub(crate) mod registry;
 pub(crate) mod stats;
 
@@ -22,7 +22,7 @@ use crate::config::ZeroMemory;
 use crate::config::{ConfigError, HeapConfig, TopologySpec};
 use crate::heap::collector_lock::CollectorLock;
 use crate::heap::error::HeapError;
-use crate::heap::mutator::Mutator;
+use crate::heap::mutator_handle::Mutator;
 use crate::heap::registry::Registry;
 use crate::heap::stats::HeapStats;
 use crate::labs::cpu_labs::CpuLabs;
