@@ -17,8 +17,31 @@ pub const SHARED_OBJECTS: &str = "alloc-object, 16 B, shared";
 pub const HAB_OBJECTS: &str = "alloc-object, 16 B, hab (1 KiB TLABs, core:1MiB)";
 pub const CPU_LAB_OBJECTS: &str = "alloc-object, 16 B, cpu-lab (256 KiB LABs)";
 
+/// The counted runs behind the instructions per refill: `alloc-object` with 256-byte and with
+/// 1 MiB TLABs, refilled from the global heap, from `core:1MiB` and from `cpu:1MiB`, as the
+/// middle levels' refill-cost section times them ([`Costs::instructions_per_refill`]).
+pub const REFILL_RUNS: [(&str, &str, &str); 3] = [
+    (
+        "global heap",
+        "alloc-object, 16 B, tlab (256 B TLABs)",
+        "alloc-object, 16 B, tlab (1 MiB TLABs)",
+    ),
+    (
+        "core:1MiB",
+        "alloc-object, 16 B, hab (256 B TLABs, core:1MiB)",
+        "alloc-object, 16 B, hab (1 MiB TLABs, core:1MiB)",
+    ),
+    (
+        "cpu:1MiB",
+        "alloc-object, 16 B, hab (256 B TLABs, cpu:1MiB)",
+        "alloc-object, 16 B, hab (1 MiB TLABs, cpu:1MiB)",
+    ),
+];
+/// 16-byte objects in a 256-byte TLAB.
+const OBJECTS_PER_SMALL_TLAB: f64 = 16.0;
+
 /// `hab run` arguments whose instructions per object are counted.
-const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
+const ALLOCATION_RUNS: [(&str, &[&str]); 12] = [
     (
         TLAB_OBJECTS,
         &["--workload", "alloc-object", "--tlab-size", "256KiB"],
@@ -59,10 +82,72 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
             "cpu-lab",
         ],
     ),
+    (
+        REFILL_RUNS[0].1,
+        &["--workload", "alloc-object", "--tlab-size", "256"],
+    ),
+    (
+        REFILL_RUNS[0].2,
+        &["--workload", "alloc-object", "--tlab-size", "1MiB"],
+    ),
+    (
+        REFILL_RUNS[1].1,
+        &[
+            "--workload",
+            "alloc-object",
+            "--tlab-size",
+            "256",
+            "--mode",
+            "hab",
+            "--middle",
+            "core:1MiB",
+        ],
+    ),
+    (
+        REFILL_RUNS[1].2,
+        &[
+            "--workload",
+            "alloc-object",
+            "--tlab-size",
+            "1MiB",
+            "--mode",
+            "hab",
+            "--middle",
+            "core:1MiB",
+        ],
+    ),
+    (
+        REFILL_RUNS[2].1,
+        &[
+            "--workload",
+            "alloc-object",
+            "--tlab-size",
+            "256",
+            "--mode",
+            "hab",
+            "--middle",
+            "cpu:1MiB",
+        ],
+    ),
+    (
+        REFILL_RUNS[2].2,
+        &[
+            "--workload",
+            "alloc-object",
+            "--tlab-size",
+            "1MiB",
+            "--mode",
+            "hab",
+            "--middle",
+            "cpu:1MiB",
+        ],
+    ),
 ];
-/// valgrind does not implement rseq: `cpu-lab` runs count the same sections on glibc's area
-/// without a registration, which is exact for one thread (nothing can interrupt them).
-const PLAB_ENV: [(&str, &str); 1] = [("HAB_RSEQ", "unregistered")];
+/// valgrind does not implement rseq: the runs that use it (`cpu-lab`, and `hab`, whose levels
+/// read the CPU from the rseq area and whose `cpu` level bumps in restartable sections) count
+/// the same sections and loads on glibc's area without a registration, which is exact for one
+/// thread (nothing can interrupt them), instead of falling back to `sched_getcpu`.
+const RSEQ_ENV: [(&str, &str); 1] = [("HAB_RSEQ", "unregistered")];
 const RUN_TAIL: [&str; 9] = [
     "--objects",
     COUNT,
@@ -104,6 +189,13 @@ impl Costs {
             .find(|(run, _, _)| *run == label)
             .map(|(_, _, count)| *count)
     }
+
+    /// Instructions one refill of a 256-byte TLAB takes from `source` (a name of
+    /// [`REFILL_RUNS`]): (per object with 256-byte TLABs − per object with 1 MiB TLABs) × 16.
+    pub fn instructions_per_refill(&self, source: &str) -> Option<f64> {
+        let (_, small, large) = REFILL_RUNS.iter().find(|(name, _, _)| *name == source)?;
+        Some((self.instructions(small)? - self.instructions(large)?) * OBJECTS_PER_SMALL_TLAB)
+    }
 }
 
 /// Progress steps `measure` takes.
@@ -123,11 +215,8 @@ pub fn measure(progress: &ProgressBar) -> Result<Costs, String> {
                 .chain(&RUN_TAIL)
                 .copied()
                 .collect();
-            let env: &[(&str, &str)] = if args.contains(&"cpu-lab") {
-                &PLAB_ENV
-            } else {
-                &[]
-            };
+            let uses_rseq = args.contains(&"cpu-lab") || args.contains(&"hab");
+            let env: &[(&str, &str)] = if uses_rseq { &RSEQ_ENV } else { &[] };
             let count = callgrind::instructions_per_unit_with(env, &args, OBJECTS.0, OBJECTS.1)?;
             let prefix: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
             allocation.push((
