@@ -101,8 +101,9 @@ impl SlowPath<'_> {
         )
     }
 
-    /// The `hab` mode's [`refill`](SlowPath::refill): through the middle levels. Their carve
-    /// is a call: this line saves registers anyway, and fills the old tail first.
+    /// The `hab` mode's [`refill`](SlowPath::refill): through the middle levels, their home
+    /// carve inlined (the section or the compare-and-swap keeps enough values that this line
+    /// saves registers all the same: 6).
     #[inline(never)]
     fn refill_from_levels<const FILL_FIRST: bool>(self, bytes: usize) -> usize {
         let levels = self.allocator.levels();
@@ -233,9 +234,9 @@ impl SlowPath<'_> {
         object
     }
 
-    /// The short refill's carve through the levels ([`refill::carve_at_home`]), out of line
-    /// so that the refill from the global heap keeps few registers; an empty chunk when it
-    /// carved nothing (returned in two registers, where an `Option` goes through memory).
+    /// The short refill's carve through the levels ([`refill::carve_at_home`]), inlined in
+    /// [`refill_from_levels`](SlowPath::refill_from_levels) alone; an empty chunk when it
+    /// carved nothing.
     #[inline(always)]
     fn carve_at_home(self, levels: &[MiddleLevel], local: &MutatorLocal, bytes: usize) -> Chunk {
         refill::carve_at_home(
