@@ -17,31 +17,42 @@ pub const SHARED_OBJECTS: &str = "alloc-object, 16 B, shared";
 pub const HAB_OBJECTS: &str = "alloc-object, 16 B, hab (1 KiB TLABs, core:1MiB)";
 pub const CPU_LAB_OBJECTS: &str = "alloc-object, 16 B, cpu-lab (256 KiB LABs)";
 
-/// The counted runs behind the instructions per refill: `alloc-object` with 256-byte and with
-/// 1 MiB TLABs, refilled from the global heap, from `core:1MiB` and from `cpu:1MiB`, as the
-/// middle levels' refill-cost section times them ([`Costs::instructions_per_refill`]).
-pub const REFILL_RUNS: [(&str, &str, &str); 3] = [
+/// The counted runs behind the instructions per refill, as the middle levels' refill-cost
+/// section times them ([`Costs::instructions_per_refill`]): `alloc-object` with 256-byte and
+/// with 1 MiB TLABs, refilled from the source named first (its `--middle`, or none: the
+/// global heap), labelled as the last two say.
+pub const REFILL_RUNS: [(&str, Option<&str>, [&str; 2]); 3] = [
     (
         "global heap",
-        "alloc-object, 16 B, tlab (256 B TLABs)",
-        "alloc-object, 16 B, tlab (1 MiB TLABs)",
+        None,
+        [
+            "alloc-object, 16 B, tlab (256 B TLABs)",
+            "alloc-object, 16 B, tlab (1 MiB TLABs)",
+        ],
     ),
     (
         "core:1MiB",
-        "alloc-object, 16 B, hab (256 B TLABs, core:1MiB)",
-        "alloc-object, 16 B, hab (1 MiB TLABs, core:1MiB)",
+        Some("core:1MiB"),
+        [
+            "alloc-object, 16 B, hab (256 B TLABs, core:1MiB)",
+            "alloc-object, 16 B, hab (1 MiB TLABs, core:1MiB)",
+        ],
     ),
     (
         "cpu:1MiB",
-        "alloc-object, 16 B, hab (256 B TLABs, cpu:1MiB)",
-        "alloc-object, 16 B, hab (1 MiB TLABs, cpu:1MiB)",
+        Some("cpu:1MiB"),
+        [
+            "alloc-object, 16 B, hab (256 B TLABs, cpu:1MiB)",
+            "alloc-object, 16 B, hab (1 MiB TLABs, cpu:1MiB)",
+        ],
     ),
 ];
-/// 16-byte objects in a 256-byte TLAB.
+/// The TLAB sizes of [`REFILL_RUNS`], and the 16-byte objects a small one holds.
+const REFILL_TLAB_SIZES: [&str; 2] = ["256", "1MiB"];
 const OBJECTS_PER_SMALL_TLAB: f64 = 16.0;
 
 /// `hab run` arguments whose instructions per object are counted.
-const ALLOCATION_RUNS: [(&str, &[&str]); 12] = [
+const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
     (
         TLAB_OBJECTS,
         &["--workload", "alloc-object", "--tlab-size", "256KiB"],
@@ -80,66 +91,6 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 12] = [
             "256KiB",
             "--mode",
             "cpu-lab",
-        ],
-    ),
-    (
-        REFILL_RUNS[0].1,
-        &["--workload", "alloc-object", "--tlab-size", "256"],
-    ),
-    (
-        REFILL_RUNS[0].2,
-        &["--workload", "alloc-object", "--tlab-size", "1MiB"],
-    ),
-    (
-        REFILL_RUNS[1].1,
-        &[
-            "--workload",
-            "alloc-object",
-            "--tlab-size",
-            "256",
-            "--mode",
-            "hab",
-            "--middle",
-            "core:1MiB",
-        ],
-    ),
-    (
-        REFILL_RUNS[1].2,
-        &[
-            "--workload",
-            "alloc-object",
-            "--tlab-size",
-            "1MiB",
-            "--mode",
-            "hab",
-            "--middle",
-            "core:1MiB",
-        ],
-    ),
-    (
-        REFILL_RUNS[2].1,
-        &[
-            "--workload",
-            "alloc-object",
-            "--tlab-size",
-            "256",
-            "--mode",
-            "hab",
-            "--middle",
-            "cpu:1MiB",
-        ],
-    ),
-    (
-        REFILL_RUNS[2].2,
-        &[
-            "--workload",
-            "alloc-object",
-            "--tlab-size",
-            "1MiB",
-            "--mode",
-            "hab",
-            "--middle",
-            "cpu:1MiB",
         ],
     ),
 ];
@@ -193,25 +144,43 @@ impl Costs {
     /// Instructions one refill of a 256-byte TLAB takes from `source` (a name of
     /// [`REFILL_RUNS`]): (per object with 256-byte TLABs − per object with 1 MiB TLABs) × 16.
     pub fn instructions_per_refill(&self, source: &str) -> Option<f64> {
-        let (_, small, large) = REFILL_RUNS.iter().find(|(name, _, _)| *name == source)?;
+        let (_, _, [small, large]) = REFILL_RUNS.iter().find(|(name, _, _)| *name == source)?;
         Some((self.instructions(small)? - self.instructions(large)?) * OBJECTS_PER_SMALL_TLAB)
     }
 }
 
 /// Progress steps `measure` takes.
 pub fn steps() -> usize {
-    ALLOCATION_RUNS.len() + CpuIdSource::NAMES.len()
+    counted_runs().len() + CpuIdSource::NAMES.len()
+}
+
+/// Every counted `hab run`: [`ALLOCATION_RUNS`], then [`REFILL_RUNS`] at both TLAB sizes.
+fn counted_runs() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut runs: Vec<_> = ALLOCATION_RUNS
+        .iter()
+        .map(|(label, args)| (*label, args.to_vec()))
+        .collect();
+    for (_, middle, labels) in REFILL_RUNS {
+        for (label, tlab) in labels.into_iter().zip(REFILL_TLAB_SIZES) {
+            let mut args = vec!["--workload", "alloc-object", "--tlab-size", tlab];
+            if let Some(middle) = middle {
+                args.extend(["--mode", "hab", "--middle", middle]);
+            }
+            runs.push((label, args));
+        }
+    }
+    runs
 }
 
 pub fn measure(progress: &ProgressBar) -> Result<Costs, String> {
     let valgrind = callgrind::available();
     let mut allocation = Vec::new();
-    for (label, args) in ALLOCATION_RUNS {
+    for (label, args) in counted_runs() {
         progress.set_message(format!("callgrind: {label}"));
         if valgrind {
             let args: Vec<&str> = ["run"]
                 .iter()
-                .chain(args)
+                .chain(&args)
                 .chain(&RUN_TAIL)
                 .copied()
                 .collect();
