@@ -42,7 +42,7 @@ started=$(date +%s)
 
 step "source entries for $suite"
 sources=/etc/apt/sources.list.d/hab-deb-src.sources
-if ! apt-cache showsrc openjdk-17 2>/dev/null | grep -q '^Version:'; then
+if ! apt-cache showsrc openjdk-17 2>/dev/null | grep '^Version:' >/dev/null; then # grep reads all: no SIGPIPE under pipefail
   as_root tee "$sources" >/dev/null <<SOURCES
 Types: deb-src
 URIs: http://deb.debian.org/debian

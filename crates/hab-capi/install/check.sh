@@ -12,13 +12,17 @@ echo "== pkg-config: $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags
 cc -std=c11 -Wall -Wextra -Werror -pedantic -O2 "$here/smoke.c" -o "$work/smoke_pkg_config" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs hab)
 LD_LIBRARY_PATH="$prefix/lib" "$work/smoke_pkg_config"
-if LD_LIBRARY_PATH="$prefix/lib" ldd "$work/smoke_pkg_config" | grep -q "libhab.so.1 => $prefix/lib/libhab.so.1"; then
-  echo "linked against $prefix/lib/libhab.so.1"
-else
-  echo "not linked against the installed libhab.so.1:" >&2
-  ldd "$work/smoke_pkg_config" >&2
-  exit 1
-fi
+# ldd's output is read whole before it is searched: `ldd | grep -q` under pipefail fails
+# whenever grep exits before ldd has finished writing (SIGPIPE).
+libraries=$(LD_LIBRARY_PATH="$prefix/lib" ldd "$work/smoke_pkg_config")
+case "$libraries" in
+  *"libhab.so.1 => $prefix/lib/libhab.so.1 "*)
+    echo "linked against $prefix/lib/libhab.so.1" ;;
+  *)
+    echo "not linked against the installed $prefix/lib/libhab.so.1; ldd says:" >&2
+    echo "$libraries" >&2
+    exit 1 ;;
+esac
 
 if command -v cmake >/dev/null 2>&1; then
   echo "== CMake: find_package(Hab), Hab::hab and Hab::hab_static"
