@@ -432,14 +432,22 @@ typedef struct hab_level_stats {
     uint64_t waste_bytes;     /* free tails retired as fillers (refills and retire_all) */
     uint64_t rseq_aborts;     /* restartable sections that aborted */
     uint64_t rseq_fallbacks;  /* requests of a restartable level that took compare-and-swap */
+    uint64_t out_of_range_cpus; /* of rseq_fallbacks, from a CPU beyond the per-CPU array */
     uint64_t sidelined;       /* chunks a refill could not install, kept for later */
     uint64_t sideline_reused; /* refills served by a sidelined chunk */
-    uint64_t out_of_range_cpus; /* of rseq_fallbacks, from a CPU beyond the per-CPU array */
 } hab_level_stats;
 
 /* Writes each level's figures, lowest first, into out (at most capacity entries; out may be
  * NULL to ask); returns the number of levels, or 0 on error. */
 size_t hab_levels_stats(hab_levels *levels, hab_level_stats *out, size_t capacity);
+
+/* Writes the figures of now less those of since (NULL: none) that are not zero, as
+ * "name: value" pairs separated by spaces (the names of the fields above, bytes exact), into
+ * buffer, NUL-terminated, when its len bytes hold them: a log line in the library's words,
+ * e.g. "allocs: 1427 foreign_allocs: 3 refills: 498 waste_bytes: 2962432". Returns the
+ * text's length (as snprintf does); 0 also when every figure is zero, or for a NULL now. */
+size_t hab_level_stats_line(const hab_level_stats *now, const hab_level_stats *since,
+                            char *buffer, size_t len);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 //! their own").
 
 use crate::prelude::*;
+use hab::{Level, LevelStats};
 
 /// The runtime's eden as C callbacks: `hab_upstream` in `hab.h`.
 #[repr(C)]
@@ -365,7 +366,10 @@ pub unsafe extern "C" fn hab_levels_tlabs_past_levels(levels: *mut hab_levels) -
     count
 }
 
-/// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills).
+/// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills). Its
+/// figures are [`hab::LevelStats`]'s, in the order of [`hab::LevelStats::NAMES`] (which
+/// `tests/header.rs` checks); converting to and from it names every field, so a figure added
+/// there fails to compile until it is added here.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct hab_level_stats {
@@ -383,20 +387,57 @@ pub struct hab_level_stats {
     pub rseq_aborts: u64,
     /// Requests of a restartable level that took the compare-and-swap path.
     pub rseq_fallbacks: u64,
+    /// Of `rseq_fallbacks`, requests from a CPU number beyond the per-CPU array.
+    pub out_of_range_cpus: u64,
     /// Chunks a refill could not install and kept for later refills.
     pub sidelined: u64,
     /// Refills served by a sidelined chunk.
     pub sideline_reused: u64,
-    /// Of `rseq_fallbacks`, requests from a CPU number beyond the per-CPU array.
-    pub out_of_range_cpus: u64,
 }
 
-// Every figure of `hab::LevelStats` (all `u64`) has its field here: a statistic added there
-// fails to compile until it is added here and in `hab.h` (which `tests/header.rs` checks).
-const _: () = assert!(
-    std::mem::size_of::<hab_level_stats>()
-        == std::mem::size_of::<*const c_char>() + std::mem::size_of::<hab::LevelStats>()
-);
+impl hab_level_stats {
+    /// `figures` of `level`, for C.
+    fn new(level: Level, figures: &LevelStats) -> Self {
+        let LevelStats {
+            allocs,
+            foreign_allocs,
+            refills,
+            waste_bytes,
+            rseq_aborts,
+            rseq_fallbacks,
+            out_of_range_cpus,
+            sidelined,
+            sideline_reused,
+        } = *figures;
+        hab_level_stats {
+            level: level.c_name().as_ptr(),
+            allocs,
+            foreign_allocs,
+            refills,
+            waste_bytes,
+            rseq_aborts,
+            rseq_fallbacks,
+            out_of_range_cpus,
+            sidelined,
+            sideline_reused,
+        }
+    }
+
+    /// The figures, back in Rust.
+    fn figures(&self) -> LevelStats {
+        LevelStats {
+            allocs: self.allocs,
+            foreign_allocs: self.foreign_allocs,
+            refills: self.refills,
+            waste_bytes: self.waste_bytes,
+            rseq_aborts: self.rseq_aborts,
+            rseq_fallbacks: self.rseq_fallbacks,
+            out_of_range_cpus: self.out_of_range_cpus,
+            sidelined: self.sidelined,
+            sideline_reused: self.sideline_reused,
+        }
+    }
+}
 
 /// Writes each level's figures, lowest first, into `out` (up to `capacity` of them); returns
 /// the number of levels (0 on error, with the reason in `hab_last_error`).
@@ -421,18 +462,7 @@ pub unsafe extern "C" fn hab_levels_stats(
             if out.is_null() {
                 break;
             }
-            let entry = hab_level_stats {
-                level: level.c_name().as_ptr(),
-                allocs: figures.allocs,
-                foreign_allocs: figures.foreign_allocs,
-                refills: figures.refills,
-                waste_bytes: figures.waste_bytes,
-                rseq_aborts: figures.rseq_aborts,
-                rseq_fallbacks: figures.rseq_fallbacks,
-                sidelined: figures.sidelined,
-                sideline_reused: figures.sideline_reused,
-                out_of_range_cpus: figures.out_of_range_cpus,
-            };
+            let entry = hab_level_stats::new(level, &figures);
             // SAFETY: `i < capacity`, and `out` holds `capacity` entries (the caller's
             // contract).
             unsafe { out.add(i).write(entry) };
@@ -440,4 +470,88 @@ pub unsafe extern "C" fn hab_levels_stats(
         HAB_OK
     });
     count
+}
+
+/// Writes the figures of `now` less those of `since` (NULL: none) that are not zero, as
+/// `name: value` pairs (the names of `hab_level_stats`' fields, bytes exact), NUL-terminated,
+/// into `buffer` when its `len` bytes hold them; returns the text's length (0 also when every
+/// figure is zero, or on error, recorded). The line of a runtime's log, in the library's words.
+///
+/// # Safety
+/// `now` is NULL or readable; `since` NULL or readable; `buffer` NULL or writable for `len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hab_level_stats_line(
+    now: *const hab_level_stats,
+    since: *const hab_level_stats,
+    buffer: *mut c_char,
+    len: usize,
+) -> usize {
+    // SAFETY: the caller's contract.
+    let Ok(now) = (unsafe { live(now, "hab_level_stats_line", "now") }) else {
+        return 0;
+    };
+    // SAFETY: the caller's contract.
+    let since = unsafe { since.as_ref() }.map_or_else(LevelStats::default, |since| since.figures());
+    let mut line = String::new();
+    now.figures()
+        .since(&since)
+        .write_figures(&mut line)
+        .expect("a String takes any text");
+    // SAFETY: the caller's contract.
+    unsafe { write_text(&line, buffer, len) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `LevelStats` whose figures all differ.
+    fn distinct() -> LevelStats {
+        let mut figures = LevelStats::default();
+        for (i, name) in LevelStats::NAMES.iter().enumerate() {
+            assert!(figures.set_figure(name, 10_000 + i as u64));
+        }
+        figures
+    }
+
+    #[test]
+    fn the_c_struct_carries_every_figure_to_its_own_field() {
+        let figures = distinct();
+        let c = hab_level_stats::new(Level::Core, &figures);
+        assert_eq!(c.figures(), figures);
+        // SAFETY: `level` is one of `Level::c_name`'s static strings.
+        assert_eq!(unsafe { CStr::from_ptr(c.level) }.to_str(), Ok("core"));
+    }
+
+    #[test]
+    fn the_log_line_names_each_figure_that_changed() {
+        let now = hab_level_stats::new(Level::Cpu, &distinct());
+        let mut earlier = distinct();
+        earlier.allocs -= 5;
+        earlier.waste_bytes -= 4096;
+        let since = hab_level_stats::new(Level::Cpu, &earlier);
+        let mut buffer = [0 as c_char; 64];
+        // SAFETY: both structs are live; the buffer holds 64 bytes.
+        let len = unsafe { hab_level_stats_line(&now, &since, buffer.as_mut_ptr(), 64) };
+        // SAFETY: the call wrote a NUL-terminated text into the buffer.
+        let line = unsafe { CStr::from_ptr(buffer.as_ptr()) }.to_str().unwrap();
+        assert_eq!(line, "allocs: 5 waste_bytes: 4096");
+        assert_eq!(len, line.len());
+        // Too small a buffer: the length needed, nothing written.
+        let mut small = [7 as c_char; 4];
+        // SAFETY: as above, with 4 bytes.
+        let needed = unsafe { hab_level_stats_line(&now, &since, small.as_mut_ptr(), 4) };
+        assert_eq!((needed, small), (line.len(), [7; 4]));
+        // No `since`: every figure.
+        // SAFETY: `now` is live; a NULL buffer is only measured.
+        let whole = unsafe { hab_level_stats_line(&now, ptr::null(), ptr::null_mut(), 0) };
+        assert!(
+            whole > LevelStats::NAMES.len() * "name: 10000".len(),
+            "{whole}"
+        );
+        // SAFETY: a NULL `now` is refused.
+        let refused = unsafe { hab_level_stats_line(ptr::null(), ptr::null(), ptr::null_mut(), 0) };
+        assert_eq!(refused, 0);
+    }
 }

@@ -148,23 +148,30 @@ pub(crate) unsafe fn write_json(
     buffer: *mut c_char,
     len: usize,
 ) -> usize {
-    let mut needed = 0;
-    guarded(|| {
-        let json = match serde_json::to_string(value) {
-            Ok(json) => json,
-            Err(error) => return fail(HAB_INTERNAL_ERROR, error.to_string()),
-        };
-        needed = json.len();
-        if !buffer.is_null() && len > json.len() {
-            // SAFETY: `buffer` holds `len > json.len()` bytes (the caller's contract).
-            unsafe {
-                ptr::copy_nonoverlapping(json.as_ptr(), buffer.cast(), json.len());
-                *buffer.add(json.len()) = 0;
-            }
+    match serde_json::to_string(value) {
+        // SAFETY: the caller's contract.
+        Ok(json) => unsafe { write_text(&json, buffer, len) },
+        Err(error) => {
+            fail(HAB_INTERNAL_ERROR, error.to_string());
+            0
         }
-        HAB_OK
-    });
-    needed
+    }
+}
+
+/// Writes `text`, NUL-terminated, into `buffer` when its `len` bytes hold it; returns the
+/// text's length either way (as `snprintf` does, less the terminator).
+///
+/// # Safety
+/// `buffer` is NULL or writable for `len` bytes.
+pub(crate) unsafe fn write_text(text: &str, buffer: *mut c_char, len: usize) -> usize {
+    if !buffer.is_null() && len > text.len() {
+        // SAFETY: `buffer` holds `len > text.len()` bytes (the caller's contract).
+        unsafe {
+            ptr::copy_nonoverlapping(text.as_ptr(), buffer.cast(), text.len());
+            *buffer.add(text.len()) = 0;
+        }
+    }
+    text.len()
 }
 
 /// A handle argument of `call`, checked: a shared reference to what it points to, or

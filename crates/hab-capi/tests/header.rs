@@ -383,3 +383,19 @@ fn the_header_declares_what_the_library_exports() {
         "every exported function is declared once"
     );
 }
+
+#[test]
+fn the_level_statistics_struct_lists_the_libraries_figures_in_their_order() {
+    let mut abi = Abi::default();
+    read_abi(&manifest().join("src"), &mut abi);
+    let (_, fields) = abi
+        .structs
+        .iter()
+        .find(|(name, _)| name == "hab_level_stats")
+        .expect("the library defines hab_level_stats");
+    let names: Vec<&str> = fields.iter().map(|(name, _)| name.as_str()).collect();
+    // The C struct's offsets are checked against this Rust struct above; its figures are
+    // `LevelStats`'s, named and ordered as declared.
+    assert_eq!(names[0], "level");
+    assert_eq!(&names[1..], hab::LevelStats::NAMES);
+}

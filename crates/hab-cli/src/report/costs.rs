@@ -14,6 +14,7 @@ use crate::figures::Spread;
 /// The counted runs other sections quote, by label ([`Costs::instructions`]).
 pub const TLAB_OBJECTS: &str = "alloc-object, 16 B, tlab (256 KiB)";
 pub const SHARED_OBJECTS: &str = "alloc-object, 16 B, shared";
+pub const SMALL_TLAB_OBJECTS: &str = "alloc-object, 16 B, tlab (1 KiB)";
 pub const HAB_OBJECTS: &str = "alloc-object, 16 B, hab (1 KiB TLABs, core:1MiB)";
 pub const CPU_LAB_OBJECTS: &str = "alloc-object, 16 B, cpu-lab (256 KiB LABs)";
 
@@ -66,7 +67,7 @@ const ALLOCATION_RUNS: [(&str, &[&str]); 6] = [
         &["--workload", "alloc-object", "--mode", "shared"],
     ),
     (
-        "alloc-object, 16 B, tlab (1 KiB)",
+        SMALL_TLAB_OBJECTS,
         &["--workload", "alloc-object", "--tlab-size", "1KiB"],
     ),
     (

@@ -229,24 +229,29 @@ fn value<T: std::str::FromStr>(stderr: &str, key: &str) -> Option<T> {
         .find_map(|line| line.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
 }
 
-/// Parses `HAB total LEVEL: allocs: A foreign: F (P%) refills: R waste: WK ...`.
+/// Parses `HAB total LEVEL: allocs: A foreign_allocs: F refills: R waste_bytes: W ...`: the
+/// figures of [`hab::LevelStats`] that are not zero, as libhab's `hab_level_stats_line` writes
+/// them. `None` for another line, or a figure the library does not name.
 fn level_totals(line: &str) -> Option<LevelTotals> {
     let rest = line.split("HAB total ").nth(1)?;
     let (level, rest) = rest.split_once(':')?;
     if level.contains(' ') {
         return None;
     }
-    let number = |key: &str| -> Option<u64> {
-        let after = rest.split(key).nth(1)?.trim_start();
-        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
+    let mut stats = hab::LevelStats::default();
+    let mut words = rest.split_whitespace();
+    while let Some(name) = words.next() {
+        let value = words.next()?.parse().ok()?;
+        if !stats.set_figure(name.strip_suffix(':')?, value) {
+            return None;
+        }
+    }
     Some(LevelTotals {
         level: level.to_string(),
-        allocs: number("allocs:")?,
-        foreign_allocs: number("foreign:")?,
-        refills: number("refills:")?,
-        waste_kib: number("waste:")?,
+        allocs: stats.allocs,
+        foreign_allocs: stats.foreign_allocs,
+        refills: stats.refills,
+        waste_kib: stats.waste_bytes / 1024,
     })
 }
 
@@ -648,8 +653,8 @@ mod tests {
 
     #[test]
     fn the_summary_lines_parse() {
-        let line = "[2.039s][info][gc,tlab] HAB total cpu: allocs: 1427 foreign: 3 (0.21%) \
-                    refills: 498 waste: 2893K rseq aborts: 0 fallbacks: 0";
+        let line = "[2.039s][info][gc,tlab] HAB total cpu: allocs: 1427 foreign_allocs: 3 \
+                    refills: 498 waste_bytes: 2962432 rseq_aborts: 5";
         let totals = level_totals(line).expect("parses");
         assert_eq!(totals.level, "cpu");
         assert_eq!(
@@ -662,6 +667,19 @@ mod tests {
             (1427, 3, 498, 2893)
         );
         assert!(level_totals("[2.0s][info][gc,tlab] HAB total: 16 retires; 306 TLABs").is_none());
+        assert!(level_totals("[2.0s][info][gc,tlab] HAB total cpu: allocs: 1 lost: 2").is_none());
+        // Every figure the library writes reads back.
+        let mut all = hab::LevelStats::default();
+        for (i, name) in hab::LevelStats::NAMES.iter().enumerate() {
+            all.set_figure(name, 1024 * (i as u64 + 1));
+        }
+        let mut line = "HAB total core: ".to_string();
+        all.write_figures(&mut line).unwrap();
+        let totals = level_totals(&line).expect("parses");
+        assert_eq!(
+            (totals.allocs, totals.waste_kib),
+            (all.allocs, all.waste_bytes / 1024)
+        );
         assert_eq!(
             value::<f64>("a=1\ncompiles_per_min=315.80\n", "compiles_per_min"),
             Some(315.8)

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use hab::{ByteSize, Mode};
 
 use super::claims::{Claims, Verdict};
+use super::costs::{Costs, CPU_LAB_OBJECTS, SHARED_OBJECTS, TLAB_OBJECTS};
 use super::{jaffer, spread, Measured, Scale};
 
 /// Whose claims the section's tables check, in the list of claims.
@@ -32,7 +33,7 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
         .collect()
 }
 
-pub fn render(scale: &Scale, measured: &Measured, claims: &mut Claims) -> String {
+pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Claims) -> String {
     let mut s = String::new();
     let get = |mode, threads| measured.get(&run(scale, mode, threads));
     let _ = writeln!(
@@ -86,6 +87,21 @@ pub fn render(scale: &Scale, measured: &Measured, claims: &mut Claims) -> String
             beats_shared
         );
     }
+    let counted =
+        [SHARED_OBJECTS, TLAB_OBJECTS, CPU_LAB_OBJECTS].map(|run| costs.instructions(run));
+    if let [Some(shared), Some(tlab), Some(plab)] = counted {
+        let _ = writeln!(
+            s,
+            "\nBehind the times, the work counted (callgrind, one thread, the runs of \
+             *Instructions per allocation*): {shared:.2} instructions per object in `shared`, \
+             {tlab:.2} in `tlab`, {plab:.2} in `plab`: `plab` / `tlab` {:.2} and `shared` / \
+             `plab` {:.1}× in instructions. Where a time ratio above strays far from these, \
+             the difference is the machine (caches, contention, noise), not the allocator's \
+             work.",
+            plab / tlab,
+            shared / plab
+        );
+    }
     let _ = writeln!(
         s,
         "\nWhat the per-CPU LABs did (means per repetition; the rows of the seed's Table 2):\n"
@@ -137,6 +153,6 @@ impl Experiment for CpuLabs {
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        render(cx.scale, &cx.measured, claims)
+        render(cx.scale, &cx.measured, &cx.extras.costs, claims)
     }
 }

@@ -128,6 +128,7 @@ impl CpuLabs {
         if let Some(slots) = &self.slots {
             for cpu in 0..slots.cpus() {
                 let (top, end) = slots.load(cpu);
+                check_lab(space, (top, end), reserve);
                 if top <= end {
                     retire_tail(space, counters, top, end + reserve);
                 }
@@ -149,6 +150,25 @@ impl CpuLabs {
             fallback_level.waste_bytes.add((end - start) as u64);
         });
     }
+}
+
+/// The invariant of a per-CPU LAB `{top, end}` (a slot's, or one about to be installed),
+/// checked in builds with debug assertions: it owns nothing (`top > end`, or `top == end`
+/// with no reserve: a claim of an empty slot leaves `{end + reserve, end}`), or it owns
+/// `[top, end + reserve)`, word-aligned and inside the heap's reservation.
+fn check_lab(space: &Space, (top, end): (usize, usize), reserve: usize) {
+    if !cfg!(debug_assertions) || top > end || top == end + reserve {
+        return;
+    }
+    let (first, last) = space.global().reserved();
+    debug_assert!(
+        first <= top && end + reserve <= last,
+        "a per-CPU LAB [{top:#x}, {end:#x} + {reserve}) outside the heap [{first:#x}, {last:#x})"
+    );
+    debug_assert!(
+        (top | end | reserve).is_multiple_of(size_of::<usize>()),
+        "a per-CPU LAB [{top:#x}, {end:#x} + {reserve}) is not word-aligned"
+    );
 }
 
 /// Covers a LAB's free tail `[start, end)` with a filler and counts it.
@@ -184,6 +204,7 @@ pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> 
         match outcome {
             LabBump::Object { address, .. } => return Some(address),
             LabBump::Claimed { cpu, top, end } => {
+                check_lab(space, (top, end), cpu_labs.reserve_bytes);
                 if top <= end {
                     retire_tail(space, stats, top, end + cpu_labs.reserve_bytes);
                 }
@@ -231,6 +252,7 @@ fn refill(
         retire_tail(space, stats, rest, end);
         return Some(start);
     }
+    check_lab(space, (rest, end - reserve), reserve);
     // SAFETY: `area` is this thread's registered area.
     let (installed, aborts) = unsafe { slots.install(area, reserve, rest, end - reserve) };
     stats.rseq_aborts.add(aborts);

@@ -121,7 +121,8 @@ impl AllocationStats {
 
 impl fmt::Display for AllocationStats {
     /// `desired_size: 1MiB slow allocs: 0 refill waste: 0B alloc: 800MiB refills: 800
-    /// waste 0.0% gc: 0B slow: 0B`
+    /// waste 0.0% gc: 0B slow: 0B`, as HotSpot's `gc+tlab` line, then each level's figures
+    /// and the per-CPU LABs' that are not zero: `core (allocs: 800 refills: 2 ...)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let size = Approximate;
         write!(
@@ -136,46 +137,21 @@ impl fmt::Display for AllocationStats {
             size.of(self.gc_waste_bytes),
             size.of(self.slow_alloc_bytes),
         )?;
+        // The levels' and per-CPU LABs' figures as their declarations name them.
         for (level, stats) in Level::ALL.iter().zip(&self.levels) {
-            if stats.allocs + stats.refills > 0 {
-                write!(
-                    f,
-                    " {level}: {} allocs ({:.1}% foreign) {} refills {} waste",
-                    stats.allocs,
-                    stats.foreign_percent(),
-                    stats.refills,
-                    size.of(stats.waste_bytes)
-                )?;
-                if stats.out_of_range_cpus > 0 {
-                    write!(f, " {} from cpus beyond the array", stats.out_of_range_cpus)?;
-                }
+            if *stats != LevelStats::default() {
+                write!(f, " {level} (")?;
+                stats.write_figures(f)?;
+                write!(f, ")")?;
             }
         }
         if self.tlabs_past_levels > 0 {
             write!(f, " past every level: {} TLABs", self.tlabs_past_levels)?;
         }
-        let labs = &self.cpu_lab;
-        if labs.labs + labs.fallback_allocs > 0 {
-            write!(
-                f,
-                " cpu-lab: {} labs {} transactions ({} failed, {} invalid) {} sidelined {} partial {} unused {} aborts {} fallback allocs",
-                labs.labs,
-                labs.transactions,
-                labs.failed_transactions,
-                labs.invalid_transactions,
-                labs.sidelined_labs,
-                labs.partial_labs,
-                size.of(labs.unused_bytes()),
-                labs.rseq_aborts,
-                labs.fallback_allocs
-            )?;
-            if labs.out_of_range_cpus > 0 {
-                write!(
-                    f,
-                    " ({} from cpus beyond the array)",
-                    labs.out_of_range_cpus
-                )?;
-            }
+        if self.cpu_lab != CpuLabStats::default() {
+            write!(f, " cpu-lab (")?;
+            self.cpu_lab.write_figures(f)?;
+            write!(f, ")")?;
         }
         Ok(())
     }

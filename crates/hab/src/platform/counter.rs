@@ -80,7 +80,11 @@ impl<C: Snapshot, const N: usize> Snapshot for [C; N] {
 /// - optionally `nested { name: Stats => Counters, … }`: figures that are themselves such a
 ///   snapshot (or an array of them), with their counters.
 ///
-/// A figure is declared once here; the C struct, the JSON and the logs read the snapshot.
+/// A figure is declared once here, and its name with it: [`NAMES`](crate::LevelStats::NAMES)
+/// lists the counts and gauges in declaration order, which the JSON's keys, the C struct's
+/// fields (checked by the C ABI's header test) and the log lines' labels follow;
+/// `named_figures` and `set_figure` read and write them by name, and
+/// [`write_figures`](crate::LevelStats::write_figures) writes them as `name: value` pairs.
 macro_rules! figures {
     (
         $(#[$doc:meta])* $stats:ident, $counters:ident {
@@ -143,6 +147,41 @@ macro_rules! figures {
                     $($($gauge: self.$gauge,)*)?
                     $($($nested: self.$nested.since(&earlier.$nested),)*)?
                 }
+            }
+
+            /// The names of the counts and gauges, in declaration order: the JSON's keys,
+            /// the C struct's fields and the labels of the log lines.
+            pub const NAMES: &'static [&'static str] =
+                &[$(stringify!($field),)* $($(stringify!($gauge),)*)?];
+
+            /// The counts and gauges with their names, in the order of
+            #[doc = concat!("[`NAMES`](", stringify!($stats), "::NAMES).")]
+            pub fn named_figures(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($field), self.$field),)* $($((stringify!($gauge), self.$gauge),)*)?]
+                    .into_iter()
+            }
+
+            /// Sets the count or gauge called `name` to `value`; `false` (nothing set) when
+            /// none has that name.
+            pub fn set_figure(&mut self, name: &str, value: u64) -> bool {
+                match name {
+                    $(stringify!($field) => self.$field = value,)*
+                    $($(stringify!($gauge) => self.$gauge = value,)*)?
+                    _ => return false,
+                }
+                true
+            }
+
+            /// Writes the counts and gauges that are not zero as `name: value` pairs
+            /// separated by spaces (bytes exact, as the names say), in declaration order;
+            /// nothing when every one is zero. Read back with `set_figure`.
+            pub fn write_figures(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+                let mut separator = "";
+                for (name, value) in self.named_figures().filter(|&(_, value)| value != 0) {
+                    write!(out, "{separator}{name}: {value}")?;
+                    separator = " ";
+                }
+                Ok(())
             }
 
             /// Every figure divided by `n` (at least 1): a mean over `n` runs.

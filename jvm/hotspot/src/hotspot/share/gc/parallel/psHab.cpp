@@ -38,6 +38,7 @@
   f(hab_levels_carve_tlab)       \
   f(hab_levels_retire_all)       \
   f(hab_levels_stats)            \
+  f(hab_level_stats_line)        \
   f(hab_levels_tlabs_past_levels)
 
 #define HAB_DECLARE_ENTRY(name) static decltype(&::name) _##name = NULL;
@@ -194,24 +195,14 @@ static size_t read_stats(hab_level_stats* stats) {
   return MIN2(count, MAX_LEVELS);
 }
 
-static double percent(uint64_t part, uint64_t whole) {
-  return whole == 0 ? 0.0 : 100.0 * (double)part / (double)whole;
-}
-
-// One line per level: the figures since `since` (all zero for the totals).
+// One line per level: the figures since `since` (NULL for the totals), named as libhab
+// names them ("allocs: 1427 foreign_allocs: 3 refills: 498 waste_bytes: 2962432 ...").
 static void print_levels(outputStream* out, const char* what, const hab_level_stats* now,
                          const hab_level_stats* since, size_t count) {
   for (size_t i = 0; i < count; i++) {
-    uint64_t allocs = now[i].allocs - since[i].allocs;
-    uint64_t foreign = now[i].foreign_allocs - since[i].foreign_allocs;
-    out->print_cr("HAB %s %s: allocs: " UINT64_FORMAT " foreign: " UINT64_FORMAT " (%.2f%%)"
-                  " refills: " UINT64_FORMAT " waste: " UINT64_FORMAT "K"
-                  " rseq aborts: " UINT64_FORMAT " fallbacks: " UINT64_FORMAT,
-                  what, now[i].level, allocs, foreign, percent(foreign, allocs),
-                  now[i].refills - since[i].refills,
-                  (now[i].waste_bytes - since[i].waste_bytes) / K,
-                  now[i].rseq_aborts - since[i].rseq_aborts,
-                  now[i].rseq_fallbacks - since[i].rseq_fallbacks);
+    char line[512] = ""; // 9 figures of at most 40 characters fit
+    _hab_level_stats_line(&now[i], since == NULL ? NULL : &since[i], line, sizeof(line));
+    out->print_cr("HAB %s %s: %s", what, now[i].level, line);
   }
 }
 
@@ -238,10 +229,8 @@ void PSHab::print_summary() {
   }
   LogStream ls(lt);
   hab_level_stats now[MAX_LEVELS];
-  hab_level_stats zero[MAX_LEVELS];
-  memset(zero, 0, sizeof(zero));
   size_t count = read_stats(now);
-  print_levels(&ls, "total", now, zero, count);
+  print_levels(&ls, "total", now, NULL, count);
   ls.print_cr("HAB total: " SIZE_FORMAT " retires; " SIZE_FORMAT " TLABs (" SIZE_FORMAT
               "K) larger than " SIZE_FORMAT "K straight from eden; " UINT64_FORMAT
               " TLABs past every level (all buffers busy)",
