@@ -429,6 +429,7 @@ typedef struct hab_level_stats {
     uint64_t allocs;          /* chunks handed out: TLABs, or buffers of the level below */
     uint64_t foreign_allocs;  /* of those, served by another domain than the thread's */
     uint64_t refills;         /* buffers of this level claimed */
+    uint64_t claims_lost;     /* claims of an exhausted buffer another thread won */
     uint64_t waste_bytes;     /* free tails retired as fillers (refills and retire_all) */
     uint64_t rseq_aborts;     /* restartable sections that aborted */
     uint64_t rseq_fallbacks;  /* requests of a restartable level that took compare-and-swap */

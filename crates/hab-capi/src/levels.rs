@@ -381,6 +381,8 @@ pub struct hab_level_stats {
     pub foreign_allocs: u64,
     /// Buffers of this level claimed for a refill.
     pub refills: u64,
+    /// Claims of an exhausted buffer that another thread won.
+    pub claims_lost: u64,
     /// Free bytes of this level's buffers retired (as fillers) at refills and collections.
     pub waste_bytes: u64,
     /// Restartable sections that aborted and restarted.
@@ -402,6 +404,7 @@ impl hab_level_stats {
             allocs,
             foreign_allocs,
             refills,
+            claims_lost,
             waste_bytes,
             rseq_aborts,
             rseq_fallbacks,
@@ -414,6 +417,7 @@ impl hab_level_stats {
             allocs,
             foreign_allocs,
             refills,
+            claims_lost,
             waste_bytes,
             rseq_aborts,
             rseq_fallbacks,
@@ -429,6 +433,7 @@ impl hab_level_stats {
             allocs: self.allocs,
             foreign_allocs: self.foreign_allocs,
             refills: self.refills,
+            claims_lost: self.claims_lost,
             waste_bytes: self.waste_bytes,
             rseq_aborts: self.rseq_aborts,
             rseq_fallbacks: self.rseq_fallbacks,

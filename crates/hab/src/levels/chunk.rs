@@ -111,6 +111,11 @@ pub(crate) trait RefillThread {
     fn out_of_range_cpu(&mut self, index: usize) {
         let _ = index;
     }
+    /// This thread found a buffer of the level at `index` exhausted, but another thread
+    /// claimed or carved from it first.
+    fn claim_lost(&mut self, index: usize) {
+        let _ = index;
+    }
     /// A refill of the level at `index` kept a chunk it could not install for later.
     fn sidelined(&mut self, index: usize) {
         let _ = index;

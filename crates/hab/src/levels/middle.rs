@@ -328,7 +328,10 @@ fn refill(
 ) -> Option<Chunk> {
     let level = &levels[index];
     let buffer = &level.buffers[domain].0;
-    let (tail_top, tail_end) = buffer.claim(seen)?;
+    let Some((tail_top, tail_end)) = buffer.claim(seen) else {
+        env.claim_lost(index);
+        return None;
+    };
     let base = env.base();
     env.retire_tail(
         index,
@@ -365,6 +368,7 @@ mod tests {
         tails: Vec<(usize, usize)>,
         served: Vec<(usize, usize)>,
         tlabs_past_levels: usize,
+        claims_lost: usize,
     }
 
     impl RefillThread for Fixed {
@@ -396,6 +400,9 @@ mod tests {
         fn tlab_past_every_level(&mut self) {
             self.tlabs_past_levels += 1;
         }
+        fn claim_lost(&mut self, _: usize) {
+            self.claims_lost += 1;
+        }
     }
 
     fn env(domain: usize, global_bytes: usize) -> Fixed {
@@ -406,6 +413,7 @@ mod tests {
             tails: vec![],
             served: vec![],
             tlabs_past_levels: 0,
+            claims_lost: 0,
         }
     }
 
@@ -416,6 +424,19 @@ mod tests {
             panic!("the buffer serves any request");
         };
         buffer.claim(seen).expect("no other thread claims it");
+    }
+
+    #[test]
+    fn a_claim_another_thread_won_is_counted_as_lost() {
+        let levels = [MiddleLevel::new(Level::Core, 1024, 1, 0)];
+        let mut env = env(0, 1 << 20);
+        let buffer = &levels[0].buffers[0].0;
+        let Attempt::Exhausted(seen) = buffer.try_carve(0, 64, 64, 0) else {
+            panic!("a new buffer is empty");
+        };
+        make_busy(buffer); // another thread claims it between our look and our claim
+        assert_eq!(refill(&levels, 0, 0, seen, 64, 64, &mut env), None);
+        assert_eq!((env.claims_lost, env.global_top), (1, 0));
     }
 
     #[test]

@@ -295,6 +295,10 @@ impl RefillThread for Refill<'_> {
         self.level_counters(index).out_of_range_cpus.add(1);
     }
 
+    fn claim_lost(&mut self, index: usize) {
+        self.level_counters(index).claims_lost.add(1);
+    }
+
     fn sidelined(&mut self, index: usize) {
         self.level_counters(index).sidelined.add(1);
     }

@@ -14,6 +14,9 @@ figures! {
         foreign_allocs,
         /// Buffers of this level claimed for a refill.
         refills,
+        /// Claims of an exhausted buffer that another thread won (it refilled or carved
+        /// first): the contention of the level's compare-and-swap buffers.
+        claims_lost,
         /// Free bytes of this level's buffers retired at refills and collections.
         waste_bytes,
         /// Restartable sections of this level that aborted and restarted.
