@@ -231,7 +231,8 @@ fn value<T: std::str::FromStr>(stderr: &str, key: &str) -> Option<T> {
 
 /// Parses `HAB total LEVEL: allocs: A foreign_allocs: F refills: R waste_bytes: W ...`: the
 /// figures of [`hab::LevelStats`] that are not zero, as libhab's `hab_level_stats_line` writes
-/// them. `None` for another line, or a figure the library does not name.
+/// them (`nothing` when every one is zero). `None` for another line, or a figure the library
+/// does not name.
 fn level_totals(line: &str) -> Option<LevelTotals> {
     let rest = line.split("HAB total ").nth(1)?;
     let (level, rest) = rest.split_once(':')?;
@@ -239,6 +240,7 @@ fn level_totals(line: &str) -> Option<LevelTotals> {
         return None;
     }
     let mut stats = hab::LevelStats::default();
+    let rest = if rest.trim() == "nothing" { "" } else { rest };
     let mut words = rest.split_whitespace();
     while let Some(name) = words.next() {
         let value = words.next()?.parse().ok()?;
@@ -668,6 +670,8 @@ mod tests {
         );
         assert!(level_totals("[2.0s][info][gc,tlab] HAB total: 16 retires; 306 TLABs").is_none());
         assert!(level_totals("[2.0s][info][gc,tlab] HAB total cpu: allocs: 1 lost: 2").is_none());
+        let idle = level_totals("[0.03s][info][gc,tlab] HAB total core: nothing").unwrap();
+        assert_eq!((idle.level.as_str(), idle.allocs), ("core", 0));
         // Every figure the library writes reads back.
         let mut all = hab::LevelStats::default();
         for (i, name) in hab::LevelStats::NAMES.iter().enumerate() {

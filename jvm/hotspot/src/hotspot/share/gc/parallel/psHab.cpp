@@ -195,14 +195,15 @@ static size_t read_stats(hab_level_stats* stats) {
   return MIN2(count, MAX_LEVELS);
 }
 
-// One line per level: the figures since `since` (NULL for the totals), named as libhab
-// names them ("allocs: 1427 foreign_allocs: 3 refills: 498 waste_bytes: 2962432 ...").
+// One line per level: the figures since `since` (NULL for the totals) that are not zero,
+// named as libhab names them ("allocs: 1427 foreign_allocs: 3 refills: 498 ..."), or
+// "nothing".
 static void print_levels(outputStream* out, const char* what, const hab_level_stats* now,
                          const hab_level_stats* since, size_t count) {
   for (size_t i = 0; i < count; i++) {
     char line[512] = ""; // 9 figures of at most 40 characters fit
     _hab_level_stats_line(&now[i], since == NULL ? NULL : &since[i], line, sizeof(line));
-    out->print_cr("HAB %s %s: %s", what, now[i].level, line);
+    out->print_cr("HAB %s %s: %s", what, now[i].level, line[0] != '\0' ? line : "nothing");
   }
 }
 
