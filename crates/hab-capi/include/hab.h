@@ -100,7 +100,9 @@ hab_config *hab_config_new(void);
 /* Sets `key` to `value`, as the builder and `hab run` take them: capacity ("256MiB"), mode
  * (shared, tlab, hab, cpu-lab, flip), middle ("core:1MiB"), tlab ("adaptive", "growing",
  * "64KiB"), min_tlab, max_tlab, zero (ahead, refill, never), alignment (bytes), pretouch
- * (true/false), refill_waste_fraction, waste_target_percent, cpu_id (rseq, getcpu, ...).
+ * (true/false), end_of_cycle (true/false: TLABs shrink to each thread's part of what is left
+ * near the end of the range; default true), refill_waste_fraction, waste_target_percent,
+ * cpu_id (rseq, getcpu, ...).
  * HAB_CONFIG_ERROR names the key; combinations are checked by hab_heap_new. */
 hab_status hab_config_set(hab_config *config, const char *key, const char *value);
 

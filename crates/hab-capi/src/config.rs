@@ -75,11 +75,12 @@ pub(crate) fn check(key: &str, value: &str) -> Result<(), String> {
             .map_err(|e| e.to_string()),
         "alignment" | "refill_waste_fraction" => parses::<usize>(value),
         "waste_target_percent" => parses::<f64>(value),
-        "pretouch" => parses::<bool>(value),
+        "pretouch" | "end_of_cycle" => parses::<bool>(value),
         "cpu_id" => parses::<CpuIdSource>(value),
         _ => Err(
             "unknown key (capacity, mode, middle, tlab, min_tlab, max_tlab, zero, \
-                  alignment, refill_waste_fraction, waste_target_percent, pretouch, cpu_id)"
+                  alignment, refill_waste_fraction, waste_target_percent, pretouch, \
+                  end_of_cycle, cpu_id)"
                 .into(),
         ),
     }
@@ -100,6 +101,7 @@ pub(crate) fn apply(builder: HeapConfigBuilder, key: &str, value: &str) -> HeapC
         "refill_waste_fraction" => builder.refill_waste_fraction(value.parse().expect(parsed)),
         "waste_target_percent" => builder.waste_target_percent(value.parse().expect(parsed)),
         "pretouch" => builder.pretouch(value.parse().expect(parsed)),
+        "end_of_cycle" => builder.end_of_cycle(value.parse().expect(parsed)),
         _ => builder.cpu_id(value.parse().expect(parsed)),
     }
 }

@@ -229,6 +229,18 @@ struct RunArgs {
     /// VM workloads: each thread's LAB statistics at every collection (like -Xlog:gc+tlab).
     #[arg(long)]
     log_tlab: bool,
+    /// VM workloads: TLABs shrink as each cycle's allocation space runs out, to each
+    /// thread's part of what is left, then objects are allocated outside TLABs (`tlab` and
+    /// `flip` modes; default on).
+    #[arg(long, value_enum)]
+    end_of_cycle: Option<Switch>,
+}
+
+/// A setting turned on or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
 }
 
 #[derive(clap::Args)]
@@ -423,6 +435,13 @@ fn run(args: RunArgs) -> Result<(), String> {
         WorkloadArg::Chat => return run_vm(args, VmWorkload::Chat),
         WorkloadArg::JavacLike => return run_vm(args, VmWorkload::JavacLike),
     };
+    if args.end_of_cycle.is_some() {
+        return Err(
+            "--end-of-cycle applies to the VM workloads (alloc-array and alloc-object with \
+             --vm): the native loops reset their heap when it is full, with the default"
+                .into(),
+        );
+    }
     let spec = RunSpec {
         workload,
         mode: args.mode,
@@ -559,6 +578,7 @@ fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
         verify: args.verify,
         log_gc: args.log_gc,
         log_tlab: args.log_tlab,
+        end_of_cycle: args.end_of_cycle != Some(Switch::Off),
     };
     let result = vm_run::run(&spec)?;
     if args.json {

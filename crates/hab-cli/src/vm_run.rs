@@ -76,6 +76,9 @@ pub struct VmRunSpec {
     pub verify: bool,
     pub log_gc: bool,
     pub log_tlab: bool,
+    /// TLABs shrink as each cycle's space runs out (`HeapConfig::end_of_cycle`; on by
+    /// default).
+    pub end_of_cycle: bool,
 }
 
 impl VmRunSpec {
@@ -201,6 +204,9 @@ impl VmRunSpec {
                 MiddleLevelSpec::list_to_string(&self.middle)
             );
         }
+        if !self.end_of_cycle {
+            command += " --end-of-cycle off";
+        }
         match self.workload {
             VmWorkload::BinaryTrees | VmWorkload::GcBench => {
                 command += &format!(" --depth {}", self.depth);
@@ -308,6 +314,7 @@ pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
     let heap = HeapConfig::builder()
         .mode(spec.mode)
         .tlab(spec.tlab)
+        .end_of_cycle(spec.end_of_cycle)
         .middle_levels(&spec.middle);
     let config = VmConfig {
         heap,

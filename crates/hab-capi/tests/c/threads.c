@@ -177,6 +177,8 @@ static void bad_arguments(void) {
     CHECK(strstr(hab_last_error(), "colour") != NULL);
     CHECK(hab_config_set(config, "capacity", "lots") == HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "capacity") != NULL);
+    CHECK(hab_config_set(config, "end_of_cycle", "sometimes") == HAB_CONFIG_ERROR);
+    CHECK(hab_config_set(config, "end_of_cycle", "false") == HAB_OK);
     CHECK(hab_config_set(NULL, "capacity", "1MiB") == HAB_INVALID_ARGUMENT);
     CHECK(hab_config_set(config, NULL, "1MiB") == HAB_INVALID_ARGUMENT);
     CHECK(hab_config_set(config, "min_tlab", "1MiB") == HAB_OK);

@@ -55,6 +55,8 @@ fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
         verify: false,
         log_gc: false,
         log_tlab: false,
+        // The seeds' TLABs: full-sized to the end of each cycle.
+        end_of_cycle: false,
     }
 }
 

@@ -342,7 +342,21 @@ impl Drop for Collection<'_> {
         let mut allocating_threads = 0u32;
         let mut running_threads = 0u64;
         let cycle = heap.collections();
-        for cell in &registry.mutators {
+        let end_of_cycle = &heap.allocator().end_of_cycle;
+        // Each thread's allocation in the cycle that ends, in every kind of LAB and outside.
+        let cycle_bytes: Vec<u64> = registry
+            .mutators
+            .iter()
+            .map(|cell| {
+                // SAFETY: the mutator is HELD by this collection (see `begin`).
+                let (_, local) = unsafe { cell.held_parts() };
+                local
+                    .end_of_cycle
+                    .allocated_since_plan(cell.counters.snapshot().allocated_bytes())
+            })
+            .collect();
+        let all_cycle_bytes = cycle_bytes.iter().sum();
+        for (cell, &thread_cycle_bytes) in registry.mutators.iter().zip(&cycle_bytes) {
             running_threads += u64::from(cell.running_since.load(Ordering::Relaxed) == cycle);
             // SAFETY: the mutator is HELD by this collection (see `begin`).
             let (_, local) = unsafe { cell.held_parts() };
@@ -359,6 +373,13 @@ impl Drop for Collection<'_> {
                     old_capacity_bytes: self.range.1 - self.range.0,
                     new_capacity_bytes: end - start,
                 },
+            );
+            end_of_cycle.plan(
+                &mut local.end_of_cycle,
+                (start, end),
+                (thread_cycle_bytes, all_cycle_bytes),
+                stats.allocated_bytes(),
+                local.sizer.desired_bytes(),
             );
             local.refills_at_last_collection = stats.refills;
             local.allocated_at_last_collection = stats.tlab_and_outside_bytes();
@@ -387,6 +408,7 @@ impl Drop for Collection<'_> {
         if self.next_range.is_some() && !self.range_installed {
             heap.global().reset_range(start, end);
         }
+
         if let Some(cpu_labs) = heap.cpu_labs() {
             cpu_labs.resize(config, end - start, heap.topology().online_cpus().len());
         }

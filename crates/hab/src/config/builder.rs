@@ -26,6 +26,7 @@ pub struct HeapConfigBuilder {
     allocation_weight_percent: Option<u32>,
     zero: Option<ZeroMemory>,
     pretouch: bool,
+    end_of_cycle: Option<bool>,
     middle: Option<Result<Vec<MiddleLevelSpec>, ConfigError>>,
     cpu_id: Option<CpuIdSource>,
     topology: TopologySpec,
@@ -92,6 +93,13 @@ impl HeapConfigBuilder {
     /// Touch the whole reservation when the heap is created (default off).
     pub fn pretouch(mut self, pretouch: bool) -> Self {
         self.pretouch = pretouch;
+        self
+    }
+    /// Whether TLABs taken from the global heap shrink as the allocation range runs out,
+    /// to a share of what is left per allocating thread, and objects are then allocated
+    /// outside TLABs (default on; see [`HeapConfig::end_of_cycle`]).
+    pub fn end_of_cycle(mut self, on: bool) -> Self {
+        self.end_of_cycle = Some(on);
         self
     }
     /// The middle levels of [`Mode::Hab`], lowest first, as text: `core:1MiB` or
@@ -184,6 +192,7 @@ impl HeapConfigBuilder {
             allocation_weight_percent: knobs.allocation_weight_percent,
             zero: self.zero.unwrap_or_default(),
             pretouch: self.pretouch,
+            end_of_cycle: self.end_of_cycle.unwrap_or(true),
             middle,
             cpu_id: self.cpu_id,
             topology: self.topology,

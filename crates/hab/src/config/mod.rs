@@ -389,6 +389,7 @@ pub struct HeapConfig {
     allocation_weight_percent: u32,
     zero: ZeroMemory,
     pretouch: bool,
+    end_of_cycle: bool,
     middle: Vec<MiddleLevelSpec>,
     cpu_id: Option<CpuIdSource>,
     topology: TopologySpec,
@@ -459,6 +460,15 @@ impl HeapConfig {
     /// (`-XX:+AlwaysPreTouch`).
     pub fn pretouch(&self) -> bool {
         self.pretouch
+    }
+    /// Whether TLABs carved from the global heap shrink at the end of each cycle: once what
+    /// is left of the allocation range, shared by the threads that allocate, is less than
+    /// a TLAB, a thread's next TLAB is its share, and once that share is below the smallest
+    /// TLAB its objects are allocated outside TLABs, so that the memory handed out is used
+    /// before the collection (Garthwaite et al.'s question of when to stop handing out LABs).
+    /// Applies to the `tlab` mode and the TLAB phases of `flip`.
+    pub fn end_of_cycle(&self) -> bool {
+        self.end_of_cycle
     }
     /// The middle levels, lowest first (empty unless the mode is [`Mode::Hab`]).
     pub fn middle(&self) -> &[MiddleLevelSpec] {

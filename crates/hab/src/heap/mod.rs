@@ -229,6 +229,7 @@ impl Heap {
             simulated_cpu: SimulatedCpu::new(self.cpu_id(), id),
             in_cpu_labs: false,
             next_sample: NextSample::default(),
+            end_of_cycle: self.allocator.end_of_cycle.new_thread(end),
         };
         let cell = Arc::new(MutatorCell::new(id, local, counters, self.collections()));
         if self.allocator.safepoints.pending() {

@@ -201,19 +201,29 @@ impl Tlab {
     /// Starts bumping through the chunk `[start, start + len)`, keeping `reserve` bytes; with
     /// `zero_ahead`, none of it counts as zeroed yet (see
     /// [`zero_through`](Tlab::zero_through)). The soft end is left as it is (0 after a
-    /// retire): the caller sets it before the next fast path. The chunk replaces whatever the TLAB held: the caller retired it, or filled its tail
-    /// ([`fill_tail`](Tlab::fill_tail)) and counted it.
+    /// retire): the caller sets it before the next fast path, to the returned
+    /// [`wanted_soft_end`](Tlab::wanted_soft_end) (the end of the memory counted as zeroed;
+    /// no sample is due yet). The chunk replaces whatever the TLAB held: the caller retired
+    /// it, or covered its tail with a filler and counted it.
     #[inline(always)]
-    pub(crate) fn install(&self, start: usize, len: usize, reserve: usize, zero_ahead: bool) {
+    pub(crate) fn install(
+        &self,
+        start: usize,
+        len: usize,
+        reserve: usize,
+        zero_ahead: bool,
+    ) -> usize {
         let limit = start + len - reserve;
+        let zeroed_end = if zero_ahead { start } else { limit };
         self.top.set(start);
         self.limit.set(limit);
         self.start.set(start);
         self.chunk_end.set(start + len);
-        self.zeroed_end.set(if zero_ahead { start } else { limit });
+        self.zeroed_end.set(zeroed_end);
         self.sample_at.set(usize::MAX);
         self.gap_bytes.set(0);
         self.check_invariants();
+        zeroed_end
     }
 
     /// Bumps the first object of `bytes` (at most the limit's distance from `top`: the caller

@@ -66,13 +66,22 @@ impl GlobalHeap {
         self.top.0.load(Ordering::Acquire)
     }
 
-    /// The one carve from the global top: reads the top, asks `len_at(top, available)` how
-    /// many bytes to take (`None`: not enough room), and moves the top with a
-    /// compare-and-swap, again from the new top if another thread moved it first. Returns the
-    /// chunk's start and length.
+    /// The one carve from the global top: reads the top, asks
+    /// `len_at(top, available)` how many bytes to take (`None`: not enough room), and moves
+    /// the top with a compare-and-swap, again from the new top if another thread moved it
+    /// first. Returns the chunk's start and length.
     #[inline(always)]
     fn carve_with(&self, len_at: impl Fn(usize, usize) -> Option<usize>) -> Option<(usize, usize)> {
-        let end = self.end.load(Ordering::Relaxed);
+        self.carve_below(self.end.load(Ordering::Relaxed), len_at)
+    }
+
+    /// [`carve_with`](GlobalHeap::carve_with) below `end` (at most the range's end).
+    #[inline(always)]
+    fn carve_below(
+        &self,
+        end: usize,
+        len_at: impl Fn(usize, usize) -> Option<usize>,
+    ) -> Option<(usize, usize)> {
         let mut top = self.top.0.load(Ordering::Relaxed);
         loop {
             let len = len_at(top, end.checked_sub(top)?)?;
@@ -94,6 +103,39 @@ impl GlobalHeap {
     pub(crate) fn carve(&self, bytes: usize) -> Option<usize> {
         self.carve_with(|_, available| (bytes <= available).then_some(bytes))
             .map(|(start, _)| start)
+    }
+
+    /// Carves exactly `bytes` for a TLAB at full size, or `None` when that would reach past
+    /// `tlab_end`, where the thread's end of the cycle begins (at most the range's end; see
+    /// `labs::end_of_cycle`): the same compare and compare-and-swap as
+    /// [`carve`](GlobalHeap::carve), below the caller's bound.
+    #[inline]
+    pub(crate) fn carve_tlab(&self, bytes: usize, tlab_end: usize) -> Option<usize> {
+        self.carve_below(tlab_end, |_, available| {
+            (bytes <= available).then_some(bytes)
+        })
+        .map(|(start, _)| start)
+    }
+
+    /// Carves a TLAB of `desired` bytes, at least `min`: whole where it ends at or below
+    /// `tlab_end`, else `part(available)` of the `available` bytes left (`None`: none).
+    /// Returns the chunk's start and length.
+    pub(crate) fn carve_part(
+        &self,
+        min: usize,
+        desired: usize,
+        tlab_end: usize,
+        part: impl Fn(usize) -> Option<usize>,
+    ) -> Option<(usize, usize)> {
+        debug_assert!(min <= desired && min > 0);
+        self.carve_with(|top, available| {
+            let len = if top + desired <= tlab_end {
+                desired
+            } else {
+                part(available)?.min(desired)
+            };
+            (len >= min && len <= available).then_some(len)
+        })
     }
 
     /// Carves a gap of `gap(top)` bytes followed by `bytes` bytes; returns the gap's start and

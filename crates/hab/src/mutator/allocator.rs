@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::{HeapConfig, Mode};
 use crate::labs::cpu_labs::CpuLabs;
+use crate::labs::end_of_cycle::EndOfCycle;
 use crate::labs::flip::{CycleWaste, FlipPolicy};
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
@@ -44,6 +45,8 @@ pub(crate) struct Allocator {
     pub(crate) cpu_labs: Option<CpuLabs>,
     /// The `flip` mode's policy.
     flip: Option<FlipPolicy>,
+    /// How TLABs from the global heap shrink as a cycle's range runs out.
+    pub(crate) end_of_cycle: EndOfCycle,
     /// Whether mutators allocate in per-CPU LABs this cycle; changes only at collections.
     in_cpu_labs: AtomicBool,
     /// The collection count and requests; where stopped mutators wait.
@@ -110,6 +113,10 @@ impl Allocator {
         };
         Allocator {
             common,
+            end_of_cycle: EndOfCycle::new(
+                config.end_of_cycle(),
+                config.allocation_weight_percent(),
+            ),
             config,
             space,
             topology,

@@ -17,6 +17,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::labs::end_of_cycle::ThreadShare;
 use crate::labs::sizing::TlabSizer;
 use crate::labs::tlab::Tlab;
 use crate::mutator::sampling::NextSample;
@@ -84,6 +85,8 @@ pub(crate) struct MutatorLocal {
     pub(crate) in_cpu_labs: bool,
     /// Where the thread's next allocation sample falls.
     pub(crate) next_sample: NextSample,
+    /// The thread's part of the end of each cycle: where its TLABs stop being full-sized.
+    pub(crate) end_of_cycle: ThreadShare,
 }
 
 impl MutatorCell {

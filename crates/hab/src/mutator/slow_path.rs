@@ -90,7 +90,7 @@ impl SlowPath<'_> {
         let global = self.allocator.space.global();
         self.refill::<FILL_FIRST>(
             bytes,
-            |_, tlab_bytes| match global.carve(tlab_bytes) {
+            |local, tlab_bytes| match global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end()) {
                 Some(start) => Chunk {
                     start,
                     len: tlab_bytes,
@@ -206,7 +206,7 @@ impl SlowPath<'_> {
         counters.count_retired(retired, Waste::Refill);
         let reused = space.global().needs_zeroing(start);
         let zero_ahead = allocator.config.zero() == ZeroMemory::Ahead;
-        tlab.install(start, len, space.lab_reserve_bytes(), zero_ahead && reused);
+        let soft_end = tlab.install(start, len, space.lab_reserve_bytes(), zero_ahead && reused);
         local.sizer.record_steady_refill();
         counters.refills.add(1);
         counters.tlab_bytes.add(len as u64);
@@ -214,7 +214,7 @@ impl SlowPath<'_> {
         if reused {
             return self.finish_refill(object, object + bytes);
         }
-        self.raise_soft_end(tlab);
+        self.raise_soft_end_to(tlab, soft_end);
         object
     }
 
@@ -287,11 +287,19 @@ impl SlowPath<'_> {
         let allocator = self.allocator;
         let cell = self.cell;
         match allocator.tlab_source.as_ref()? {
-            TlabSource::GlobalHeap => allocator
-                .space
-                .global()
-                .carve_between(min, desired)
-                .map(|(start, len)| Chunk { start, len }),
+            TlabSource::GlobalHeap => {
+                let (share, alignment) = (&local.end_of_cycle, allocator.config.alignment_bytes());
+                let (start, len) = allocator.space.global().carve_part(
+                    min,
+                    desired,
+                    share.tlab_end(),
+                    |left| share.part_bytes(left, min, alignment),
+                )?;
+                if len < desired {
+                    cell.counters.end_of_cycle_tlabs.add(1);
+                }
+                Some(Chunk { start, len })
+            }
             TlabSource::Levels(levels) => refill::carve_chunk(
                 allocator.refill_context(),
                 levels,
@@ -491,7 +499,15 @@ impl SlowPath<'_> {
     /// then trips the TLAB again if a safepoint was requested meanwhile (the owner's half of
     /// [`Tlab::trip`]'s handshake).
     fn raise_soft_end(self, tlab: &Tlab) {
-        tlab.set_soft_end(tlab.wanted_soft_end());
+        self.raise_soft_end_to(tlab, tlab.wanted_soft_end());
+    }
+
+    /// [`raise_soft_end`](SlowPath::raise_soft_end) to `soft_end`, which the caller knows is
+    /// [`Tlab::wanted_soft_end`].
+    #[inline(always)]
+    fn raise_soft_end_to(self, tlab: &Tlab, soft_end: usize) {
+        debug_assert_eq!(soft_end, tlab.wanted_soft_end());
+        tlab.set_soft_end(soft_end);
         if self.cell.safepoint_requested_after_raise() {
             tlab.trip();
         }

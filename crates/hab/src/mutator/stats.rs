@@ -51,6 +51,9 @@ figures! {
         /// Bytes of the fillers left before objects allocated with a larger alignment
         /// ([`Mutator::alloc_aligned`](crate::Mutator::alloc_aligned)), in TLABs and outside.
         alignment_gap_bytes,
+        /// TLABs carved smaller than desired because the allocation range was running out:
+        /// its last TLAB, or, with the end-of-cycle policy, the shares of what was left.
+        end_of_cycle_tlabs,
         /// TLABs carved straight from the global heap because every middle level's buffers were
         /// busy (other threads refilling them) or too small: the TLABs no level counts.
         tlabs_past_levels,
