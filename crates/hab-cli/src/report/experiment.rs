@@ -11,8 +11,8 @@ use indicatif::ProgressBar;
 
 use super::claims::Claims;
 use super::{
-    c_runtime, costs, hotspot, hotspot_hab, jaffer, middle, plab, shipilev, vm, Extras, Figures,
-    Measured, Scale,
+    c_runtime, costs, end_of_cycle, hotspot, hotspot_hab, jaffer, middle, plab, shipilev, vm,
+    Extras, Figures, Measured, Scale,
 };
 use crate::workload::RunSpec;
 
@@ -72,6 +72,7 @@ pub const EXPERIMENTS: &[&dyn Experiment] = &[
     &middle::Middle,
     &plab::CpuLabs,
     &vm::Vm,
+    &end_of_cycle::EndOfCycle,
     &c_runtime::CRuntimeExperiment,
     &hotspot_hab::HotSpotWithHabs,
     &costs::CostsExperiment,

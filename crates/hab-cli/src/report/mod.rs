@@ -10,6 +10,7 @@ mod c_runtime;
 mod claims;
 mod costs;
 mod data;
+mod end_of_cycle;
 mod experiment;
 mod hotspot;
 pub mod hotspot_hab;

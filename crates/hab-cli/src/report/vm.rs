@@ -80,7 +80,7 @@ pub(super) fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
 }
 
 /// The chat with adaptive TLAB (and per-CPU LAB) sizing instead of the seed's fixed 64 KiB.
-fn chat_adaptive(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
+pub(super) fn chat_adaptive(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
     VmRunSpec {
         tlab: TlabPolicy::Adaptive,
         ..chat(scale, mode, rooms)
@@ -123,6 +123,16 @@ pub struct Runs {
 }
 
 impl Runs {
+    /// The repetitions of `spec`.
+    pub(super) fn new(spec: VmRunSpec, results: Vec<VmRunResult>) -> Runs {
+        Runs { spec, results }
+    }
+
+    /// What was run.
+    pub(super) fn spec(&self) -> &VmRunSpec {
+        &self.spec
+    }
+
     /// The median of a figure over the repetitions.
     pub(super) fn median(&self, figure: impl Fn(&VmRunResult) -> f64) -> f64 {
         self.figure(figure).median

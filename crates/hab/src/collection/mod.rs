@@ -343,7 +343,7 @@ impl Drop for Collection<'_> {
         let mut running_threads = 0u64;
         let cycle = heap.collections();
         let end_of_cycle = &heap.allocator().end_of_cycle;
-        // Each thread's allocation in the cycle that ends, in every kind of LAB and outside.
+        // Each thread's allocation in the cycle that ends, in TLABs and outside them.
         let cycle_bytes: Vec<u64> = registry
             .mutators
             .iter()
@@ -352,7 +352,7 @@ impl Drop for Collection<'_> {
                 let (_, local) = unsafe { cell.held_parts() };
                 local
                     .end_of_cycle
-                    .allocated_since_plan(cell.counters.snapshot().allocated_bytes())
+                    .allocated_since_plan(cell.counters.tlab_and_outside_bytes())
             })
             .collect();
         let all_cycle_bytes = cycle_bytes.iter().sum();
@@ -378,7 +378,7 @@ impl Drop for Collection<'_> {
                 &mut local.end_of_cycle,
                 (start, end),
                 (thread_cycle_bytes, all_cycle_bytes),
-                stats.allocated_bytes(),
+                stats.tlab_and_outside_bytes(),
                 local.sizer.desired_bytes(),
             );
             local.refills_at_last_collection = stats.refills;

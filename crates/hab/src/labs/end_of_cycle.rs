@@ -81,7 +81,8 @@ pub(crate) struct ThreadShare {
     /// Where the thread's end of the cycle begins: the short refill carves full TLABs below
     /// it; past it the full path carves parts ([`part_bytes`](ThreadShare::part_bytes)).
     tlab_end: usize,
-    /// The thread's allocated bytes (`AllocationStats::allocated_bytes`) at its last plan.
+    /// The thread's bytes allocated in TLABs and outside
+    /// (`AllocationStats::tlab_and_outside_bytes`) at its last plan.
     allocated_at_plan: u64,
 }
 
@@ -97,19 +98,25 @@ impl ThreadShare {
         self.tlab_end
     }
 
-    /// The thread's next TLAB past the start of its end, with `available` bytes left: its
-    /// part of them, a multiple of `alignment_bytes` (all of them before it was planned);
-    /// `None` when that is below `min_bytes` (the object then goes outside a TLAB).
+    /// The thread's next TLAB past the start of its end, with `available` bytes left of a
+    /// range of which `used_bytes` are handed out, when it has `allocated_bytes` in all: its
+    /// part of what is left, a multiple of `alignment_bytes` (all of it before the thread
+    /// was planned); `None` when that is below `min_bytes` (the object then goes outside a
+    /// TLAB). Its part is its fraction of past cycles, or of this one so far if larger: a
+    /// thread that allocates more than it used to is not starved of TLABs.
     pub(crate) fn part_bytes(
         &self,
-        available: usize,
+        (available, used_bytes): (usize, usize),
+        allocated_bytes: u64,
         min_bytes: usize,
         alignment_bytes: usize,
     ) -> Option<usize> {
         let fraction = if self.fraction.samples() == 0 {
             1.0
         } else {
-            self.fraction.average()
+            let this_cycle =
+                self.allocated_since_plan(allocated_bytes) as f64 / used_bytes.max(1) as f64;
+            self.fraction.average().max(this_cycle)
         };
         part_bytes(available, fraction, min_bytes, alignment_bytes)
     }
@@ -174,7 +181,7 @@ mod tests {
             let policy = EndOfCycle::new(on, 35);
             let mut share = policy.new_thread(RANGE.1);
             assert_eq!(
-                share.part_bytes(10 * KIB, 2 * KIB, 8),
+                share.part_bytes((10 * KIB, 0), 0, 2 * KIB, 8),
                 Some(10 * KIB),
                 "all, unplanned"
             );
@@ -182,10 +189,21 @@ mod tests {
             assert_eq!(share.allocated_since_plan(3 << 20), 2 << 20);
             if on {
                 assert_eq!(share.tlab_end(), RANGE.1 - 256 * KIB);
-                assert_eq!(share.part_bytes(16 * KIB, 2 * KIB, 8), Some(4 * KIB));
+                let since_plan = 1 << 20;
+                assert_eq!(
+                    share.part_bytes((16 * KIB, 0), since_plan, 2 * KIB, 8),
+                    Some(4 * KIB)
+                );
+                // Half of what this cycle used so far: half of what is left.
+                let part =
+                    share.part_bytes((16 * KIB, 64 * KIB), since_plan + 32 * 1024, 2 * KIB, 8);
+                assert_eq!(part, Some(8 * KIB));
             } else {
                 assert_eq!(share.tlab_end(), RANGE.1);
-                assert_eq!(share.part_bytes(16 * KIB, 2 * KIB, 8), Some(16 * KIB));
+                assert_eq!(
+                    share.part_bytes((16 * KIB, 0), 1 << 20, 2 * KIB, 8),
+                    Some(16 * KIB)
+                );
             }
         }
     }
@@ -222,7 +240,12 @@ mod tests {
                                     Some(full_tlab_bytes)
                                 } else {
                                     share
-                                        .part_bytes(available, min_tlab_bytes, 8)
+                                        .part_bytes(
+                                            (available, top),
+                                            share.allocated_at_plan + allocated[i] as u64,
+                                            min_tlab_bytes,
+                                            8,
+                                        )
                                         .map(|part| part.min(full_tlab_bytes))
                                 };
                                 match len {

@@ -118,21 +118,22 @@ impl GlobalHeap {
     }
 
     /// Carves a TLAB of `desired` bytes, at least `min`: whole where it ends at or below
-    /// `tlab_end`, else `part(available)` of the `available` bytes left (`None`: none).
-    /// Returns the chunk's start and length.
+    /// `tlab_end`, else `part(available, used)` with `available` bytes left of the range and
+    /// `used` handed out (`None`: none). Returns the chunk's start and length.
     pub(crate) fn carve_part(
         &self,
         min: usize,
         desired: usize,
         tlab_end: usize,
-        part: impl Fn(usize) -> Option<usize>,
+        part: impl Fn(usize, usize) -> Option<usize>,
     ) -> Option<(usize, usize)> {
         debug_assert!(min <= desired && min > 0);
+        let start = self.start.load(Ordering::Relaxed);
         self.carve_with(|top, available| {
             let len = if top + desired <= tlab_end {
                 desired
             } else {
-                part(available)?.min(desired)
+                part(available, top - start)?.min(desired)
             };
             (len >= min && len <= available).then_some(len)
         })

@@ -174,6 +174,12 @@ impl Approximate {
 }
 
 impl Counters {
+    /// [`AllocationStats::tlab_and_outside_bytes`], read live: exact just after a refill
+    /// retired the TLAB.
+    pub(crate) fn tlab_and_outside_bytes(&self) -> u64 {
+        self.tlab_allocated_bytes.get() + self.slow_alloc_bytes.get()
+    }
+
     /// Counts a retired TLAB: its objects, and its tail as waste of the kind `waste`.
     pub(crate) fn count_retired(&self, retired: Option<Retired>, waste: Waste) {
         let Some(Retired {
