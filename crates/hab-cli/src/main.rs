@@ -190,8 +190,9 @@ struct RunArgs {
     /// alloc-object: poll for a safepoint after every object (what a poll costs).
     #[arg(long)]
     poll: bool,
-    /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB.
-    #[arg(long, default_value = "")]
+    /// Middle levels of mode hab, lowest first: e.g. core:1MiB or core:512KiB,package:32MiB;
+    /// `auto` (the default) picks them from the machine and the heap.
+    #[arg(long, default_value = "auto")]
     middle: String,
     /// Where the CPU number comes from: rseq, getcpu, rdpid, or `sim[:probability[:seed]]`
     /// (default: rseq where glibc registered it, else getcpu).
@@ -614,7 +615,9 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
     let source = match topology.source() {
         TopologySource::Sysfs => "read from /sys".to_string(),
         TopologySource::Guessed => "guessed (no cpu information in /sys)".to_string(),
-        TopologySource::Simulated => format!("simulated {}", args.topology.unwrap_or_default()),
+        TopologySource::Simulated => {
+            format!("simulated {}", args.topology.clone().unwrap_or_default())
+        }
     };
     println!("topology ({source}):");
     print!("{topology}");
@@ -642,6 +645,22 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
         );
     }
     println!();
+    print!("`auto` picks, here:");
+    for capacity in ["16MiB", "64MiB", "1GiB"] {
+        let mut auto = HeapConfig::builder().capacity(capacity).mode(Mode::Hab);
+        if let Some(spec) = &args.topology {
+            auto = auto.simulated_topology(spec);
+        }
+        if let Some(source) = args.cpu_id {
+            auto = auto.cpu_id(source);
+        }
+        let auto = auto.build().map_err(|e| e.to_string())?;
+        print!(
+            " {} for a {capacity} heap{}",
+            MiddleLevelSpec::list_to_string(auto.middle()),
+            if capacity == "1GiB" { "\n" } else { ";" }
+        );
+    }
     println!("CPU id: {}", heap.cpu_id().source());
     println!("restartable sequences: {}", hab::rseq_mechanism());
     Ok(())

@@ -1,6 +1,7 @@
 //! The builder of [`HeapConfig`]: collects settings, then checks them all in one place,
 //! naming the first field that is wrong.
 
+use super::auto_levels;
 use super::{
     ConfigError, HeapConfig, IntoByteSize, MiddleLevelSpec, Mode, TlabPolicy, TopologySpec,
     ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
@@ -106,6 +107,18 @@ impl HeapConfigBuilder {
     /// `core:512KiB,package:32MiB`. Each buffer must be a multiple of the largest chunk the
     /// level below takes from it: the largest TLAB for the lowest level, the buffer of the level
     /// below for the others (the default largest TLAB shrinks to the lowest buffer if needed).
+    ///
+    /// `auto`, or no levels at all, picks them from the machine and the heap's capacity: a
+    /// restartable `cpu` level where rseq works (else `core`), a compare-and-swap level
+    /// above it where the machine has several caches, packages or nodes, buffers a share of
+    /// the heap (see [`HeapConfig::middle`] for what was picked).
+    ///
+    /// ```
+    /// use hab::{HeapConfig, Mode};
+    /// let config = HeapConfig::builder().mode(Mode::Hab).middle("auto").build()?;
+    /// assert!(!config.middle().is_empty());
+    /// # Ok::<(), hab::ConfigError>(())
+    /// ```
     pub fn middle(mut self, levels: &str) -> Self {
         self.middle = Some(MiddleLevelSpec::parse_list(levels));
         self
@@ -147,8 +160,13 @@ impl HeapConfigBuilder {
         };
         let tlab = self.tlab.unwrap_or(TlabPolicy::Adaptive);
         let min_tlab_bytes = limits.min_tlab(tlab, explicit_min)?;
-        let middle = self.middle.take().transpose()?.unwrap_or_default();
+        let mut middle = self.middle.take().transpose()?.unwrap_or_default();
         let mode = self.mode.unwrap_or(Mode::Tlab);
+        if mode == Mode::Hab && middle.is_empty() {
+            middle =
+                auto_levels::choose(&self.topology, self.cpu_id, capacity_bytes, min_tlab_bytes)
+                    .map_err(|problem| ConfigError::new("topology", problem))?;
+        }
         check_buffer_sizes(&middle, &limits)?;
         let lowest_buffer = middle.first().map(|spec| spec.buffer_bytes);
         let max_tlab_bytes = limits.max_tlab(tlab, explicit_max, lowest_buffer)?;

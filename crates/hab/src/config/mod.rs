@@ -10,6 +10,7 @@ use crate::memory::size::{ByteSize, SizeParseError};
 use crate::platform::cpu_id::CpuIdSource;
 use crate::platform::topology::Level;
 
+mod auto_levels;
 mod builder;
 pub(crate) use builder::check_levels;
 pub use builder::HeapConfigBuilder;
@@ -299,7 +300,8 @@ pub struct MiddleLevelSpec {
 
 impl MiddleLevelSpec {
     /// Parses a list such as `core:1MiB` or `core:512KiB,package:32MiB` (lowest level first).
-    /// An empty text is an empty list.
+    /// An empty text, and `auto`, are an empty list: the `hab` mode then picks its levels
+    /// from the machine and the heap (see [`HeapConfigBuilder::middle`]).
     ///
     /// ```
     /// use hab::{Level, MiddleLevelSpec};
@@ -308,7 +310,10 @@ impl MiddleLevelSpec {
     /// # Ok::<(), hab::ConfigError>(())
     /// ```
     pub fn parse_list(text: &str) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
-        let expected = "a list like core:1MiB or core:512KiB,package:32MiB";
+        let expected = "auto, or a list like core:1MiB or core:512KiB,package:32MiB";
+        if text.trim() == "auto" {
+            return Ok(Vec::new());
+        }
         text.split(',')
             .map(str::trim)
             .filter(|item| !item.is_empty())
@@ -578,7 +583,16 @@ mod tests {
             "the default max shrinks to the buffer"
         );
         assert_eq!(config.middle().len(), 2);
-        assert_eq!(field_of(b()), "middle");
+        // No levels, or `auto`: picked from the machine (a 2-CPU simulated one: `core`).
+        let auto = b().simulated_topology("1x2x1").build().unwrap();
+        assert_eq!(MiddleLevelSpec::list_to_string(auto.middle()), "core:1MiB");
+        assert_eq!(
+            b().middle("auto")
+                .simulated_topology("1x2x1")
+                .build()
+                .unwrap(),
+            auto
+        );
         assert_eq!(
             field_of(HeapConfig::builder().middle("core:1MiB")),
             "middle"

@@ -1,0 +1,155 @@
+//! `auto` middle levels: what the `hab` mode uses when given none, chosen from the machine
+//! and the heap's size.
+//!
+//! - The lowest level is `cpu` where its buffers can be restartable (rseq works, and CPUs are
+//!   the kernel's): a refill there is one restartable bump, no atomic instruction. Elsewhere
+//!   it is `core`, compare-and-swap buffers shared by a core's hardware threads.
+//! - One compare-and-swap level above it where the machine has a sharing domain between the
+//!   lowest level's and the whole machine (more than one such domain, each of several of
+//!   the lowest level's): the finest of `llc`, `package` and `node` (of levels that group
+//!   alike, `package`, then `llc`). A level with one domain would only stand in for the
+//!   global heap.
+//! - Buffers follow the heap: the lowest level's hold a sixteenth of the heap over its
+//!   domains (between four smallest TLABs and 1 MiB), the upper level's an eighth over its
+//!   domains (at least four of the lowest level's buffers, at most 32 MiB), powers of two, so
+//!   that a small heap gets small buffers rather than none.
+
+use crate::config::{CpuIdSource, MiddleLevelSpec, TopologySpec};
+use crate::platform::rseq::{self, RseqMechanism};
+use crate::platform::topology::{Level, Topology, TopologySource};
+
+/// The largest lowest-level buffer `auto` picks.
+const MAX_LOWEST_BYTES: usize = 1 << 20;
+/// The largest upper-level buffer `auto` picks.
+const MAX_UPPER_BYTES: usize = 32 << 20;
+
+/// The levels `auto` picks for a heap of `capacity_bytes` whose smallest TLAB is
+/// `min_tlab_bytes`, on the machine `spec` describes, reading CPUs from `cpu_id` (`None`:
+/// the default source). `Err` names a simulated topology that does not parse.
+pub(crate) fn choose(
+    spec: &TopologySpec,
+    cpu_id: Option<CpuIdSource>,
+    capacity_bytes: usize,
+    min_tlab_bytes: usize,
+) -> Result<Vec<MiddleLevelSpec>, String> {
+    let topology = match spec {
+        TopologySpec::Discover => Topology::discover(),
+        TopologySpec::SysfsAt(root) => Topology::discover_from(root),
+        TopologySpec::Simulated(text) => Topology::simulated(text)?,
+    };
+    let restartable = topology.source() == TopologySource::Sysfs
+        && !matches!(cpu_id, Some(CpuIdSource::Simulated { .. }))
+        && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_));
+    Ok(levels_for(
+        &topology,
+        restartable,
+        capacity_bytes,
+        min_tlab_bytes,
+    ))
+}
+
+/// [`choose`] on a known machine.
+fn levels_for(
+    topology: &Topology,
+    restartable: bool,
+    capacity_bytes: usize,
+    min_tlab_bytes: usize,
+) -> Vec<MiddleLevelSpec> {
+    let lowest = if restartable { Level::Cpu } else { Level::Core };
+    let lowest_domains = topology.domains(lowest).max(1);
+    let lowest_bytes = power_of_two_within(
+        capacity_bytes / (lowest_domains * 16),
+        4 * min_tlab_bytes,
+        MAX_LOWEST_BYTES,
+    );
+    let mut levels = vec![MiddleLevelSpec {
+        level: lowest,
+        buffer_bytes: lowest_bytes,
+    }];
+    // The finest grouping between the lowest level's and the whole machine; of levels that
+    // group alike (one cache and one node per package), the first of this list.
+    let upper = [Level::Package, Level::Llc, Level::Node]
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, level)| (2..lowest_domains).contains(&topology.domains(level)))
+        .min_by_key(|&(preference, level)| (topology.domains(level), preference))
+        .map(|(_, level)| level);
+    if let Some(level) = upper {
+        let domains = topology.domains(level);
+        levels.push(MiddleLevelSpec {
+            level,
+            buffer_bytes: power_of_two_within(
+                capacity_bytes / (domains * 8),
+                4 * lowest_bytes,
+                MAX_UPPER_BYTES.max(4 * lowest_bytes),
+            ),
+        });
+    }
+    levels
+}
+
+/// The largest power of two at most `bytes`, within `[min, max]` (`min` rounded up to one).
+fn power_of_two_within(bytes: usize, min: usize, max: usize) -> usize {
+    let floor = if bytes == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - bytes.leading_zeros())
+    };
+    floor.clamp(min.next_power_of_two(), max.max(min.next_power_of_two()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    fn machine(spec: &str) -> Topology {
+        Topology::simulated(spec).unwrap()
+    }
+
+    fn named(levels: &[MiddleLevelSpec]) -> String {
+        MiddleLevelSpec::list_to_string(levels)
+    }
+
+    #[test]
+    fn a_restartable_cpu_level_where_rseq_works_else_a_core_level() {
+        let one_package = machine("1x4x2");
+        assert_eq!(
+            named(&levels_for(&one_package, true, 64 * MIB, 2048)),
+            "cpu:512KiB"
+        );
+        assert_eq!(
+            named(&levels_for(&one_package, false, 64 * MIB, 2048)),
+            "core:1MiB"
+        );
+    }
+
+    #[test]
+    fn a_level_above_where_the_machine_has_several_packages() {
+        let two_packages = machine("2x8x2");
+        assert_eq!(
+            named(&levels_for(&two_packages, true, 1024 * MIB, 2048)),
+            "cpu:1MiB,package:32MiB"
+        );
+        assert_eq!(
+            named(&levels_for(&two_packages, false, 256 * MIB, 2048)),
+            "core:1MiB,package:16MiB"
+        );
+    }
+
+    #[test]
+    fn small_heaps_get_small_buffers() {
+        let levels = levels_for(&machine("1x2x1"), true, 4 * MIB, 2048);
+        assert_eq!(named(&levels), "cpu:128KiB");
+        let tiny = levels_for(&machine("1x64x2"), true, MIB, 2048);
+        assert_eq!(named(&tiny), "cpu:8KiB", "four smallest TLABs");
+    }
+
+    #[test]
+    fn powers_of_two_within_bounds() {
+        assert_eq!(power_of_two_within(3000, 1024, 1 << 20), 2048);
+        assert_eq!(power_of_two_within(0, 1000, 1 << 20), 1024);
+        assert_eq!(power_of_two_within(usize::MAX, 1, 4096), 4096);
+    }
+}
