@@ -77,6 +77,20 @@ fn grid(
     }
 }
 
+/// A cell of the grid in the `hab` mode with the levels `auto` picks (no levels given).
+fn grid_auto(scale: &Scale, threads: usize, tlab: TlabPolicy) -> RunSpec {
+    RunSpec {
+        mode: Mode::Hab,
+        middle: Vec::new(),
+        ..grid(scale, threads, tlab, None)
+    }
+}
+
+/// The TLAB settings `auto` is compared at: the smallest fixed size and adaptive sizing.
+fn auto_tlabs(scale: &Scale) -> [TlabPolicy; 2] {
+    [tlab_sizes(scale)[0], TlabPolicy::Adaptive]
+}
+
 /// Where refills come from in the refill-cost runs: the global heap, the compare-and-swap
 /// per-core level, the restartable per-CPU level.
 const REFILL_SOURCES: [Option<MiddleLevelSpec>; 3] = [
@@ -152,6 +166,9 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
                 specs.push(grid(scale, threads, tlab, Some(middle)));
             }
         }
+        for tlab in auto_tlabs(scale) {
+            specs.push(grid_auto(scale, threads, tlab));
+        }
     }
     for threads in [1, 2] {
         for tlab_bytes in [SMALL_TLAB_BYTES, LARGE_TLAB_BYTES] {
@@ -184,6 +201,7 @@ pub fn render(
     );
     render_seed_claim(&mut s, scale, measured, &sizes, &configs, claims);
     render_speedups(&mut s, scale, measured, &sizes, &configs);
+    render_auto(&mut s, scale, measured, &configs, claims);
     render_plots(&mut s, scale, measured, &sizes, &configs, figures);
     render_foreign(&mut s, scale, measured, &sizes, &configs);
     render_refill_cost(&mut s, scale, measured, costs, claims);
@@ -291,6 +309,72 @@ fn render_speedups(
         }
         let _ = writeln!(s);
     }
+}
+
+/// `auto` against the best configuration of the grid (every middle level, and none), per
+/// thread count, at the smallest TLAB and with adaptive TLABs.
+fn render_auto(
+    s: &mut String,
+    scale: &Scale,
+    measured: &Measured,
+    configs: &[MiddleLevelSpec],
+    claims: &mut Claims,
+) {
+    let _ = writeln!(
+        s,
+        "### `auto` against the grid's best
+
+The `hab` mode with no levels given picks them \
+         from the machine and the heap (`auto`). Against the fastest configuration of the grid \
+         above at the same TLAB setting (every middle level, and `tlab` alone), \
+         ns/object `median (min–max)`:\n"
+    );
+    let _ = writeln!(
+        s,
+        "| threads | TLABs | `auto` picks | `auto` | the grid's best | best / `auto` | claim: `auto` ≥ 95 % of the best |"
+    );
+    let _ = writeln!(s, "| ---: | --- | --- | ---: | ---: | ---: | --- |");
+    for threads in THREADS {
+        for tlab in auto_tlabs(scale) {
+            let auto = measured.get(&grid_auto(scale, threads, tlab));
+            let (best_name, best) = std::iter::once(None)
+                .chain(configs.iter().copied().map(Some))
+                .map(|middle| {
+                    let name = middle.map_or("`tlab`".to_string(), |spec| {
+                        format!("`{}`", MiddleLevelSpec::list_to_string(&[spec]))
+                    });
+                    (name, measured.get(&grid(scale, threads, tlab, middle)))
+                })
+                .min_by(|a, b| {
+                    a.1.ns_per_object()
+                        .median
+                        .total_cmp(&b.1.ns_per_object().median)
+                })
+                .expect("the grid has runs");
+            let ratio = best.ns_per_object().ratio(auto.ns_per_object());
+            let verdict = claims.judge(
+                "Self-tuning",
+                &format!(
+                    "`auto` reaches 95 % of the grid's best ({threads} threads, {tlab} TLABs)"
+                ),
+                Verdict::at_least(ratio, 0.95),
+            );
+            let picked: Vec<String> = auto
+                .levels
+                .iter()
+                .map(|level| format!("{}:{}", level.level, ByteSize::new(level.buffer_bytes)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "| {threads} | {tlab} | `{}` | {} | {} {best_name} | {:.2} | {verdict} |",
+                picked.join(","),
+                super::spread(auto),
+                super::spread(best),
+                ratio.median,
+            );
+        }
+    }
+    let _ = writeln!(s);
 }
 
 /// The speed-ups as plots, one per thread count.
