@@ -228,8 +228,12 @@ pub fn render(
         scale.vm_repeat,
         beans_disagree(hotspot)
     );
-    let count =
-        |value: Option<f64>| value.map_or("— (valgrind missing)".into(), |n| format!("{n:.1}"));
+    let count = |value: Option<f64>| {
+        value.map_or(
+            "— (not counted in this run; see the last section)".into(),
+            |n| format!("{n:.1}"),
+        )
+    };
     let _ = writeln!(
         s,
         "Instructions per allocation (callgrind, `alloc-object` with 16-byte objects, the loop's \
