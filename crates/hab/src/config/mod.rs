@@ -585,7 +585,7 @@ mod tests {
         assert_eq!(config.middle().len(), 2);
         // No levels, or `auto`: picked from the machine (a 2-CPU simulated one: `core`).
         let auto = b().simulated_topology("1x2x1").build().unwrap();
-        assert_eq!(MiddleLevelSpec::list_to_string(auto.middle()), "core:1MiB");
+        assert_eq!(MiddleLevelSpec::list_to_string(auto.middle()), "core:2MiB");
         assert_eq!(
             b().middle("auto")
                 .simulated_topology("1x2x1")
