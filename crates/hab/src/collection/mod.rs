@@ -408,7 +408,6 @@ impl Drop for Collection<'_> {
         if self.next_range.is_some() && !self.range_installed {
             heap.global().reset_range(start, end);
         }
-
         if let Some(cpu_labs) = heap.cpu_labs() {
             cpu_labs.resize(config, end - start, heap.topology().online_cpus().len());
         }

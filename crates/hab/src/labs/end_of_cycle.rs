@@ -5,7 +5,7 @@
 //! cycle: the collection comes while it is unused. With many threads and a small range that
 //! is most of the range (1000 chat threads with 64 KiB TLABs in 4 MiB). So, near the end of
 //! the range, TLABs shrink to each thread's part of what is left: its fraction of the
-//! allocation in past cycles, times the bytes left. A thread that allocates a tenth of the
+//! allocation in past cycles (or in this one so far, if larger), times the bytes left. A thread that allocates a tenth of the
 //! objects gets a tenth of what is left; one that allocates little gets little, and once its
 //! part is below the smallest TLAB its objects are allocated outside TLABs, one
 //! compare-and-swap each. Every thread then holds memory in proportion to how fast it uses it,
@@ -31,6 +31,8 @@ pub(crate) struct EndOfCycle {
 }
 
 impl EndOfCycle {
+    /// The policy, on or off, learning each thread's fraction with `weight_percent` for the
+    /// newest cycle.
     pub(crate) fn new(enabled: bool, weight_percent: u32) -> Self {
         EndOfCycle {
             enabled,

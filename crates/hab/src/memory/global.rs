@@ -111,6 +111,7 @@ impl GlobalHeap {
     /// [`carve`](GlobalHeap::carve), below the caller's bound.
     #[inline]
     pub(crate) fn carve_tlab(&self, bytes: usize, tlab_end: usize) -> Option<usize> {
+        debug_assert!(tlab_end <= self.end.load(Ordering::Relaxed));
         self.carve_below(tlab_end, |_, available| {
             (bytes <= available).then_some(bytes)
         })
@@ -223,6 +224,46 @@ mod tests {
         assert_eq!(global.carve(100), None);
         assert_eq!(global.carve_between(8, 1000), Some((start + 4000, 96)));
         assert_eq!(global.carve_between(8, 8), None);
+    }
+
+    #[test]
+    fn tlabs_stop_at_the_threads_bound_and_then_take_parts() {
+        let global = heap(4096, false);
+        let (start, end) = global.range();
+        // Full-sized TLABs while they end at or below the bound.
+        assert_eq!(global.carve_tlab(1024, start + 2048), Some(start));
+        assert_eq!(global.carve_tlab(1024, start + 2048), Some(start + 1024));
+        assert_eq!(
+            global.carve_tlab(1024, start + 2048),
+            None,
+            "past the bound"
+        );
+        // Past it, the part the policy gives of what is left (here a quarter), at least `min`.
+        let quarter = |available: usize, used: usize| {
+            assert_eq!((available, used), (end - start - 2048, 2048));
+            Some(available / 4)
+        };
+        assert_eq!(
+            global.carve_part(256, 1024, start + 2048, quarter),
+            Some((start + 2048, 512))
+        );
+        assert_eq!(
+            global.carve_part(256, 1024, start + 2048, |_, _| None),
+            None
+        );
+        assert_eq!(
+            global.carve_part(1024, 1024, start + 2048, |_, _| Some(512)),
+            None
+        );
+        // With the bound at the end, whole TLABs until what is left is shorter.
+        assert_eq!(
+            global.carve_part(256, 1024, end, |a, _| Some(a)),
+            Some((start + 2560, 1024))
+        );
+        assert_eq!(
+            global.carve_part(256, 1024, end, |a, _| Some(a)),
+            Some((start + 3584, 512))
+        );
     }
 
     #[test]
