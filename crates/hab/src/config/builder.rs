@@ -403,6 +403,14 @@ pub(crate) fn check_levels(
     max_tlab_bytes: usize,
     alignment_bytes: usize,
 ) -> Result<(), ConfigError> {
+    if middle.is_empty() {
+        // `auto` sizes buffers from a heap's capacity, which the upstream does not tell.
+        return Err(ConfigError::new(
+            "middle",
+            "levels over a runtime's own space are given explicitly (auto needs a heap's \
+             capacity): e.g. core:1MiB",
+        ));
+    }
     let limits = Limits {
         capacity_bytes: usize::MAX,
         alignment_bytes,

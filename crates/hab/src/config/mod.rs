@@ -593,6 +593,9 @@ mod tests {
                 .unwrap(),
             auto
         );
+        // Levels over a runtime's own space have no heap to size `auto` from.
+        let error = check_levels(&MiddleLevelSpec::parse_list("auto").unwrap(), 0, 8).unwrap_err();
+        assert!(error.to_string().contains("given explicitly"), "{error}");
         assert_eq!(
             field_of(HeapConfig::builder().middle("core:1MiB")),
             "middle"
