@@ -343,19 +343,26 @@ impl Drop for Collection<'_> {
         let mut running_threads = 0u64;
         let cycle = heap.collections();
         let end_of_cycle = &heap.allocator().end_of_cycle;
-        // Each thread's allocation in the cycle that ends, in TLABs and outside them.
+        // Each thread's allocation in the cycle that ends, in TLABs and outside them, and the
+        // full TLABs of the threads that allocated.
+        let mut full_tlabs_bytes = 0usize;
         let cycle_bytes: Vec<u64> = registry
             .mutators
             .iter()
             .map(|cell| {
                 // SAFETY: the mutator is HELD by this collection (see `begin`).
                 let (_, local) = unsafe { cell.held_parts() };
-                local
+                let bytes = local
                     .end_of_cycle
-                    .allocated_since_plan(cell.counters.tlab_and_outside_bytes())
+                    .allocated_since_plan(cell.counters.tlab_and_outside_bytes());
+                if bytes > 0 {
+                    full_tlabs_bytes = full_tlabs_bytes.saturating_add(local.sizer.desired_bytes());
+                }
+                bytes
             })
             .collect();
         let all_cycle_bytes = cycle_bytes.iter().sum();
+        let end_matters = end_of_cycle.matters(full_tlabs_bytes, end - start);
         for (cell, &thread_cycle_bytes) in registry.mutators.iter().zip(&cycle_bytes) {
             running_threads += u64::from(cell.running_since.load(Ordering::Relaxed) == cycle);
             // SAFETY: the mutator is HELD by this collection (see `begin`).
@@ -379,7 +386,7 @@ impl Drop for Collection<'_> {
                 (start, end),
                 (thread_cycle_bytes, all_cycle_bytes),
                 stats.tlab_and_outside_bytes(),
-                local.sizer.desired_bytes(),
+                (local.sizer.desired_bytes(), end_matters),
             );
             local.refills_at_last_collection = stats.refills;
             local.allocated_at_last_collection = stats.tlab_and_outside_bytes();

@@ -466,12 +466,14 @@ impl HeapConfig {
     pub fn pretouch(&self) -> bool {
         self.pretouch
     }
-    /// Whether TLABs carved from the global heap shrink at the end of each cycle: once what
-    /// is left of the allocation range, shared by the threads that allocate, is less than
-    /// a TLAB, a thread's next TLAB is its share, and once that share is below the smallest
-    /// TLAB its objects are allocated outside TLABs, so that the memory handed out is used
-    /// before the collection (Garthwaite et al.'s question of when to stop handing out LABs).
-    /// Applies to the `tlab` mode and the TLAB phases of `flip`.
+    /// Whether TLABs carved from the global heap shrink at the end of each cycle: once a
+    /// full TLAB is more than a thread's part of what is left of the allocation range (its
+    /// fraction of the allocation), its next TLAB is that part, and once the part is below
+    /// the smallest TLAB its objects are allocated outside TLABs, so that the memory handed
+    /// out is used before the collection (Garthwaite et al.'s question of when to stop
+    /// handing out LABs). Only in cycles where the full TLABs of the threads that allocate
+    /// would hold an eighth of the range or more. Applies to the `tlab` mode and the TLAB
+    /// phases of `flip`.
     pub fn end_of_cycle(&self) -> bool {
         self.end_of_cycle
     }

@@ -52,11 +52,6 @@ impl DecayingAverage {
         self.average = (1.0 - weight) * self.average + weight * value;
     }
 
-    /// How many samples it has taken.
-    pub(crate) fn samples(&self) -> u32 {
-        self.samples
-    }
-
     pub(crate) fn average(&self) -> f64 {
         self.average
     }
