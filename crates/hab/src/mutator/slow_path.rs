@@ -289,12 +289,15 @@ impl SlowPath<'_> {
         match allocator.tlab_source.as_ref()? {
             TlabSource::GlobalHeap => {
                 let (share, alignment) = (&local.end_of_cycle, allocator.config.alignment_bytes());
-                let allocated = cell.counters.tlab_and_outside_bytes();
                 let (start, len) = allocator.space.global().carve_part(
                     min,
                     desired,
                     share.tlab_end(),
-                    |left, used| share.part_bytes((left, used), allocated, min, alignment),
+                    // Only past the thread's bound: what it allocated so far, read then.
+                    |left, used| {
+                        let allocated = cell.counters.tlab_and_outside_bytes();
+                        share.part_bytes((left, used), allocated, min, alignment)
+                    },
                 )?;
                 if len < desired {
                     cell.counters.end_of_cycle_tlabs.add(1);
