@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 2
+#define HAB_ABI_VERSION 3
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -438,16 +438,18 @@ typedef struct hab_level_stats {
     uint64_t out_of_range_cpus; /* of rseq_fallbacks, from a CPU beyond the per-CPU array */
     uint64_t sidelined;       /* chunks a refill could not install, kept for later */
     uint64_t sideline_reused; /* refills served by a sidelined chunk */
+    uint64_t buffer_bytes;    /* the size of the chunk each buffer takes from above */
 } hab_level_stats;
 
 /* Writes each level's figures, lowest first, into out (at most capacity entries; out may be
  * NULL to ask); returns the number of levels, or 0 on error. */
 size_t hab_levels_stats(hab_levels *levels, hab_level_stats *out, size_t capacity);
 
-/* Writes the figures of now less those of since (NULL: none) that are not zero, as
- * "name: value" pairs separated by spaces (the names of the fields above, bytes exact), into
- * buffer, NUL-terminated, when its len bytes hold them: a log line in the library's words,
- * e.g. "allocs: 1427 foreign_allocs: 3 refills: 498 waste_bytes: 2962432". Returns the
+/* Writes the figures of now less those of since (NULL: none; buffer_bytes, a size, is now's)
+ * that are not zero, as "name: value" pairs separated by spaces (the names of the fields
+ * above, bytes exact), into buffer, NUL-terminated, when its len bytes hold them: a log line
+ * in the library's words, e.g. "allocs: 1427 foreign_allocs: 3 refills: 498 waste_bytes:
+ * 2962432 buffer_bytes: 1048576". Returns the
  * text's length (as snprintf does); 0 also when every figure is zero, or for a NULL now. */
 size_t hab_level_stats_line(const hab_level_stats *now, const hab_level_stats *since,
                             char *buffer, size_t len);

@@ -395,6 +395,8 @@ pub struct hab_level_stats {
     pub sidelined: u64,
     /// Refills served by a sidelined chunk.
     pub sideline_reused: u64,
+    /// The size of the chunk each of the level's buffers takes from above.
+    pub buffer_bytes: u64,
 }
 
 impl hab_level_stats {
@@ -411,6 +413,7 @@ impl hab_level_stats {
             out_of_range_cpus,
             sidelined,
             sideline_reused,
+            buffer_bytes,
         } = *figures;
         hab_level_stats {
             level: level.c_name().as_ptr(),
@@ -424,6 +427,7 @@ impl hab_level_stats {
             out_of_range_cpus,
             sidelined,
             sideline_reused,
+            buffer_bytes,
         }
     }
 
@@ -440,6 +444,7 @@ impl hab_level_stats {
             out_of_range_cpus: self.out_of_range_cpus,
             sidelined: self.sidelined,
             sideline_reused: self.sideline_reused,
+            buffer_bytes: self.buffer_bytes,
         }
     }
 }
@@ -477,7 +482,8 @@ pub unsafe extern "C" fn hab_levels_stats(
     count
 }
 
-/// Writes the figures of `now` less those of `since` (NULL: none) that are not zero, as
+/// Writes the figures of `now` less those of `since` (NULL: none; `buffer_bytes`, a size, is
+/// `now`'s) that are not zero, as
 /// `name: value` pairs (the names of `hab_level_stats`' fields, bytes exact), NUL-terminated,
 /// into `buffer` when its `len` bytes hold them; returns the text's length (0 also when every
 /// figure is zero, or on error, recorded). The line of a runtime's log, in the library's words.
@@ -541,7 +547,8 @@ mod tests {
         let len = unsafe { hab_level_stats_line(&now, &since, buffer.as_mut_ptr(), 64) };
         // SAFETY: the call wrote a NUL-terminated text into the buffer.
         let line = unsafe { CStr::from_ptr(buffer.as_ptr()) }.to_str().unwrap();
-        assert_eq!(line, "allocs: 5 waste_bytes: 4096");
+        // The counts that changed, and the size (a gauge) as it is now.
+        assert_eq!(line, "allocs: 5 waste_bytes: 4096 buffer_bytes: 10010");
         assert_eq!(len, line.len());
         // Too small a buffer: the length needed, nothing written.
         let mut small = [7 as c_char; 4];

@@ -511,8 +511,13 @@ fn run(args: RunArgs) -> Result<(), String> {
     );
     if !result.levels.is_empty() {
         println!(
-            "  middle levels ({}, CPU id from {}, topology {}): {} allocations, {:.2}% foreign",
+            "  middle levels ({}{}, CPU id from {}, topology {}): {} allocations, {:.2}% foreign",
             result.middle,
+            if result.buffers_follow_allocation {
+                " at first, then resized at each collection"
+            } else {
+                ""
+            },
             result.cpu_id_source,
             result.topology,
             result.middle_allocs,
@@ -661,6 +666,10 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
             if capacity == "1GiB" { "\n" } else { ";" }
         );
     }
+    println!(
+        "  (the first cycle's buffers: each collection resizes them so that each domain that \
+         allocates refills its buffer about 16 times per cycle)"
+    );
     println!("CPU id: {}", heap.cpu_id().source());
     println!("restartable sequences: {}", hab::rseq_mechanism());
     Ok(())

@@ -112,7 +112,14 @@ impl Model {
                 .map(|info| vec![(0, 0); info.domains])
                 .collect(),
             global_top: heap.allocation_range().start,
-            stats: Default::default(),
+            // Given levels keep their buffers' size, which the heap's figures state.
+            stats: std::array::from_fn(|index| LevelStats {
+                buffer_bytes: middle
+                    .iter()
+                    .find(|info| info.level.index() == index)
+                    .map_or(0, |info| info.buffer_bytes as u64),
+                ..LevelStats::default()
+            }),
         }
     }
 

@@ -42,8 +42,11 @@ pub struct RunResult {
     /// Waste in percent of `allocated_bytes`.
     pub waste_pct: f64,
     pub collections: u64,
-    /// The middle levels, e.g. `core:1MiB` (empty outside mode `hab`).
+    /// The middle levels, e.g. `core:1MiB` (empty outside mode `hab`), with the sizes their
+    /// buffers start with.
     pub middle: String,
+    /// Whether the buffers are resized at each collection (`auto` levels).
+    pub buffers_follow_allocation: bool,
     /// Where the CPU number came from.
     pub cpu_id_source: String,
     /// `sysfs` or the simulated spec.

@@ -278,6 +278,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         waste_bytes,
         waste_pct: figures::percent_of_counts(waste_bytes, allocated_bytes),
         middle: MiddleLevelSpec::list_to_string(heap.config().middle()),
+        buffers_follow_allocation: heap.config().buffers_follow_allocation(),
         cpu_id_source: heap.cpu_id().source().to_string(),
         topology: spec.topology.clone().unwrap_or_else(|| "sysfs".into()),
         middle_allocs,

@@ -1,6 +1,7 @@
 //! The collection layer: what runs only at a collection, apart from the allocation paths.
 //! Stopping the world (`stop`), retiring every LAB, walking and verifying the heap,
-//! installing the next allocation range, and feeding the sizing and flip policies (here).
+//! installing the next allocation range, and feeding the sizing, buffer sizing and flip
+//! policies (here).
 
 pub(crate) mod error;
 pub(crate) mod stop;
@@ -10,14 +11,18 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use crate::collection::error::{CollectionError, VerifyError};
+use crate::config::auto_levels::{MAX_LOWEST_BYTES, MAX_UPPER_BYTES};
 use crate::heap::collector_lock::CollectorGuard;
 use crate::heap::Heap;
 use crate::labs::flip::CycleWaste;
 use crate::labs::sizing::CollectionFeedback;
 use crate::labs::tlab::Waste;
+use crate::levels::buffer_sizing::{self, LevelCycle};
+use crate::levels::stats::LevelStats;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::cell::HELD;
+use crate::platform::rseq;
 use crate::platform::topology::Level;
 
 /// A stop-the-world collection in progress: every mutator is parked and claimed, and every
@@ -340,6 +345,7 @@ impl Drop for Collection<'_> {
         let (start, end) = self.next_range.unwrap_or(self.range);
         let mut registry = heap.registry();
         let mut allocating_threads = 0u32;
+        let mut largest_tlab_bytes = config.min_tlab_bytes();
         let mut running_threads = 0u64;
         let cycle = heap.collections();
         let end_of_cycle = &heap.allocator().end_of_cycle;
@@ -388,6 +394,9 @@ impl Drop for Collection<'_> {
                 stats.tlab_and_outside_bytes(),
                 (local.sizer.desired_bytes(), end_matters),
             );
+            if refills > 0 {
+                largest_tlab_bytes = largest_tlab_bytes.max(local.sizer.desired_bytes());
+            }
             local.refills_at_last_collection = stats.refills;
             local.allocated_at_last_collection = stats.tlab_and_outside_bytes();
             cell.counters
@@ -412,6 +421,14 @@ impl Drop for Collection<'_> {
                 + cycle_totals.middle_waste_bytes(),
             running_threads,
         });
+        if config.buffers_follow_allocation() {
+            resize_buffers(
+                heap,
+                &cycle_totals.levels,
+                (allocating_threads as usize, largest_tlab_bytes),
+                end - start,
+            );
+        }
         if self.next_range.is_some() && !self.range_installed {
             heap.global().reset_range(start, end);
         }
@@ -420,5 +437,44 @@ impl Drop for Collection<'_> {
         }
         heap.count_cpu_lab_cycle(cycle_in_cpu_labs);
         heap.release_mutators(true);
+    }
+}
+
+/// Resizes the middle levels' buffers for the next cycle (`levels/buffer_sizing.rs`) from
+/// what each level did in the cycle that ended (`cycle`, indexed by [`Level::index`]), the
+/// threads that allocated in it and the largest TLAB they desire, and the bytes of the next
+/// range; records the sizes in the collector's figures.
+fn resize_buffers(
+    heap: &Heap,
+    cycle: &[LevelStats],
+    (allocating_threads, largest_tlab_bytes): (usize, usize),
+    range_bytes: usize,
+) {
+    let levels = heap.allocator().levels();
+    let cycles: Vec<LevelCycle> = levels
+        .iter()
+        .enumerate()
+        .map(|(index, level)| LevelCycle {
+            refills: cycle[level.level().index()].refills,
+            buffer_bytes: level.buffer_bytes(),
+            domains: level.domains(),
+            max_bytes: match (index, level.is_restartable()) {
+                (0, true) => MAX_LOWEST_BYTES.min(rseq::MAX_BUFFER_BYTES),
+                (0, false) => MAX_LOWEST_BYTES,
+                _ => MAX_UPPER_BYTES,
+            },
+        })
+        .collect();
+    let sizes = buffer_sizing::next_buffer_bytes(
+        &cycles,
+        allocating_threads,
+        range_bytes,
+        largest_tlab_bytes,
+    );
+    for (level, bytes) in levels.iter().zip(sizes) {
+        level.set_buffer_bytes(bytes);
+        heap.collector().levels[level.level().index()]
+            .buffer_bytes
+            .set(bytes as u64);
     }
 }

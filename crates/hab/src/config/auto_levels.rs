@@ -14,16 +14,18 @@
 //!   domains (at least four of the lowest level's buffers, at most 128 MiB), powers of two, so
 //!   that a small heap gets small buffers rather than none, and a large one buffers that
 //!   refill rarely (with 1 KiB TLABs on this 2-CPU machine, `alloc-array` ran 0.68 ns per
-//!   object through `cpu:16MiB` against 1.09 through `cpu:1MiB`).
+//!   object through `cpu:16MiB` against 1.09 through `cpu:1MiB`). These are the first
+//!   cycle's sizes: each collection then resizes the buffers to follow what the domains
+//!   allocate (`levels/buffer_sizing.rs`).
 
 use crate::config::{CpuIdSource, MiddleLevelSpec, TopologySpec};
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
 
 /// The largest lowest-level buffer `auto` picks.
-const MAX_LOWEST_BYTES: usize = 16 << 20;
+pub(crate) const MAX_LOWEST_BYTES: usize = 16 << 20;
 /// The largest upper-level buffer `auto` picks.
-const MAX_UPPER_BYTES: usize = 128 << 20;
+pub(crate) const MAX_UPPER_BYTES: usize = 128 << 20;
 
 /// The levels `auto` picks for a heap of `capacity_bytes` whose smallest TLAB is
 /// `min_tlab_bytes`, on the machine `spec` describes, reading CPUs from `cpu_id` (`None`:
@@ -91,7 +93,7 @@ fn levels_for(
 }
 
 /// The largest power of two at most `bytes`, within `[min, max]` (`min` rounded up to one).
-fn power_of_two_within(bytes: usize, min: usize, max: usize) -> usize {
+pub(crate) fn power_of_two_within(bytes: usize, min: usize, max: usize) -> usize {
     let floor = if bytes == 0 {
         0
     } else {

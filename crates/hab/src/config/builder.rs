@@ -111,7 +111,8 @@ impl HeapConfigBuilder {
     /// `auto`, or no levels at all, picks them from the machine and the heap's capacity: a
     /// restartable `cpu` level where rseq works (else `core`), a compare-and-swap level
     /// above it where the machine has several caches, packages or nodes, buffers a share of
-    /// the heap (see [`HeapConfig::middle`] for what was picked).
+    /// the heap (see [`HeapConfig::middle`] for what was picked), resized at each collection
+    /// to follow what each domain allocates ([`HeapConfig::buffers_follow_allocation`]).
     ///
     /// ```
     /// use hab::{HeapConfig, Mode};
@@ -162,7 +163,8 @@ impl HeapConfigBuilder {
         let min_tlab_bytes = limits.min_tlab(tlab, explicit_min)?;
         let mut middle = self.middle.take().transpose()?.unwrap_or_default();
         let mode = self.mode.unwrap_or(Mode::Tlab);
-        if mode == Mode::Hab && middle.is_empty() {
+        let buffers_follow_allocation = mode == Mode::Hab && middle.is_empty();
+        if buffers_follow_allocation {
             middle =
                 auto_levels::choose(&self.topology, self.cpu_id, capacity_bytes, min_tlab_bytes)
                     .map_err(|problem| ConfigError::new("topology", problem))?;
@@ -211,6 +213,7 @@ impl HeapConfigBuilder {
             zero: self.zero.unwrap_or_default(),
             pretouch: self.pretouch,
             end_of_cycle: self.end_of_cycle.unwrap_or(true),
+            buffers_follow_allocation,
             middle,
             cpu_id: self.cpu_id,
             topology: self.topology,

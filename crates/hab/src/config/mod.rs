@@ -10,7 +10,7 @@ use crate::memory::size::{ByteSize, SizeParseError};
 use crate::platform::cpu_id::CpuIdSource;
 use crate::platform::topology::Level;
 
-mod auto_levels;
+pub(crate) mod auto_levels;
 mod builder;
 pub(crate) use builder::check_levels;
 pub use builder::HeapConfigBuilder;
@@ -396,6 +396,7 @@ pub struct HeapConfig {
     pretouch: bool,
     end_of_cycle: bool,
     middle: Vec<MiddleLevelSpec>,
+    buffers_follow_allocation: bool,
     cpu_id: Option<CpuIdSource>,
     topology: TopologySpec,
 }
@@ -477,9 +478,17 @@ impl HeapConfig {
     pub fn end_of_cycle(&self) -> bool {
         self.end_of_cycle
     }
-    /// The middle levels, lowest first (empty unless the mode is [`Mode::Hab`]).
+    /// The middle levels, lowest first (empty unless the mode is [`Mode::Hab`]), with the
+    /// buffer sizes they start with.
     pub fn middle(&self) -> &[MiddleLevelSpec] {
         &self.middle
+    }
+    /// Whether the middle levels' buffers are resized at each collection to follow the
+    /// allocation: when `auto` picked the levels (given levels keep their sizes). See
+    /// `levels/buffer_sizing.rs`; [`Heap::middle_levels`](crate::Heap::middle_levels) gives
+    /// the sizes now.
+    pub fn buffers_follow_allocation(&self) -> bool {
+        self.buffers_follow_allocation
     }
     /// The CPU-id source asked for; `None` picks rseq where glibc registered it, else
     /// `sched_getcpu`.

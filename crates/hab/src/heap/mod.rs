@@ -193,6 +193,11 @@ impl Heap {
             registry: Mutex::new(Registry::new(allocating_threads)),
             collector_lock: CollectorLock::default(),
         });
+        for level in heap.allocator.levels() {
+            heap.collector.levels[level.level().index()]
+                .buffer_bytes
+                .set(level.buffer_bytes() as u64);
+        }
         let watcher: Weak<dyn process::ForkWatcher> = Arc::downgrade(&heap) as Weak<Heap>;
         process::watch_forks_for(watcher);
         Ok(heap)

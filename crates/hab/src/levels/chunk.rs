@@ -3,6 +3,8 @@
 //! much of a chunk a request takes, what a level is (its shape), what a carve is for, and what
 //! the protocol needs from the thread running it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::memory::words::{self, WORD_BYTES};
 use crate::platform::topology::Level;
 
@@ -39,11 +41,12 @@ pub(crate) fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
 }
 
 /// What a configured level is, apart from its buffers: its kind, the size of the chunk a
-/// buffer takes from above, and the shortest free tail it may leave.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// buffer takes from above (which a collection may change: `buffer_sizing.rs`; a refill reads
+/// it once, with one plain load), and the shortest free tail it may leave.
+#[derive(Debug)]
 pub(crate) struct LevelShape {
     level: Level,
-    buffer_bytes: usize,
+    buffer_bytes: AtomicUsize,
     /// No carve leaves a free tail shorter than this (and longer than 0).
     min_tail_words: u64,
 }
@@ -54,7 +57,7 @@ impl LevelShape {
     pub(crate) fn new(level: Level, buffer_bytes: usize, min_tail_bytes: usize) -> Self {
         LevelShape {
             level,
-            buffer_bytes,
+            buffer_bytes: AtomicUsize::new(buffer_bytes),
             min_tail_words: min_tail_bytes.div_ceil(WORD_BYTES) as u64,
         }
     }
@@ -64,7 +67,13 @@ impl LevelShape {
     }
 
     pub(crate) fn buffer_bytes(&self) -> usize {
-        self.buffer_bytes
+        self.buffer_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Sets the size of the chunks the level's buffers take from now on (buffers installed
+    /// before keep theirs). Only at a collection.
+    pub(crate) fn set_buffer_bytes(&self, bytes: usize) {
+        self.buffer_bytes.store(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn min_tail_words(&self) -> u64 {

@@ -265,8 +265,8 @@ impl MiddleLevels {
         }
     }
 
-    /// Each configured level with its figures: every thread's, and the tails retired by
-    /// [`retire_all`](MiddleLevels::retire_all).
+    /// Each configured level with its figures: every thread's, the tails retired by
+    /// [`retire_all`](MiddleLevels::retire_all), and its buffers' size.
     pub fn stats(&self) -> Vec<(Level, LevelStats)> {
         let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         self.levels
@@ -277,6 +277,7 @@ impl MiddleLevels {
                 for counters in threads.iter() {
                     stats += counters.levels[index].snapshot();
                 }
+                stats.buffer_bytes = level.buffer_bytes() as u64;
                 (level.level(), stats)
             })
             .collect()

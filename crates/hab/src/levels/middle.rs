@@ -177,8 +177,15 @@ impl MiddleLevel {
         self.shape.level()
     }
 
+    /// The size of the chunk each buffer takes from above now.
     pub(crate) fn buffer_bytes(&self) -> usize {
         self.shape.buffer_bytes()
+    }
+
+    /// Sets the size of the chunks the buffers take from now on (see `buffer_sizing.rs`).
+    /// Only at a collection.
+    pub(crate) fn set_buffer_bytes(&self, bytes: usize) {
+        self.shape.set_buffer_bytes(bytes);
     }
 
     pub(crate) fn domains(&self) -> usize {

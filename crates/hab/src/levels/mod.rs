@@ -4,8 +4,10 @@
 //! protocol over one compare-and-swap buffer per domain (`middle`), the restartable per-CPU
 //! buffers of the `cpu` level (`cpu_buffers`), the chunks a refill could not install (`sideline`),
 //! and the refilling thread's side: where it runs, where its events are counted (`refill`);
-//! the levels as a component over a runtime's own space (`component`).
+//! the levels as a component over a runtime's own space (`component`); the policy that
+//! resizes their buffers at collections (`buffer_sizing`).
 
+pub(crate) mod buffer_sizing;
 pub(crate) mod chunk;
 pub(crate) mod component;
 pub(crate) mod cpu_buffers;

@@ -33,6 +33,12 @@ figures! {
         /// Refills served by a sidelined chunk.
         sideline_reused,
     }
+    gauges {
+        /// The size of the chunk each of the level's buffers takes from above, as the heap
+        /// last set it (at its creation, and at each collection where the sizes follow the
+        /// allocation): in the heap's totals, 0 in a mutator's own figures.
+        buffer_bytes,
+    }
 }
 
 impl LevelStats {
