@@ -163,14 +163,17 @@ typedef struct hab_mutator {
     /* The TLAB's {top, soft end} and the poll word (offsets above); fixed for its life. */
     unsigned char *const tlab;
     /* The per-CPU LAB path, while the mutator allocates in restartable per-CPU LABs (else
-     * all 0). The inline hab_alloc bumps cpu_lab_slot, the LAB slot of CPU cpu_lab_cpu (the
-     * CPU the thread last ran on), in a section that first checks the thread still runs there;
-     * the rseq area is at rseq_area_offset from the thread pointer. For a JIT: CPU c's slot is
-     * cpu_lab_slots + c * HAB_CPU_LAB_SLOT_BYTES, and a CPU at or beyond cpu_lab_cpus uses the
-     * always-empty slot at index cpu_lab_cpus. Changed only by the out-of-line calls
-     * (hab_alloc_slow, hab_poll_slow, hab_unpark, hab_blocking_end). */
+     * all 0). The LABs are indexed by the CPU number or, where the kernel has them (Linux
+     * 6.3 and later), by concurrency ids (mm_cid): the uint32_t at rseq_index_offset from the
+     * thread pointer, in the rseq area at rseq_area_offset. The inline hab_alloc bumps
+     * cpu_lab_slot, the LAB slot of index cpu_lab_cpu (the thread's when it last left the
+     * library), in a section that first checks the thread's index still is cpu_lab_cpu. For a
+     * JIT: index c's slot is cpu_lab_slots + c * HAB_CPU_LAB_SLOT_BYTES, and an index at or
+     * beyond cpu_lab_cpus uses the always-empty slot at cpu_lab_cpus. Changed only by the
+     * out-of-line calls (hab_alloc_slow, hab_poll_slow, hab_unpark, hab_blocking_end). */
     const uintptr_t cpu_lab_slot;
     const intptr_t rseq_area_offset;
+    const intptr_t rseq_index_offset;
     const uint32_t cpu_lab_cpu;
     const uint32_t cpu_lab_cpus;
     const uintptr_t cpu_lab_slots;
@@ -190,12 +193,13 @@ void hab_detach(hab_mutator *mutator);
 void *hab_alloc_slow(hab_mutator *mutator, size_t bytes);
 
 #if HAB_INLINE_RSEQ
-/* The per-CPU LAB bump, a restartable sequence: 0 when it missed (the thread no longer runs
- * on cpu_lab_cpu, the kernel aborted the section on a preemption or signal, or the LAB is
- * full; the slow path then looks the CPU up again). The section's
+/* The per-CPU LAB bump, a restartable sequence: 0 when it missed (the thread's index is no
+ * longer cpu_lab_cpu, the kernel aborted the section on a preemption or signal, or the LAB is
+ * full; the slow path then looks the index up again). The section's
  * descriptor goes to __rseq_cs and its abort handler, after the signature, out of line. */
 static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t bytes) {
     intptr_t area = mutator->rseq_area_offset;
+    intptr_t index = mutator->rseq_index_offset;
     uint32_t cpu = mutator->cpu_lab_cpu;
     uintptr_t slot = mutator->cpu_lab_slot;
     uintptr_t object, new_top;
@@ -209,7 +213,7 @@ static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t 
         "leaq 80b(%%rip), %[new_top]\n\t"
         "movq %[new_top], %%fs:8(%[area])\n\t"
         "81:\n\t"
-        "cmpl %[cpu], %%fs:(%[area])\n\t"
+        "cmpl %[cpu], %%fs:(%[index])\n\t"
         "jne 84f\n\t"
         "movq %c[top](%[slot]), %[object]\n\t"
         "leaq (%[object], %[bytes]), %[new_top]\n\t"
@@ -225,7 +229,8 @@ static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t 
         "jmp 82b\n\t"
         ".popsection\n\t"
         : [object] "=&r"(object), [new_top] "=&r"(new_top)
-        : [area] "r"(area), [slot] "r"(slot), [cpu] "r"(cpu), [bytes] "r"(bytes),
+        : [area] "r"(area), [index] "r"(index), [slot] "r"(slot), [cpu] "r"(cpu),
+          [bytes] "r"(bytes),
           [top] "i"(HAB_CPU_LAB_TOP_OFFSET), [end] "i"(HAB_CPU_LAB_END_OFFSET),
           [signature] "i"(HAB_RSEQ_SIGNATURE)
         : "memory", "cc");

@@ -15,9 +15,11 @@ pub(crate) enum MutatorState {
 pub struct hab_mutator {
     tlab: *mut u8,
     /// The per-CPU LAB path (all 0 while the mutator allocates in its TLAB): the slot of the
-    /// CPU the thread last ran on, the thread's rseq area, that CPU, and the slot array.
+    /// CPU (or concurrency id) the thread last ran with, the thread's rseq area and its field
+    /// the LABs are indexed by, that CPU (or id), and the slot array.
     cpu_lab_slot: usize,
     rseq_area_offset: isize,
+    rseq_index_offset: isize,
     cpu_lab_cpu: u32,
     cpu_lab_cpus: u32,
     cpu_lab_slots: usize,
@@ -26,9 +28,9 @@ pub struct hab_mutator {
 
 impl hab_mutator {
     /// Publishes the fast path the mutator takes now for the inline `hab_alloc`: called after
-    /// everything that may stop it or change its mode. The CPU is read from the thread's rseq
-    /// area; if the thread moves on, the inline section's check of it misses and the slow
-    /// path publishes again.
+    /// everything that may stop it or change its mode. The CPU (or concurrency id) is read
+    /// from the thread's rseq area; if it changes, the inline section's check of it misses
+    /// and the slow path publishes again.
     fn publish_path(&mut self) {
         let path = match &self.state {
             Some(MutatorState::Running(mutator)) => mutator.cpu_lab_path(),
@@ -37,31 +39,34 @@ impl hab_mutator {
         let Some(path) = path.filter(|_| cfg!(target_arch = "x86_64")) else {
             self.cpu_lab_slot = 0;
             self.rseq_area_offset = 0;
+            self.rseq_index_offset = 0;
             self.cpu_lab_cpu = 0;
             self.cpu_lab_cpus = 0;
             self.cpu_lab_slots = 0;
             return;
         };
-        let cpu = rseq_cpu_id_start(path.rseq_area_offset);
+        let cpu = rseq_index_field(path.rseq_index_offset);
         let index = cpu.min(path.cpus) as usize;
         self.cpu_lab_slot = path.slots_address + index * hab::CPU_LAB_SLOT_BYTES;
         self.rseq_area_offset = path.rseq_area_offset;
+        self.rseq_index_offset = path.rseq_index_offset;
         self.cpu_lab_cpu = cpu;
         self.cpu_lab_cpus = path.cpus;
         self.cpu_lab_slots = path.slots_address;
     }
 }
 
-/// `cpu_id_start` of the calling thread's rseq area, at `area_offset` from the thread pointer.
+/// The field the LABs are indexed by (`cpu_id_start` or `mm_cid`) of the calling thread's
+/// rseq area, at `index_offset` from the thread pointer.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn rseq_cpu_id_start(area_offset: isize) -> u32 {
+pub(crate) fn rseq_index_field(index_offset: isize) -> u32 {
     let cpu: u32;
-    // SAFETY: `area_offset` comes from the running mutator's `cpu_lab_path()`: the calling
-    // thread's rseq area, whose first field is the `u32` `cpu_id_start`.
+    // SAFETY: `index_offset` comes from the running mutator's `cpu_lab_path()`: a `u32`
+    // field of the calling thread's rseq area.
     unsafe {
         std::arch::asm!(
-            "mov {cpu:e}, dword ptr fs:[{area}]",
-            area = in(reg) area_offset,
+            "mov {cpu:e}, dword ptr fs:[{index}]",
+            index = in(reg) index_offset,
             cpu = out(reg) cpu,
             options(nostack, readonly, preserves_flags),
         );
@@ -71,7 +76,7 @@ pub(crate) fn rseq_cpu_id_start(area_offset: isize) -> u32 {
 
 /// Never called: no per-CPU LAB path is published off x86_64.
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) fn rseq_cpu_id_start(_area_offset: isize) -> u32 {
+pub(crate) fn rseq_index_field(_index_offset: isize) -> u32 {
     0
 }
 
@@ -98,6 +103,7 @@ pub unsafe extern "C" fn hab_attach(heap: *mut hab_heap) -> *mut hab_mutator {
             tlab: mutator.tlab_address().as_ptr(),
             cpu_lab_slot: 0,
             rseq_area_offset: 0,
+            rseq_index_offset: 0,
             cpu_lab_cpu: 0,
             cpu_lab_cpus: 0,
             cpu_lab_slots: 0,

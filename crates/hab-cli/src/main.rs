@@ -509,6 +509,16 @@ fn run(args: RunArgs) -> Result<(), String> {
         result.waste_pct,
         result.collections
     );
+    if let Some(restartable) = result.cpu_labs_restartable {
+        println!(
+            "  per-CPU LABs: {}",
+            if restartable {
+                format!("restartable, indexed by {}", hab::rseq_slot_index())
+            } else {
+                "compare-and-swap (no restartable sequences here)".to_string()
+            }
+        );
+    }
     if !result.levels.is_empty() {
         println!(
             "  middle levels ({}{}, CPU id from {}, topology {}): {} allocations, {:.2}% foreign",
@@ -529,7 +539,11 @@ fn run(args: RunArgs) -> Result<(), String> {
                 level.level,
                 level.domains,
                 ByteSize::new(level.buffer_bytes),
-                if level.restartable { " (rseq)" } else { "" },
+                if level.restartable {
+                    format!(" (rseq, indexed by {})", hab::rseq_slot_index())
+                } else {
+                    String::new()
+                },
                 level.stats.allocs,
                 level.foreign_pct,
                 level.stats.refills,
@@ -672,6 +686,10 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
     );
     println!("CPU id: {}", heap.cpu_id().source());
     println!("restartable sequences: {}", hab::rseq_mechanism());
+    println!(
+        "restartable per-CPU buffers and LABs indexed by: {}",
+        hab::rseq_slot_index()
+    );
     Ok(())
 }
 

@@ -102,7 +102,10 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "cpu-lab, per object (--heap 16MiB)",
             count: per_object(&["--mode", "cpu-lab", "--heap", "16MiB"]),
-            budget: 17.2,
+            // 17.2 until the LABs could be indexed by concurrency ids: the section reads the
+            // offset of its index field from the slot (one load; a fourth register instead
+            // made the loop spill three).
+            budget: 18.2,
             goal: Some(15.0),
         },
         Budget {

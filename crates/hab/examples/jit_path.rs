@@ -47,8 +47,9 @@ unsafe fn tlab_bump(tlab: NonNull<u8>, bytes: usize) -> Option<NonNull<u8>> {
     None
 }
 
-/// The per-CPU LAB fast path: a restartable section over the slot of the CPU the thread runs
-/// on. 0 when it missed (the thread moved, the section was aborted, or no room).
+/// The per-CPU LAB fast path: a restartable section over the slot of the CPU (or concurrency
+/// id) the thread runs with. 0 when it missed (the thread moved, the section was aborted, or
+/// no room).
 ///
 /// # Safety
 /// `path` is the running mutator's current `cpu_lab_path()`; the calling thread is its owner.
@@ -56,13 +57,14 @@ unsafe fn tlab_bump(tlab: NonNull<u8>, bytes: usize) -> Option<NonNull<u8>> {
 #[inline(always)]
 unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
     use hab::{CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_SIGNATURE};
-    let area = path.rseq_area_offset;
+    let (area, index_field) = (path.rseq_area_offset, path.rseq_index_offset);
     let cpu: u32;
-    // SAFETY: `fs:[area]` is the thread's rseq area: its first word is `cpu_id_start`.
+    // SAFETY: `fs:[index_field]` is a `u32` of the thread's rseq area: `cpu_id_start` or
+    // `mm_cid`, the LABs' index.
     unsafe {
         std::arch::asm!(
-            "mov {cpu:e}, dword ptr fs:[{area}]",
-            area = in(reg) area,
+            "mov {cpu:e}, dword ptr fs:[{index}]",
+            index = in(reg) index_field,
             cpu = out(reg) cpu,
             options(nostack, readonly, preserves_flags),
         );
@@ -71,8 +73,8 @@ unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
     let slot = path.slots_address + index * CPU_LAB_SLOT_BYTES;
     let object: usize;
     // The kernel sends a section preempted, migrated or signalled inside to its abort handler.
-    // SAFETY: the section writes only `top` of the slot of the CPU it checked it runs on, with
-    // its last instruction; descriptor and signature as the rseq ABI asks.
+    // SAFETY: the section writes only `top` of the slot of the index it checked the thread
+    // still has, with its last instruction; descriptor and signature as the rseq ABI asks.
     unsafe {
         std::arch::asm!(
             ".pushsection __rseq_cs, \"aw\"",
@@ -84,7 +86,7 @@ unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
             "lea {scratch}, [rip + 80b]",
             "mov qword ptr fs:[{area} + 8], {scratch}",
             "81:",
-            "cmp dword ptr fs:[{area}], {cpu:e}",
+            "cmp dword ptr fs:[{index}], {cpu:e}",
             "jne 84f",
             "mov {object}, qword ptr [{slot} + {top}]",
             "lea {scratch}, [{object} + {bytes}]",
@@ -100,6 +102,7 @@ unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
             "jmp 82b",
             ".popsection",
             area = in(reg) area,
+            index = in(reg) index_field,
             slot = in(reg) slot,
             cpu = in(reg) cpu,
             bytes = in(reg) bytes,

@@ -165,5 +165,7 @@ pub use mutator::sampling::{AllocationSample, AllocationSampler};
 pub use mutator::stats::AllocationStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
 pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;
-pub use platform::rseq::{mechanism as rseq_mechanism, RseqMechanism};
+pub use platform::rseq::{
+    mechanism as rseq_mechanism, slot_index as rseq_slot_index, RseqMechanism, SlotIndex,
+};
 pub use platform::topology::{Level, Topology, TopologySource};

@@ -63,7 +63,7 @@ impl CpuLabs {
         let max_lab_bytes = config.max_tlab_bytes();
         let cpus = topology.online_cpus().len();
         CpuLabs {
-            slots: restartable.then(|| CpuLabSlots::new(topology.cpu_slots())),
+            slots: restartable.then(|| CpuLabSlots::new(topology.cpu_slots(), rseq::slot_index())),
             sideline: Sideline::new(),
             fallback: [MiddleLevel::new(
                 Level::Cpu,
@@ -130,6 +130,7 @@ impl CpuLabs {
                 let (top, end) = slots.load(cpu);
                 check_lab(space, (top, end), reserve);
                 if top <= end {
+                    counters.labs_in_use_at_collections.add(1);
                     retire_tail(space, counters, top, end + reserve);
                 }
                 slots.store(cpu, EMPTY_LAB);

@@ -32,6 +32,11 @@ figures! {
         discarded_sidelined_bytes,
         /// LABs emptied with free memory left, by refills and collections.
         partial_labs,
+        /// LABs a collection found in use (holding memory), summed over collections: with
+        /// [`HeapStats::cpu_lab_collections`](crate::HeapStats::cpu_lab_collections), how many
+        /// slots the threads spread over. One per CPU the threads ran on, or, indexed by
+        /// concurrency ids, at most one per thread running at once.
+        labs_in_use_at_collections,
         /// That free memory.
         partial_waste_bytes,
         /// Restartable sections that aborted (heap totals include the inline path's).

@@ -31,7 +31,7 @@ impl CpuBuffers {
     /// Buffers for `cpus` CPUs whose tails are never shorter than `min_tail_words`.
     pub(crate) fn new(cpus: usize, min_tail_words: u64) -> Self {
         CpuBuffers {
-            slots: CpuSlots::new(cpus),
+            slots: CpuSlots::new(cpus, rseq::slot_index()),
             sideline: Sideline::new(),
             reserve_words: if min_tail_words > 1 {
                 min_tail_words

@@ -9,20 +9,22 @@ use crate::labs::cpu_labs::CpuLabs;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::slow_path::SlowPath;
-use crate::platform::rseq;
+use crate::platform::rseq::{self, CpuLabSlots};
 
-/// Where the next `cpu-lab` allocation goes: a CPU and its LAB, and the rseq area's offset from
-/// the thread pointer. *Inactive* when the mutator allocates in its TLAB: then `cpu` has its
-/// top bit set (no CPU has such a number). Testing one bit, not comparing with a constant,
-/// leaves the compiler nothing to re-materialise on the TLAB path.
+/// Where the next `cpu-lab` allocation goes: a CPU (or concurrency id: the LABs'
+/// [`SlotIndex`](rseq::SlotIndex)) and its LAB, and the rseq area's offset from the thread
+/// pointer (the slot holds its index field's). *Inactive* when the mutator allocates in its
+/// TLAB: then `cpu` has its top bit set (no CPU has such a number). Testing one bit, not
+/// comparing with a constant, leaves the compiler nothing to re-materialise on the TLAB path.
 ///
 /// Three scalars, copied field by field ([`set`](CpuLabCursor::set)): a caller's loop then keeps
-/// each in a register across the restartable section and the slow path.
+/// each in a register across the restartable section and the slow path (a fourth, the index
+/// field's offset, made the loop spill all three: 3 instructions per object).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CpuLabCursor {
     /// The LAB slot of `cpu`.
     slot: *mut usize,
-    /// The CPU; [`INACTIVE_CPU`] when inactive.
+    /// The CPU or concurrency id; [`INACTIVE_CPU`] when inactive.
     cpu: u32,
     area_offset: isize,
 }
@@ -42,15 +44,20 @@ pub const RSEQ_SIGNATURE: u32 = rseq::SIGNATURE;
 /// restartable sequences (see `docs/embedding.md`, "For a JIT"). In a restartable section
 /// whose descriptor sits in `__rseq_cs` and whose abort handler follows [`RSEQ_SIGNATURE`]:
 /// store the descriptor's address at `fs:[rseq_area_offset + 8]` (`rseq_cs`); check that the
-/// `u32` at `fs:[rseq_area_offset]` (`cpu_id_start`) is still the CPU whose slot is used;
-/// load `top`, add the size, compare with `end`; commit by storing `top`. A miss (moved,
-/// aborted, no room) calls [`alloc_slow_from_compiled_code`](crate::alloc_slow_from_compiled_code).
+/// `u32` at `fs:[rseq_index_offset]` (the LABs' index: `cpu_id_start`, or `mm_cid` where the
+/// kernel has concurrency ids, see [`rseq_slot_index`](crate::rseq_slot_index)) is still the
+/// index whose slot is used; load `top`, add the size, compare with `end`; commit by storing
+/// `top`. A miss (moved, aborted, no room) calls
+/// [`alloc_slow_from_compiled_code`](crate::alloc_slow_from_compiled_code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuLabPath {
     /// Offset of the thread's rseq area from the thread pointer (`fs` base).
     pub rseq_area_offset: isize,
-    /// Address of CPU 0's LAB slot; CPU `c`'s is `c * CPU_LAB_SLOT_BYTES` further, for `c`
-    /// below `cpus`, and a CPU at or beyond `cpus` uses the slot at index `cpus`, which is
+    /// Offset from the thread pointer of the `u32` the LABs are indexed by (the CPU number or
+    /// the concurrency id, in the rseq area).
+    pub rseq_index_offset: isize,
+    /// Address of index 0's LAB slot; index `c`'s is `c * CPU_LAB_SLOT_BYTES` further, for
+    /// `c` below `cpus`, and an index at or beyond `cpus` uses the slot at `cpus`, which is
     /// always empty (every bump misses).
     pub slots_address: usize,
     /// CPUs with a slot of their own.
@@ -86,13 +93,19 @@ impl CpuLabCursor {
         self.area_offset = other.area_offset;
     }
 
-    /// A cursor at the CPU the thread runs on, if the LABs are restartable and glibc's rseq
-    /// area is at a fixed offset from the thread pointer.
+    /// A cursor at the CPU (or concurrency id) the thread runs with, if the LABs are
+    /// restartable and glibc's rseq area is at a fixed offset from the thread pointer.
     pub(crate) fn new(cpu_labs: &CpuLabs) -> Option<CpuLabCursor> {
         let area_offset = rseq::fixed_area_offset()?;
-        let slots = cpu_labs.lab_slots()?;
-        // SAFETY: `area_offset` is the fixed rseq area offset.
-        let cpu = unsafe { rseq::cpu_hint(area_offset) };
+        Self::at(cpu_labs.lab_slots()?, area_offset)
+    }
+
+    /// A cursor at the index the thread runs with now, in `slots`.
+    #[inline]
+    fn at(slots: &CpuLabSlots, area_offset: isize) -> Option<CpuLabCursor> {
+        let index_offset = area_offset + slots.index().field_offset() as isize;
+        // SAFETY: `index_offset` is the fixed rseq area offset plus the slots' index field.
+        let cpu = unsafe { rseq::cpu_hint(index_offset) };
         let slot = slots.slot_of(cpu);
         (!slot.is_null() && cpu & INACTIVE_CPU == 0).then_some(CpuLabCursor {
             slot,
@@ -134,16 +147,8 @@ impl CpuLabCursor {
         else {
             return slow_path.alloc(size.bytes());
         };
-        // SAFETY: `area_offset` is the fixed rseq area offset.
-        let cpu = unsafe { rseq::cpu_hint(area_offset) };
-        let slot = slots.slot_of(cpu);
-        if slot.is_null() || cpu & INACTIVE_CPU != 0 {
+        let Some(cursor) = Self::at(slots, area_offset) else {
             return slow_path.alloc(size.bytes());
-        }
-        let cursor = CpuLabCursor {
-            slot,
-            cpu,
-            area_offset,
         };
         // SAFETY: the mutator still allocates in these LABs (it has not parked since the
         // cursor it missed with was made); `slot` is the LAB of `cpu`.
@@ -163,6 +168,7 @@ impl CpuLabCursor {
         let slots = cpu_labs?.lab_slots()?;
         self.is_active().then(|| CpuLabPath {
             rseq_area_offset: self.area_offset,
+            rseq_index_offset: self.area_offset + slots.index().field_offset() as isize,
             slots_address: slots.base() as usize,
             cpus: u32::try_from(slots.cpus()).unwrap_or(u32::MAX),
         })

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{imp, PackedWord, SLOT_BYTES};
+use super::{fixed_area_offset, imp, PackedWord, SlotIndex, LAB_INDEX_FIELD_OFFSET, SLOT_BYTES};
 use crate::memory::packed::OFFSET_BITS;
 
 /// How a critical section ended.
@@ -24,10 +24,14 @@ pub(crate) enum Outcome {
     GaveUp,
 }
 
-/// Per-CPU slots: one packed word per CPU, [`SLOT_BYTES`] apart.
+/// Per-CPU slots: one packed word per CPU (or concurrency id: [`SlotIndex`]), [`SLOT_BYTES`]
+/// apart. The word just before the first slot holds the offset of the index field in the
+/// rseq area, which the sections read (one load from a line of its own, never written after
+/// creation), so that one set of sections serves both indexes without another register.
 pub(crate) struct CpuSlots {
     base: *mut u64,
     cpus: usize,
+    index: SlotIndex,
     layout: std::alloc::Layout,
 }
 
@@ -38,17 +42,27 @@ unsafe impl Send for CpuSlots {}
 unsafe impl Sync for CpuSlots {}
 
 impl CpuSlots {
-    /// Empty slots for `cpus` CPUs.
-    pub(crate) fn new(cpus: usize) -> CpuSlots {
+    /// Empty slots for `cpus` CPUs (or concurrency ids, which stay below the CPU count),
+    /// indexed by `index`.
+    pub(crate) fn new(cpus: usize, index: SlotIndex) -> CpuSlots {
         let cpus = cpus.max(1);
-        let layout = std::alloc::Layout::from_size_align(cpus * SLOT_BYTES, SLOT_BYTES)
+        // One line before the slots holds the index field's offset.
+        let layout = std::alloc::Layout::from_size_align((cpus + 1) * SLOT_BYTES, SLOT_BYTES)
             .expect("CPU counts are small");
         // SAFETY: the layout has a non-zero size.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
-        if base.is_null() {
+        let start = unsafe { std::alloc::alloc_zeroed(layout) };
+        if start.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        CpuSlots { base, cpus, layout }
+        let base = start.wrapping_add(SLOT_BYTES).cast::<u64>();
+        // SAFETY: the word before `base` is inside the allocation, aligned, and not yet shared.
+        unsafe { base.wrapping_sub(1).write(index.field_offset() as u64) };
+        CpuSlots {
+            base,
+            cpus,
+            index,
+            layout,
+        }
     }
 
     pub(crate) fn cpus(&self) -> usize {
@@ -162,8 +176,10 @@ impl CpuSlots {
 
 impl Drop for CpuSlots {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.base.cast(), self.layout) };
+        // SAFETY: allocated in `new` with this layout, `SLOT_BYTES` before `base`.
+        unsafe {
+            std::alloc::dealloc(self.base.cast::<u8>().wrapping_sub(SLOT_BYTES), self.layout)
+        };
     }
 }
 
@@ -195,7 +211,8 @@ pub(crate) enum LabInstall {
 }
 
 /// The LAB of an empty slot: `top > end`, so nothing fits and nothing is free. The slot's
-/// third word counts the aborts of the inline path on that CPU.
+/// third word counts the aborts of the inline path on that CPU; its fourth holds the offset of
+/// the index field from the thread pointer, for the inline path.
 pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
 
 /// Per-CPU LABs of the `cpu-lab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
@@ -214,15 +231,26 @@ pub(crate) struct CpuLabSlots {
 }
 
 impl CpuLabSlots {
-    /// Empty LABs for CPU ids below `cpus` (at least 1), and the empty slot past them.
-    pub(crate) fn new(cpus: usize) -> CpuLabSlots {
+    /// Empty LABs for CPU ids (or concurrency ids) below `cpus` (at least 1), indexed by
+    /// `index`, and the empty slot past them.
+    pub(crate) fn new(cpus: usize, index: SlotIndex) -> CpuLabSlots {
         let cpus = cpus.max(1);
         let slots = CpuLabSlots {
-            slots: CpuSlots::new(cpus + 1),
+            slots: CpuSlots::new(cpus + 1, index),
             cpus,
         };
+        // The inline bump reads its index field's offset from the slot it bumps (one load
+        // instead of a register held across the caller's loop).
+        let index_offset =
+            fixed_area_offset().map_or(0, |area| area + index.field_offset() as isize);
         for cpu in 0..=cpus {
             slots.write(cpu, EMPTY_LAB);
+            let field = slots
+                .slots
+                .slot(cpu)
+                .wrapping_byte_add(LAB_INDEX_FIELD_OFFSET);
+            // SAFETY: inside the slot `cpu` (in bounds), aligned; not yet shared.
+            unsafe { field.write(index_offset as u64) };
         }
         slots
     }
@@ -230,6 +258,11 @@ impl CpuLabSlots {
     /// How many CPUs have a LAB.
     pub(crate) fn cpus(&self) -> usize {
         self.cpus
+    }
+
+    /// What the LABs are indexed by.
+    pub(crate) fn index(&self) -> SlotIndex {
+        self.slots.index
     }
 
     /// The first slot's address.
@@ -358,16 +391,18 @@ impl CpuLabSlots {
     }
 }
 
-/// The `cpu-lab` fast path: carves `bytes` from the LAB `slot` of CPU `cpu`, in one restartable
-/// section addressed through `fs` (nine instructions), if the thread runs on `cpu`; 0 when it
-/// runs elsewhere, the object does not fit, or the section was interrupted (the caller then
-/// looks up its CPU again, or takes its slow path). Keeping the CPU and its slot in registers
-/// across allocations, instead of indexing the array by the CPU id each time, keeps the slot's
-/// address constant, so the processor forwards each stored `top` to the next load at once.
+/// The `cpu-lab` fast path: carves `bytes` from the LAB `slot` of CPU (or concurrency id) `cpu`,
+/// in one restartable section addressed through `fs` (ten instructions), if the thread's
+/// index field ([`SlotIndex`]: the slot holds its offset from the thread pointer) still reads
+/// `cpu`; 0 when it reads another, the object does not fit, or the section was interrupted
+/// (the caller then looks up its index again, or takes its slow path). Keeping the index and
+/// its slot in registers across allocations, instead of indexing the array each time, keeps
+/// the slot's address constant, so the processor forwards each stored `top` to the next load
+/// at once.
 ///
 /// # Safety
-/// `area_offset` is [`fixed_area_offset`]; `slot` is the slot of CPU `cpu` in live
-/// [`CpuLabSlots`].
+/// `area_offset` is [`fixed_area_offset`]; `slot` is the slot of `cpu` in live
+/// [`CpuLabSlots`] made while it was known.
 #[inline(always)]
 pub(crate) unsafe fn lab_bump(
     area_offset: isize,
@@ -395,13 +430,13 @@ pub(crate) unsafe fn lab_bump_injected(
     unsafe { imp::lab_bump_injected(area_offset, slot, cpu, bytes, inject_at) }
 }
 
-/// The CPU the thread ran on when the kernel last returned to it: a hint for [`lab_bump`]'s
-/// `cpu`, checked again inside the section.
+/// The index field as the kernel last wrote it (the CPU, or the concurrency id, when it last
+/// returned to the thread): a hint for [`lab_bump`]'s `cpu`, checked again inside the section.
 ///
 /// # Safety
-/// `area_offset` is [`fixed_area_offset`].
+/// `index_offset` is [`fixed_area_offset`] plus a [`SlotIndex`]'s field offset.
 #[inline]
-pub(crate) unsafe fn cpu_hint(area_offset: isize) -> u32 {
+pub(crate) unsafe fn cpu_hint(index_offset: isize) -> u32 {
     // SAFETY: forwarded.
-    unsafe { imp::cpu_hint(area_offset) }
+    unsafe { imp::cpu_hint(index_offset) }
 }

@@ -40,6 +40,9 @@ pub(crate) const MAX_BUFFER_BYTES: usize = MAX_UPPER as usize * crate::memory::w
 /// Distance between two CPUs' slots: two cache lines, so that neighbours never share one.
 const SLOT_SHIFT: u32 = 7;
 pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
+/// Where a per-CPU LAB slot holds the offset of the index field from the thread pointer (after
+/// `top`, `end` and the inline path's abort count).
+pub(crate) const LAB_INDEX_FIELD_OFFSET: usize = 24;
 /// Aborts in a row after which a thread gives up and takes the fallback (e.g. a debugger
 /// single-stepping through the section makes it abort forever).
 pub(crate) const MAX_ABORTS: u64 = 64;
@@ -98,6 +101,74 @@ pub fn mechanism() -> &'static RseqMechanism {
         }
         mechanism
     })
+}
+
+/// What the restartable per-CPU arrays (the `cpu` level's buffers, the `cpu-lab` mode's LABs)
+/// are indexed by: the field of the rseq area a section reads first, and checks again at its
+/// commit (the kernel aborts a section whenever either can change under it: a preemption, a
+/// migration, a signal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotIndex {
+    /// `cpu_id_start`: the CPU the thread runs on. A process uses as many slots as the CPUs
+    /// its threads visit.
+    Cpu,
+    /// `mm_cid` (Linux 6.3 and later): the thread's *concurrency id*, unique among the
+    /// process's threads running at the moment, and kept compact near 0 (below the number
+    /// of threads and of CPUs the process may use). A process with few threads, or allowed
+    /// few CPUs on a large machine, uses as many slots as it runs threads at once.
+    ConcurrencyId,
+}
+
+impl SlotIndex {
+    /// The index field's offset in `struct rseq`.
+    pub(crate) const fn field_offset(self) -> usize {
+        match self {
+            SlotIndex::Cpu => 0,
+            SlotIndex::ConcurrencyId => 24,
+        }
+    }
+}
+
+impl fmt::Display for SlotIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SlotIndex::Cpu => "CPU number (cpu_id_start)",
+            SlotIndex::ConcurrencyId => "concurrency id (mm_cid)",
+        })
+    }
+}
+
+/// `AT_RSEQ_FEATURE_SIZE`: the bytes of `struct rseq` the kernel fills (auxiliary vector).
+#[cfg(target_os = "linux")]
+const AT_RSEQ_FEATURE_SIZE: libc::c_ulong = 27;
+/// The feature size of a kernel that fills `mm_cid` (the field ends at byte 28).
+const MM_CID_FEATURE_SIZE: u64 = 28;
+
+/// What this process's restartable arrays are indexed by, decided once: the concurrency id
+/// where the kernel fills it (its rseq feature size covers `mm_cid`; every registration, glibc's
+/// or Hab's, is 32 bytes, which holds it), else the CPU number. `HAB_RSEQ_INDEX=cpu` in the
+/// environment picks the CPU number anyway, for comparisons.
+pub fn slot_index() -> SlotIndex {
+    static INDEX: OnceLock<SlotIndex> = OnceLock::new();
+    *INDEX.get_or_init(|| {
+        let requested_cpu = std::env::var_os("HAB_RSEQ_INDEX").is_some_and(|value| value == "cpu");
+        if kernel_fills_mm_cid() && !requested_cpu {
+            SlotIndex::ConcurrencyId
+        } else {
+            SlotIndex::Cpu
+        }
+    })
+}
+
+/// Whether the kernel fills `mm_cid` in the rseq areas: its rseq feature size (in the
+/// auxiliary vector) covers the field.
+pub(crate) fn kernel_fills_mm_cid() -> bool {
+    #[cfg(target_os = "linux")]
+    // SAFETY: getauxval reads the process's auxiliary vector; 0 when the entry is absent.
+    let feature_bytes = unsafe { libc::getauxval(AT_RSEQ_FEATURE_SIZE) };
+    #[cfg(not(target_os = "linux"))]
+    let feature_bytes = 0;
+    feature_bytes >= MM_CID_FEATURE_SIZE
 }
 
 /// [`fixed_area_offset`] once the mechanism is decided, else 0 (never glibc's offset: the

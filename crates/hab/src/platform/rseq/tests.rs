@@ -42,7 +42,7 @@ fn bump_and_install_on_one_cpu() {
     std::thread::spawn(|| {
         let Some(area) = area() else { return };
         assert!(pin(0));
-        let slots = CpuSlots::new(online_cpus());
+        let slots = CpuSlots::new(online_cpus(), SlotIndex::Cpu);
         // SAFETY (both): `area` is this thread's registered area.
         let bump = |words| unsafe { slots.bump(area, words) }.0;
         let install = |cpu, old, new| unsafe { slots.install(area, cpu, old, new) }.0;
@@ -91,6 +91,22 @@ fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
     if area().is_none() {
         return;
     }
+    for index in indexes() {
+        storm_of_bumps_and_installs(index);
+    }
+}
+
+/// The slot indexes to test: the CPU number, and concurrency ids where the kernel has them.
+fn indexes() -> Vec<SlotIndex> {
+    let mut indexes = vec![SlotIndex::Cpu];
+    if kernel_fills_mm_cid() {
+        indexes.push(SlotIndex::ConcurrencyId);
+    }
+    indexes
+}
+
+/// [`migrations_and_signal_storms_never_hand_out_a_word_twice`] over slots indexed by `index`.
+fn storm_of_bumps_and_installs(index: SlotIndex) {
     const THREADS: usize = 128;
     const BUMPS: usize = 4000;
     const CHUNK_WORDS: u64 = 64;
@@ -102,7 +118,7 @@ fn migrations_and_signal_storms_never_hand_out_a_word_twice() {
         libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
     }
     let cpus = online_cpus();
-    let slots = Arc::new(CpuSlots::new(cpus));
+    let slots = Arc::new(CpuSlots::new(cpus, index));
     let next_chunk = Arc::new(AtomicU64::new(0));
     let aborts = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -231,11 +247,19 @@ fn lab_sections_with_injected_aborts_never_hand_out_a_byte_twice() {
     if area().is_none() {
         return;
     }
+    for index in indexes() {
+        lab_sections_with_injected_aborts(index);
+    }
+}
+
+/// [`lab_sections_with_injected_aborts_never_hand_out_a_byte_twice`] over LABs indexed by
+/// `index`.
+fn lab_sections_with_injected_aborts(index: SlotIndex) {
     const THREADS: usize = 64;
     const CALLS: usize = 3000;
     const LAB_BYTES: usize = 512;
     let cpus = online_cpus();
-    let slots = Arc::new(CpuLabSlots::new(cpus));
+    let slots = Arc::new(CpuLabSlots::new(cpus, index));
     // Fake heap addresses: LABs are carved upwards from here, never dereferenced.
     let next_lab = Arc::new(AtomicU64::new(1 << 20));
     let workers: Vec<_> = (0..THREADS)
@@ -319,7 +343,7 @@ fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
             return;
         }
         assert!(pin(0));
-        let slots = CpuLabSlots::new(online_cpus().max(2));
+        let slots = CpuLabSlots::new(online_cpus().max(2), SlotIndex::Cpu);
         slots.store(0, (1000, 1064));
         // SAFETY: `offset` is glibc's area offset; the slots are live.
         let bump = |cpu, bytes| unsafe { lab_bump(offset, slots.slot_of(cpu), cpu, bytes) };
@@ -340,14 +364,14 @@ fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
 /// Instructions in each section's body, from the arming store to the commit: an abort
 /// can land before each of them. A refusal leaves at its branch, before the commit: the
 /// `_REFUSED` counts end there.
-const BUMP_POINTS: usize = 10;
-const BUMP_REFUSED_POINTS: usize = 9;
-const INSTALL_POINTS: usize = 9;
-const INSTALL_REFUSED_POINTS: usize = 8;
-const CLAIM_POINTS: usize = 12;
-const LAB_INSTALL_POINTS: usize = 12;
-const LAB_INSTALL_REFUSED_POINTS: usize = 9;
-const INLINE_POINTS: usize = 7;
+const BUMP_POINTS: usize = 11;
+const BUMP_REFUSED_POINTS: usize = 10;
+const INSTALL_POINTS: usize = 10;
+const INSTALL_REFUSED_POINTS: usize = 9;
+const CLAIM_POINTS: usize = 13;
+const LAB_INSTALL_POINTS: usize = 13;
+const LAB_INSTALL_REFUSED_POINTS: usize = 10;
+const INLINE_POINTS: usize = 8;
 
 /// Runs `section(k)` from a fresh state for every injection point `k` (0: none) and one
 /// beyond the last, retrying a point whose abort count a real preemption may have raised.
@@ -375,7 +399,8 @@ fn at_every_boundary<T: PartialEq + std::fmt::Debug>(
 
 /// An abort at every instruction boundary of every restartable section (the per-CPU
 /// level's bump and install, the `cpu-lab` bump-or-claim and install, and the inline `cpu-lab`
-/// bump), in the spirit of librseq's injection points: each section restarts (or, inline,
+/// bump), in the spirit of librseq's injection points, with the arrays indexed by the CPU
+/// and, where the kernel has them, by concurrency ids: each section restarts (or, inline,
 /// returns 0 for the slow path) and ends with the same result and the same memory as
 /// without the abort. Every byte is accounted for.
 #[test]
@@ -383,90 +408,174 @@ fn an_abort_at_every_instruction_boundary_changes_nothing() {
     std::thread::spawn(|| {
         let Some(area) = area() else { return };
         assert!(pin(0));
-        let cpus = online_cpus();
-
-        // Per-CPU level: a bump that fits, one that is refused, an install.
-        for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
-            at_every_boundary("bump", points, |k| {
-                let slots = CpuSlots::new(cpus);
-                slots.store(0, PackedWord::new(100, 5));
-                // SAFETY: `area` is this thread's registered area.
-                let (outcome, aborts) = unsafe { slots.bump_injected(area, words, k) };
-                ((outcome, slots.load(0)), aborts)
-            });
-        }
-        for (expected, points) in [
-            (PackedWord::new(100, 5), INSTALL_POINTS),
-            (PackedWord::new(100, 4), INSTALL_REFUSED_POINTS),
-        ] {
-            at_every_boundary("install", points, |k| {
-                let slots = CpuSlots::new(cpus);
-                slots.store(0, PackedWord::new(100, 5));
-                let new = PackedWord::new(300, 9);
-                // SAFETY: as above; CPU 0 is in bounds.
-                let (outcome, aborts) =
-                    unsafe { slots.install_injected(area, 0, expected, new, k) };
-                ((outcome, slots.load(0)), aborts)
-            });
-        }
-
-        // `cpu-lab` LABs: an object that fits, one that claims the tail, an install into an
-        // empty slot and one refused by an occupied slot.
-        for bytes in [16, 64] {
-            at_every_boundary("bump_or_claim", CLAIM_POINTS, |k| {
-                let slots = CpuLabSlots::new(cpus);
-                slots.store(0, (1000, 1040));
-                // SAFETY: as above.
-                let (outcome, aborts) = unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) };
-                ((outcome, slots.load(0)), aborts)
-            });
-        }
-        for (occupant, points) in [
-            // Claimed: `top` is `end + reserve`, the LAB owns nothing.
-            ((1048, 1040), LAB_INSTALL_POINTS),
-            ((1000, 1040), LAB_INSTALL_REFUSED_POINTS),
-        ] {
-            at_every_boundary("lab install", points, |k| {
-                let slots = CpuLabSlots::new(cpus);
-                slots.store(0, occupant);
-                // SAFETY: as above.
-                let (outcome, aborts) = unsafe { slots.install_injected(area, 8, 2000, 2992, k) };
-                ((outcome, slots.load(0)), aborts)
-            });
-        }
-
-        // The inline bump gives up at once on an abort: the caller's slow path retries.
-        let Some(offset) = fixed_area_offset() else {
-            eprintln!("no fixed rseq area offset here: {}", mechanism());
-            return;
-        };
-        if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
-            return;
-        }
-        for k in 1..=INLINE_POINTS as u64 + 1 {
-            let (object, lab, counted) = (0..3)
-                .map(|_| {
-                    let slots = CpuLabSlots::new(cpus);
-                    slots.store(0, (1000, 1040));
-                    // SAFETY: `offset` is glibc's area offset; the slots are live.
-                    let object = unsafe { lab_bump_injected(offset, slots.slot_of(0), 0, 16, k) };
-                    (object, slots.load(0), slots.inline_aborts())
-                })
-                .min_by_key(|&(_, _, counted)| counted)
-                .expect("three tries");
-            if k <= INLINE_POINTS as u64 {
-                assert_eq!((object, lab, counted), (0, (1000, 1040), 1), "boundary {k}");
-            } else {
-                assert_eq!(
-                    (object, lab, counted),
-                    (1000, (1016, 1040), 0),
-                    "boundary {k}"
-                );
-            }
+        abort_at_every_boundary(area, SlotIndex::Cpu);
+        if kernel_fills_mm_cid() {
+            abort_at_every_boundary(area, SlotIndex::ConcurrencyId);
+        } else {
+            eprintln!("no concurrency ids here: the CPU-indexed sections only");
         }
     })
     .join()
     .unwrap();
+}
+
+/// The calling thread's index field now (its CPU, or its concurrency id).
+fn index_now(area: *mut u8, index: SlotIndex) -> usize {
+    // SAFETY: `area` is this thread's registered area; the field is an aligned `u32` in it.
+    unsafe { area.add(index.field_offset()).cast::<u32>().read_volatile() as usize }
+}
+
+/// The sections of [`an_abort_at_every_instruction_boundary_changes_nothing`] over arrays
+/// indexed by `index`. Every slot starts in the same state, so a section finds it whatever
+/// index the thread has; each run reports the slot its section used (`cpu` set to 0 in the
+/// outcome) and whether every other slot is as it was. A run during which the thread's
+/// index changed (a concurrency id the kernel reassigned) is run again.
+fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
+    // Every CPU the kernel numbers (the thread is pinned: its own count would be 1), which
+    // bounds the concurrency ids too.
+    let cpus = crate::platform::topology::Topology::discover().cpu_slots();
+    let name = |section: &str| format!("{section}, indexed by {index}");
+    // Runs `section` until the thread's index is the same before and after it.
+    let steady = |section: &mut dyn FnMut(usize) -> (Outcome, u64)| loop {
+        let home = index_now(area, index);
+        let result = section(home);
+        if index_now(area, index) == home {
+            return (result, home);
+        }
+    };
+    let level_outcome = |outcome: Outcome| match outcome {
+        Outcome::Done { before, .. } => Outcome::Done { cpu: 0, before },
+        Outcome::Refused { seen, .. } => Outcome::Refused { cpu: 0, seen },
+        other => other,
+    };
+    let level_slots = |slots: &CpuSlots, home: usize, initial: PackedWord| {
+        let others = (0..slots.cpus()).all(|i| i == home || slots.load(i) == initial);
+        (slots.load(home), others)
+    };
+
+    // Per-CPU level: a bump that fits, one that is refused, an install.
+    let initial = PackedWord::new(100, 5);
+    for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
+        at_every_boundary(&name("bump"), points, |k| {
+            let slots = CpuSlots::new(cpus, index);
+            let ((outcome, aborts), home) = steady(&mut |_| {
+                (0..cpus).for_each(|i| slots.store(i, initial));
+                // SAFETY: `area` is this thread's registered area.
+                unsafe { slots.bump_injected(area, words, k) }
+            });
+            (
+                (level_outcome(outcome), level_slots(&slots, home, initial)),
+                aborts,
+            )
+        });
+    }
+    for (expected, points) in [
+        (PackedWord::new(100, 5), INSTALL_POINTS),
+        (PackedWord::new(100, 4), INSTALL_REFUSED_POINTS),
+    ] {
+        at_every_boundary(&name("install"), points, |k| {
+            let slots = CpuSlots::new(cpus, index);
+            let new = PackedWord::new(300, 9);
+            let ((outcome, aborts), home) = steady(&mut |home| {
+                (0..cpus).for_each(|i| slots.store(i, initial));
+                // SAFETY: as above; `home` is in bounds (an index is below the CPU count).
+                unsafe { slots.install_injected(area, home, expected, new, k) }
+            });
+            (
+                (level_outcome(outcome), level_slots(&slots, home, initial)),
+                aborts,
+            )
+        });
+    }
+
+    // `cpu-lab` LABs: an object that fits, one that claims the tail, an install into an
+    // empty slot and one refused by an occupied slot.
+    let lab_slots = |slots: &CpuLabSlots, home: usize, initial: (usize, usize)| {
+        let others = (0..slots.cpus()).all(|i| i == home || slots.load(i) == initial);
+        (slots.load(home), others)
+    };
+    for bytes in [16, 64] {
+        at_every_boundary(&name("bump_or_claim"), CLAIM_POINTS, |k| {
+            let slots = CpuLabSlots::new(cpus, index);
+            let mut result = None;
+            let ((_, aborts), home) = steady(&mut |_| {
+                (0..cpus).for_each(|i| slots.store(i, (1000, 1040)));
+                // SAFETY: as above.
+                let (bump, aborts) = unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) };
+                result = Some(match bump {
+                    LabBump::Object { address, .. } => LabBump::Object { cpu: 0, address },
+                    LabBump::Claimed { top, end, .. } => LabBump::Claimed { cpu: 0, top, end },
+                    other => other,
+                });
+                (Outcome::GaveUp, aborts)
+            });
+            ((result, lab_slots(&slots, home, (1000, 1040))), aborts)
+        });
+    }
+    for (occupant, points) in [
+        // Claimed: `top` is `end + reserve`, the LAB owns nothing.
+        ((1048, 1040), LAB_INSTALL_POINTS),
+        ((1000, 1040), LAB_INSTALL_REFUSED_POINTS),
+    ] {
+        at_every_boundary(&name("lab install"), points, |k| {
+            let slots = CpuLabSlots::new(cpus, index);
+            let mut result = None;
+            let ((_, aborts), home) = steady(&mut |_| {
+                (0..cpus).for_each(|i| slots.store(i, occupant));
+                // SAFETY: as above.
+                let (install, aborts) = unsafe { slots.install_injected(area, 8, 2000, 2992, k) };
+                result = Some(match install {
+                    LabInstall::Done { .. } => LabInstall::Done { cpu: 0 },
+                    LabInstall::Occupied { .. } => LabInstall::Occupied { cpu: 0 },
+                    other => other,
+                });
+                (Outcome::GaveUp, aborts)
+            });
+            ((result, lab_slots(&slots, home, occupant)), aborts)
+        });
+    }
+
+    // The inline bump gives up at once on an abort: the caller's slow path retries.
+    let Some(offset) = fixed_area_offset() else {
+        eprintln!("no fixed rseq area offset here: {}", mechanism());
+        return;
+    };
+    if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
+        return;
+    }
+    for k in 1..=INLINE_POINTS as u64 + 1 {
+        let (object, lab, counted) = (0..3)
+            .map(|_| {
+                let slots = CpuLabSlots::new(cpus, index);
+                let mut result = (0, (0, 0));
+                steady(&mut |home| {
+                    slots.store(home, (1000, 1040));
+                    let slot = slots.slot_of(home as u32);
+                    // SAFETY: `offset` is glibc's area offset; the slots are live.
+                    let object = unsafe { lab_bump_injected(offset, slot, home as u32, 16, k) };
+                    result = (object, slots.load(home));
+                    (Outcome::GaveUp, 0)
+                });
+                (result.0, result.1, slots.inline_aborts())
+            })
+            .min_by_key(|&(_, _, counted)| counted)
+            .expect("three tries");
+        if k <= INLINE_POINTS as u64 {
+            assert_eq!(
+                (object, lab, counted),
+                (0, (1000, 1040), 1),
+                "{}: boundary {k}",
+                name("inline bump")
+            );
+        } else {
+            assert_eq!(
+                (object, lab, counted),
+                (1000, (1016, 1040), 0),
+                "{}: boundary {k}",
+                name("inline bump")
+            );
+        }
+    }
 }
 
 /// The highest CPU other than 0 this thread may run on, if any.
@@ -495,14 +604,14 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
             return;
         };
         assert!(pin(cpu));
-        let slots = CpuSlots::new(1);
+        let slots = CpuSlots::new(1, SlotIndex::Cpu);
         slots.store(0, PackedWord::new(100, 5));
         // SAFETY: `area` is this thread's registered area.
         let (outcome, _) = unsafe { slots.bump(area, 2) };
         assert_eq!(outcome, Outcome::OutOfRange);
         assert_eq!(slots.load(0), PackedWord::new(100, 5));
 
-        let labs = CpuLabSlots::new(1);
+        let labs = CpuLabSlots::new(1, SlotIndex::Cpu);
         labs.store(0, (1000, 1040));
         // SAFETY: as above.
         let (claimed, _) = unsafe { labs.bump_or_claim(area, 16, 8) };
@@ -535,7 +644,7 @@ fn a_forked_child_can_bump() {
     if area().is_none() {
         return;
     }
-    let slots = CpuSlots::new(online_cpus());
+    let slots = CpuSlots::new(online_cpus(), SlotIndex::Cpu);
     // SAFETY: the child only runs async-signal-safe code (rseq sections, plain memory,
     // _exit) before exiting.
     let pid = unsafe { libc::fork() };

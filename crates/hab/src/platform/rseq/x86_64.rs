@@ -7,7 +7,10 @@
 use std::arch::asm;
 
 pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
-use super::{LabBump, LabInstall, Outcome, PackedWord, MAX_ABORTS, SIGNATURE, SLOT_SHIFT};
+use super::{
+    LabBump, LabInstall, Outcome, PackedWord, LAB_INDEX_FIELD_OFFSET, MAX_ABORTS, SIGNATURE,
+    SLOT_SHIFT,
+};
 
 /// A restartable section: `$body` runs between the start and the commit, ending with the
 /// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address
@@ -117,7 +120,8 @@ macro_rules! bump_section {
         let (status, slot, word): (u64, u64, u64);
         section!(
             $mode [
-                "mov {slot:e}, dword ptr [{area}]",
+                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot:e}, dword ptr [{area} + {slot}]",
                 "cmp {slot}, {cpus}",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
@@ -232,7 +236,8 @@ macro_rules! install_section {
         let (status, slot, word): (u64, u64, u64);
         section!(
             $mode [
-                "mov {slot:e}, dword ptr [{area}]",
+                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot:e}, dword ptr [{area} + {slot}]",
                 "cmp {slot}, {cpu}",
                 "jne 9f",
                 "shl {slot}, {slot_shift}",
@@ -284,7 +289,8 @@ macro_rules! claim_section {
         let (status, slot, top, end): (u64, u64, usize, usize);
         section!(
             $mode [
-                "mov {slot:e}, dword ptr [{area}]",
+                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot:e}, dword ptr [{area} + {slot}]",
                 "cmp {slot}, {cpus}",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
@@ -350,7 +356,8 @@ macro_rules! lab_install_section {
         let (status, slot): (u64, u64);
         section!(
             $mode [
-                "mov {slot:e}, dword ptr [{area}]",
+                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot:e}, dword ptr [{area} + {slot}]",
                 "cmp {slot}, {cpus}",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
@@ -416,7 +423,9 @@ macro_rules! inline_bump_section {
             "mov qword ptr fs:[{area} + 8], {scratch}",
             "4:",
             $($injection,)*
-            "cmp dword ptr fs:[{area}], {cpu:e}",
+            "mov {scratch}, qword ptr [{slot} + {index_field}]",
+            $($injection,)*
+            "cmp dword ptr fs:[{scratch}], {cpu:e}",
             $($injection,)*
             "jne 7f",
             $($injection,)*
@@ -447,6 +456,7 @@ macro_rules! inline_bump_section {
             object = out(reg) object,
             scratch = out(reg) _,
             signature = const SIGNATURE,
+            index_field = const LAB_INDEX_FIELD_OFFSET,
             $($extra)*
             options(nostack),
         );
@@ -465,9 +475,9 @@ pub(super) unsafe fn lab_bump(
     cpu: u32,
     bytes: usize,
 ) -> usize {
-    // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only
-    // `slot`, the slot of the CPU it checked it runs on, with its last instruction; inputs
-    // are never written.
+    // SAFETY: `fs:[area_offset]` is the calling thread's area, and the slot holds the offset
+    // of its index field; the section writes only `slot`, the slot of the index it checked,
+    // with its last instruction; inputs are never written.
     unsafe { inline_bump_section!([], [], area_offset, slot, cpu, bytes) }
 }
 
@@ -502,13 +512,13 @@ pub(super) unsafe fn lab_bump_injected(
 /// # Safety
 /// As for `super::cpu_hint`.
 #[inline]
-pub(super) unsafe fn cpu_hint(area_offset: isize) -> u32 {
+pub(super) unsafe fn cpu_hint(index_offset: isize) -> u32 {
     let cpu: u32;
-    // SAFETY: `fs:[area_offset]` is the calling thread's area; a 4-byte read.
+    // SAFETY: `fs:[index_offset]` is the calling thread's index field; a 4-byte read.
     unsafe {
         asm!(
-            "mov {cpu:e}, dword ptr fs:[{area}]",
-            area = in(reg) area_offset,
+            "mov {cpu:e}, dword ptr fs:[{index}]",
+            index = in(reg) index_offset,
             cpu = out(reg) cpu,
             options(nostack, readonly, preserves_flags),
         );
