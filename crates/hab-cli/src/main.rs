@@ -510,13 +510,16 @@ fn run(args: RunArgs) -> Result<(), String> {
         result.collections
     );
     if let Some(restartable) = result.cpu_labs_restartable {
+        let lab = &result.cpu_lab;
         println!(
-            "  per-CPU LABs: {}",
+            "  per-CPU LABs: {}; {:.2} in use per collection, {} of LABs' tails wasted per run",
             if restartable {
                 format!("restartable, indexed by {}", hab::rseq_slot_index())
             } else {
                 "compare-and-swap (no restartable sequences here)".to_string()
-            }
+            },
+            lab.labs_in_use_at_collections as f64 / result.collections.max(1) as f64,
+            ByteSize::new(lab.partial_waste_bytes as usize),
         );
     }
     if !result.levels.is_empty() {

@@ -11,8 +11,8 @@ use indicatif::ProgressBar;
 
 use super::claims::Claims;
 use super::{
-    c_runtime, costs, end_of_cycle, hotspot, hotspot_hab, jaffer, middle, plab, shipilev, vm,
-    Extras, Figures, Measured, Scale,
+    c_runtime, concurrency_ids, costs, end_of_cycle, hotspot, hotspot_hab, jaffer, middle, plab,
+    shipilev, vm, Extras, Figures, Measured, Scale,
 };
 use crate::workload::RunSpec;
 
@@ -33,6 +33,8 @@ pub struct Context {
     pub bench_jar: Option<std::path::PathBuf>,
     /// Hab's VM runs (the VM experiment's).
     pub vm_runs: Vec<vm::Runs>,
+    /// The per-CPU LABs by concurrency id and by CPU (their experiment's).
+    pub concurrency_ids: Vec<concurrency_ids::IndexRun>,
     /// The C runtime's runs (its experiment's), once measured.
     pub c_runtime: Option<c_runtime::CRuntime>,
     /// HotSpot with HABs (its experiment's), or why not.
@@ -71,6 +73,7 @@ pub const EXPERIMENTS: &[&dyn Experiment] = &[
     &jaffer::Jaffer,
     &middle::Middle,
     &plab::CpuLabs,
+    &concurrency_ids::ConcurrencyIds,
     &vm::Vm,
     &end_of_cycle::EndOfCycle,
     &c_runtime::CRuntimeExperiment,

@@ -8,6 +8,7 @@
 
 mod c_runtime;
 mod claims;
+mod concurrency_ids;
 mod costs;
 mod data;
 mod end_of_cycle;
@@ -158,6 +159,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         },
         bench_jar: None,
         vm_runs: Vec::new(),
+        concurrency_ids: Vec::new(),
         c_runtime: None,
         figures: Figures {
             dir: out.to_path_buf(),

@@ -49,6 +49,8 @@ pub struct RunResult {
     pub buffers_follow_allocation: bool,
     /// Where the CPU number came from.
     pub cpu_id_source: String,
+    /// What the restartable per-CPU arrays were indexed by (`hab::rseq_slot_index`).
+    pub slot_index: String,
     /// `sysfs` or the simulated spec.
     pub topology: String,
     /// Chunks handed out by the middle levels (TLABs and buffers of lower levels).
@@ -91,6 +93,8 @@ pub struct CpuLabResult {
     pub discarded_sidelined_labs: u64,
     pub partial_labs: u64,
     pub partial_waste_bytes: u64,
+    /// LABs the run's collections found in use, all collections.
+    pub labs_in_use_at_collections: u64,
     pub rseq_aborts: u64,
     pub fallback_allocs: u64,
     /// Of those, objects from a CPU beyond the per-CPU array.
@@ -114,6 +118,7 @@ impl From<hab::CpuLabStats> for CpuLabResult {
             discarded_sidelined_labs: stats.discarded_sidelined_labs,
             partial_labs: stats.partial_labs,
             partial_waste_bytes: stats.partial_waste_bytes,
+            labs_in_use_at_collections: stats.labs_in_use_at_collections,
             rseq_aborts: stats.rseq_aborts,
             fallback_allocs: stats.fallback_allocs,
             out_of_range_cpus: stats.out_of_range_cpus,

@@ -280,6 +280,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         middle: MiddleLevelSpec::list_to_string(heap.config().middle()),
         buffers_follow_allocation: heap.config().buffers_follow_allocation(),
         cpu_id_source: heap.cpu_id().source().to_string(),
+        slot_index: hab::rseq_slot_index().to_string(),
         topology: spec.topology.clone().unwrap_or_else(|| "sysfs".into()),
         middle_allocs,
         foreign_allocs,
