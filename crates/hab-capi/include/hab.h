@@ -373,6 +373,14 @@ typedef struct hab_upstream {
 typedef struct hab_levels hab_levels;
 typedef struct hab_levels_thread hab_levels_thread;
 
+/* The levels Hab picks on this machine ("auto") for a space (eden) of space_bytes whose
+ * smallest TLAB is min_tlab_bytes: a restartable cpu level where rseq works, else core; one
+ * compare-and-swap level above where the machine has several caches, packages or nodes;
+ * buffers a share of the space. Writes the list for hab_levels_new, NUL-terminated, into
+ * buffer when its len bytes hold it; returns its length (as snprintf does), 0 on error
+ * (HAB_CONFIG_ERROR: a size of 0, or a smallest TLAB larger than the space). */
+size_t hab_levels_auto(size_t space_bytes, size_t min_tlab_bytes, char *buffer, size_t len);
+
 /* Levels from a list like "core:1MiB" or "cpu:256KiB,package:32MiB" (the grammar of the
  * `middle` key), handing out TLABs of at most max_tlab_bytes (0: the lowest level's buffer;
  * each buffer must hold a whole number of the chunks below it), never leaving a tail shorter

@@ -2,7 +2,7 @@
 //! their own").
 
 use crate::prelude::*;
-use hab::{Level, LevelStats};
+use hab::{Level, LevelStats, MiddleLevelSpec};
 
 /// The runtime's eden as C callbacks: `hab_upstream` in `hab.h`.
 #[repr(C)]
@@ -65,6 +65,35 @@ pub struct hab_levels_thread {
 
 pub(crate) const BROKEN_UPSTREAM: &str =
     "the levels are unusable: their upstream broke its contract earlier (see that error)";
+
+/// Writes the levels `auto` picks on this machine for a space of `space_bytes` whose smallest
+/// TLAB is `min_tlab_bytes` (`hab::MiddleLevelSpec::auto`), as a list for [`hab_levels_new`],
+/// NUL-terminated, into `buffer` when its `len` bytes hold it; returns the text's length (0 on
+/// error, recorded).
+///
+/// # Safety
+/// `buffer` is NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_auto(
+    space_bytes: usize,
+    min_tlab_bytes: usize,
+    buffer: *mut c_char,
+    len: usize,
+) -> usize {
+    let mut written = 0;
+    guarded(
+        || match MiddleLevelSpec::auto(space_bytes, min_tlab_bytes) {
+            Ok(levels) => {
+                let list = MiddleLevelSpec::list_to_string(&levels);
+                // SAFETY: the caller's contract.
+                written = unsafe { write_text(&list, buffer, len) };
+                HAB_OK
+            }
+            Err(error) => fail(HAB_CONFIG_ERROR, format!("hab_levels_auto: {error}")),
+        },
+    );
+    written
+}
 
 /// Builds middle levels over the runtime's upstream.
 ///

@@ -261,6 +261,25 @@ static void bad_arguments(void) {
     hab_levels_free(levels);
 }
 
+/* The levels Hab picks for this eden, as a list hab_levels_new takes; its errors. */
+static void auto_levels(void) {
+    char list[128];
+    size_t len = hab_levels_auto(EDEN_BYTES, MAX_TLAB_BYTES, list, sizeof list);
+    CHECK(len > 0 && len < sizeof list && strlen(list) == len);
+    char small[4] = "xyz";
+    CHECK(hab_levels_auto(EDEN_BYTES, MAX_TLAB_BYTES, small, sizeof small) == len);
+    CHECK(strcmp(small, "xyz") == 0);
+    CHECK(hab_levels_auto(EDEN_BYTES, MAX_TLAB_BYTES, NULL, 0) == len);
+    CHECK(hab_levels_auto(0, MAX_TLAB_BYTES, small, sizeof small) == 0);
+    CHECK(strstr(hab_last_error(), "hab_levels_auto") != NULL);
+    CHECK(hab_levels_auto(4096, 8192, NULL, 0) == 0);
+    hab_upstream upstream = {carve, write_filler, NULL};
+    hab_levels *levels = NULL;
+    CHECK(hab_levels_new("auto", 0, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+    CHECK(strstr(hab_last_error(), "hab_levels_auto") != NULL);
+    tile(list, 16, NULL);
+}
+
 int main(void) {
     void *memory = aligned_alloc(4096, EDEN_BYTES + 4096);
     eden.start = (uintptr_t)memory + 4096;
@@ -273,6 +292,7 @@ int main(void) {
     tile("cpu:256KiB,core:1MiB", 16, "rseq");
     tile("cpu:256KiB,core:1MiB", 16, "getcpu");
     tile("cpu:64KiB,package:4MiB", 8, "rseq");
+    auto_levels();
     free(eden.fillers);
     free(memory);
     return CHECK_EXIT_STATUS;

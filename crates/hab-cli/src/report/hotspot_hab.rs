@@ -107,6 +107,9 @@ impl Grid {
     pub fn small(threads: Vec<usize>, compiles: usize, repeat: usize) -> Grid {
         let configs = vec![
             Config::stock(),
+            // `-XX:+UseHAB` and no other HAB flag: the levels libhab picks for the machine
+            // and eden.
+            Config::hab("auto", "rseq"),
             Config::hab("core:1M", "rseq"),
             Config::hab("package:32M", "rseq"),
             Config::hab("cpu:256K", "rseq"),
@@ -621,6 +624,50 @@ pub fn render(here: &Result<Runs, String>) -> String {
     text
 }
 
+/// The claims on `-XX:+UseHAB` with no other HAB flag (`HABLevels=auto`), where the grid
+/// has it: at each point, not slower than stock beyond the run's noise (no when its range of
+/// compiles per minute lies wholly below stock's), and no more young collections.
+fn judge_auto(runs: &Runs, claims: &mut super::claims::Claims) {
+    let (stock, auto) = (Config::stock(), Config::hab("auto", "rseq"));
+    for &threads in &runs.grid.threads {
+        for &tlab in &runs.grid.tlab_bytes {
+            let (Some(base), Some(habs)) = (
+                find(runs, &stock, tlab, threads),
+                find(runs, &auto, tlab, threads),
+            ) else {
+                continue;
+            };
+            let (Some(base_speed), Some(habs_speed)) = (base.throughput(), habs.throughput())
+            else {
+                continue;
+            };
+            let collections = |point: &Point| {
+                Spread::of(
+                    &point
+                        .collections
+                        .iter()
+                        .map(|&c| c as f64)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let where_ = format!("{threads} threads, {} TLABs", tlab_label(tlab));
+            claims.judge(
+                "HotSpot with HABs",
+                &format!("-XX:+UseHAB alone (auto levels) is not slower than stock ({where_})"),
+                super::claims::Verdict::not_above(base_speed, habs_speed),
+            );
+            claims.judge(
+                "HotSpot with HABs",
+                &format!(
+                    "-XX:+UseHAB alone (auto levels) runs no more young collections than stock \
+                     ({where_})"
+                ),
+                super::claims::Verdict::not_above(collections(habs), collections(base)),
+            );
+        }
+    }
+}
+
 /// The experiment as the report runs it: the grid of [`grid_for`] with the JVM that
 /// `jvm/hotspot/build.sh` built, where HotSpot runs in this report.
 pub struct HotSpotWithHabs;
@@ -644,7 +691,10 @@ impl Experiment for HotSpotWithHabs {
         Ok(())
     }
 
-    fn section(&self, cx: &Context, _: &mut super::claims::Claims) -> String {
+    fn section(&self, cx: &Context, claims: &mut super::claims::Claims) -> String {
+        if let Ok(runs) = &cx.hotspot_with_habs {
+            judge_auto(runs, claims);
+        }
         render(&cx.hotspot_with_habs)
     }
 }

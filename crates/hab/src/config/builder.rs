@@ -410,8 +410,8 @@ pub(crate) fn check_levels(
         // `auto` sizes buffers from a heap's capacity, which the upstream does not tell.
         return Err(ConfigError::new(
             "middle",
-            "levels over a runtime's own space are given explicitly (auto needs a heap's \
-             capacity): e.g. core:1MiB",
+            "levels over a runtime's own space are given explicitly (auto needs the space's \
+             size: MiddleLevelSpec::auto, hab_levels_auto in C, gives the list): e.g. core:1MiB",
         ));
     }
     let limits = Limits {

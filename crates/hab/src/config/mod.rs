@@ -336,6 +336,43 @@ impl MiddleLevelSpec {
             .collect()
     }
 
+    /// The levels `auto` picks on this machine for a space of `capacity_bytes` whose smallest
+    /// TLAB is `min_tlab_bytes` (see [`HeapConfigBuilder::middle`]): for a runtime that
+    /// keeps its own eden and gives these to [`MiddleLevels`](crate::MiddleLevels) (whose
+    /// list must be explicit, as it is not told its space's size).
+    ///
+    /// ```
+    /// use hab::MiddleLevelSpec;
+    /// let levels = MiddleLevelSpec::auto(256 << 20, 2048)?;
+    /// assert!(!levels.is_empty());
+    /// println!("{}", MiddleLevelSpec::list_to_string(&levels)); // e.g. cpu:8MiB
+    /// # Ok::<(), hab::ConfigError>(())
+    /// ```
+    ///
+    /// Errors: a capacity or smallest TLAB of 0, or a smallest TLAB larger than the space.
+    pub fn auto(
+        capacity_bytes: usize,
+        min_tlab_bytes: usize,
+    ) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
+        if capacity_bytes == 0 || min_tlab_bytes == 0 || min_tlab_bytes > capacity_bytes {
+            return Err(ConfigError::new(
+                "middle",
+                format!(
+                    "auto needs a space and a smallest TLAB within it, not {} and {}",
+                    ByteSize::new(capacity_bytes),
+                    ByteSize::new(min_tlab_bytes)
+                ),
+            ));
+        }
+        auto_levels::choose(
+            &TopologySpec::Discover,
+            None,
+            capacity_bytes,
+            min_tlab_bytes,
+        )
+        .map_err(|problem| ConfigError::new("topology", problem))
+    }
+
     /// The list as [`parse_list`](MiddleLevelSpec::parse_list) reads it.
     pub fn list_to_string(levels: &[MiddleLevelSpec]) -> String {
         let items: Vec<String> = levels

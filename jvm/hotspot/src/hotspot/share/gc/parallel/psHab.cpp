@@ -11,6 +11,7 @@
 #include "gc/parallel/psHab.hpp"
 #include "gc/parallel/psYoungGen.hpp"
 #include "gc/shared/collectedHeap.hpp"
+#include "gc/shared/threadLocalAllocBuffer.hpp"
 #include "logging/log.hpp"
 #include "logging/logStream.hpp"
 #include "runtime/atomic.hpp"
@@ -30,6 +31,7 @@
 #define HAB_ENTRIES(f)           \
   f(hab_abi_version)             \
   f(hab_last_error)              \
+  f(hab_levels_auto)             \
   f(hab_levels_new_with_cpu_id)  \
   f(hab_levels_max_tlab_bytes)   \
   f(hab_levels_buffered_bytes)   \
@@ -126,20 +128,33 @@ bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
                         path, (unsigned)_hab_abi_version(), HAB_ABI_VERSION);
     return false;
   }
+  // HABLevels=auto (the default): the levels libhab picks for this machine and eden.
+  char levels[256];
+  const char* chosen = HABLevels;
+  if (strcmp(HABLevels, "auto") == 0) {
+    size_t min_tlab_bytes = ThreadLocalAllocBuffer::min_size() * HeapWordSize;
+    size_t length = _hab_levels_auto(eden_bytes, min_tlab_bytes, levels, sizeof(levels));
+    if (length == 0 || length >= sizeof(levels)) {
+      log_error(gc, init)("UseHAB: -XX:HABLevels=auto for eden " SIZE_FORMAT "K: %s",
+                          eden_bytes / K, length == 0 ? _hab_last_error() : "too long a list");
+      return false;
+    }
+    chosen = levels;
+  }
   hab_upstream upstream = {carve_from_eden, write_filler, NULL};
   size_t min_filler_bytes = CollectedHeap::min_fill_size() * HeapWordSize;
-  hab_status status = _hab_levels_new_with_cpu_id(HABLevels, HABCpuId, 0, min_filler_bytes,
+  hab_status status = _hab_levels_new_with_cpu_id(chosen, HABCpuId, 0, min_filler_bytes,
                                                   (uintptr_t)base, &upstream, &_levels);
   if (status != HAB_OK) {
-    log_error(gc, init)("UseHAB: -XX:HABLevels=%s -XX:HABCpuId=%s: %s",
-                        HABLevels, HABCpuId, _hab_last_error());
+    log_error(gc, init)("UseHAB: -XX:HABLevels=%s (%s) -XX:HABCpuId=%s: %s",
+                        HABLevels, chosen, HABCpuId, _hab_last_error());
     return false;
   }
   size_t buffered_bytes = _hab_levels_buffered_bytes(_levels);
   if (eden_bytes < 2 * buffered_bytes) {
     log_warning(gc, init)("UseHAB: eden (" SIZE_FORMAT "K) is less than twice what the buffers of "
                           "-XX:HABLevels=%s hold (" SIZE_FORMAT "K): HABs turned off",
-                          eden_bytes / K, HABLevels, buffered_bytes / K);
+                          eden_bytes / K, chosen, buffered_bytes / K);
     FLAG_SET_ERGO(UseHAB, false);
     return true;
   }
@@ -148,8 +163,9 @@ bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
     log_error(gc, init)("UseHAB: no thread-specific key left");
     return false;
   }
-  log_info(gc, init)("HAB: levels %s, CPU id %s, TLABs up to " SIZE_FORMAT "K through them (%s)",
-                     HABLevels, HABCpuId, _max_tlab_words * HeapWordSize / K, path);
+  log_info(gc, init)("HAB: levels %s%s, CPU id %s, TLABs up to " SIZE_FORMAT "K through them (%s)",
+                     chosen, chosen == HABLevels ? "" : " (auto)", HABCpuId,
+                     _max_tlab_words * HeapWordSize / K, path);
   return true;
 }
 
