@@ -272,10 +272,11 @@ pub fn render(costs: &Costs, claims: &mut Claims) -> String {
                  registration (exact with one thread). Per object, {plab:.2} instructions = 4 \
                  of the loop and header + {path:.2} of the allocation; the README's disassembly \
                  of this loop splits them into the test of the mutator's per-CPU cursor (2), \
-                 the restartable bump (9: arm the descriptor, check the CPU and branch, load, \
-                 add, compare, branch, commit; the seed's SPARC PLAB path took 17) and the test \
-                 of its result (2). Claim: a `plab` allocation costs at most 12 instructions: \
-                 {} (the bound was set for the dedicated path, 11, before the cursor test).\n",
+                 the restartable bump (10: arm the descriptor, load the index field's offset \
+                 from the slot, check the index and branch, load, add, compare, branch, commit; \
+                 the seed's SPARC PLAB path took 17) and the test of its result (2). Claim: a \
+                 `plab` allocation costs at most 12 instructions: {} (the bound was set for the \
+                 dedicated path, 11, before the cursor test).\n",
                 claims.judge(
                     "Instruction counts",
                     "a `plab` allocation costs at most 12 instructions",
