@@ -434,6 +434,14 @@ size_t hab_levels_carve_tlab(hab_levels_thread *thread, size_t min_bytes, size_t
  * from one thread. */
 hab_status hab_levels_retire_all(hab_levels *levels);
 
+/* Resizes every level's buffers for the next cycle to follow the allocation, as a heap of
+ * Hab's own does with auto levels: each domain that allocates refills its buffer about 16
+ * times per cycle; all of a level's buffers hold at most a quarter of space_bytes (the next
+ * eden); the lowest level's at least the average TLAB of the last cycle that carved any; a
+ * buffer halves at most per call. Call it at a collection, after hab_levels_retire_all; the sizes show as
+ * buffer_bytes in hab_level_stats. HAB_INVALID_ARGUMENT for a space of 0. */
+hab_status hab_levels_resize(hab_levels *levels, size_t space_bytes);
+
 /* The levels' statistics as JSON: a list, lowest level first, of {"level": name, "stats":
  * {allocs, foreign_allocs, refills, waste_bytes, ...}} (the fields of hab_level_stats). */
 size_t hab_levels_stats_json(hab_levels *levels, char *buffer, size_t len);

@@ -322,6 +322,32 @@ pub unsafe extern "C" fn hab_levels_retire_all(levels: *mut hab_levels) -> hab_s
     })
 }
 
+/// Resizes the levels' buffers for the next cycle to follow the allocation
+/// (`MiddleLevels::resize_buffers`), for an eden of `space_bytes`.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_resize(
+    levels: *mut hab_levels,
+    space_bytes: usize,
+) -> hab_status {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Ok(levels) = (unsafe { live(levels, "hab_levels_resize", "levels") }) else {
+            return HAB_INVALID_ARGUMENT;
+        };
+        if space_bytes == 0 {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_resize: a space of 0 bytes",
+            );
+        }
+        levels.levels.resize_buffers(space_bytes);
+        HAB_OK
+    })
+}
+
 /// The levels' statistics as JSON, as `hab_stats_json` writes.
 ///
 /// # Safety

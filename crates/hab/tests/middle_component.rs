@@ -251,3 +251,55 @@ fn an_upstream_outside_the_base_is_refused() {
     let levels = MiddleLevels::new("core:1MiB", MAX_TLAB_BYTES, 16, 0x10_0000, Below).unwrap();
     let _ = levels.thread().carve_tlab(64, 64);
 }
+
+/// Buffer sizes that follow the allocation, for a runtime that asks (HotSpot with
+/// `-XX:HABLevels=auto`): after a cycle that took 32 MiB of 16 KiB TLABs through one thread,
+/// the `core` level's 1 MiB buffers become 2 MiB (the domain refilled its buffer about 32
+/// times; 16 is the target); after cycles that take nothing they halve, down to the average
+/// TLAB of the last cycle that took any. The figures say the size.
+#[test]
+fn buffers_resized_at_a_collection_follow_what_the_cycle_took() {
+    let memory = vec![0u64; EDEN_BYTES / 8];
+    let start = memory.as_ptr() as usize;
+    let eden = Arc::new(Eden {
+        min_filler_bytes: 8,
+        start,
+        end: start + EDEN_BYTES,
+        top: AtomicUsize::new(start),
+        fillers: Mutex::default(),
+        bad_fillers: AtomicUsize::new(0),
+    });
+    let levels =
+        MiddleLevels::new("core:1MiB", MAX_TLAB_BYTES, 8, start, Shared(eden.clone())).unwrap();
+    let mut thread = levels.thread();
+    let mut carved = 0;
+    while carved < 30 << 20 {
+        let tlab = thread
+            .carve_tlab(MAX_TLAB_BYTES, MAX_TLAB_BYTES)
+            .expect("room");
+        carved += tlab.len();
+    }
+    // SAFETY: this thread is the only one using the levels, and it is not carving.
+    unsafe { levels.retire_all() };
+    assert_eq!(levels.resize_buffers(EDEN_BYTES), [2 << 20]);
+    assert_eq!(levels.stats()[0].1.buffer_bytes, 2 << 20);
+    eden.top.store(start, Ordering::Relaxed);
+    let mut sizes = Vec::new();
+    for _ in 0..8 {
+        sizes.push(levels.resize_buffers(EDEN_BYTES)[0]);
+    }
+    assert_eq!(
+        sizes,
+        [
+            1 << 20,
+            512 << 10,
+            256 << 10,
+            128 << 10,
+            64 << 10,
+            32 << 10,
+            16 << 10,
+            16 << 10
+        ]
+    );
+    assert_eq!(eden.bad_fillers.load(Ordering::Relaxed), 0);
+}

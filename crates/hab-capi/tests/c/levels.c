@@ -278,6 +278,24 @@ static void auto_levels(void) {
     CHECK(hab_levels_new("auto", 0, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "hab_levels_auto") != NULL);
     tile(list, 16, NULL);
+
+    /* Resized after a cycle that carved nothing: the lowest buffer halves (or stays at four
+     * of the largest TLAB), and the figures say so. */
+    atomic_store(&eden.top, eden.start);
+    eden.filler_count = 0;
+    CHECK(hab_levels_new("core:1MiB", 16u << 10, 8, eden.start, &upstream, &levels) == HAB_OK);
+    hab_levels_thread *thread = hab_levels_thread_new(levels);
+    uintptr_t start = 0;
+    CHECK(hab_levels_carve_tlab(thread, 16u << 10, 16u << 10, &start) == 16u << 10);
+    CHECK(hab_levels_retire_all(levels) == HAB_OK);
+    CHECK(hab_levels_resize(levels, EDEN_BYTES) == HAB_OK);
+    hab_level_stats stats[5];
+    CHECK(hab_levels_stats(levels, stats, 5) == 1);
+    CHECK(stats[0].buffer_bytes == 512u << 10);
+    CHECK(hab_levels_resize(levels, 0) == HAB_INVALID_ARGUMENT);
+    CHECK(hab_levels_resize(NULL, EDEN_BYTES) == HAB_INVALID_ARGUMENT);
+    hab_levels_thread_free(thread);
+    hab_levels_free(levels);
 }
 
 int main(void) {

@@ -11,18 +11,16 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use crate::collection::error::{CollectionError, VerifyError};
-use crate::config::auto_levels::{MAX_LOWEST_BYTES, MAX_UPPER_BYTES};
 use crate::heap::collector_lock::CollectorGuard;
 use crate::heap::Heap;
 use crate::labs::flip::CycleWaste;
 use crate::labs::sizing::CollectionFeedback;
 use crate::labs::tlab::Waste;
-use crate::levels::buffer_sizing::{self, LevelCycle};
+use crate::levels::buffer_sizing;
 use crate::levels::stats::LevelStats;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::cell::HELD;
-use crate::platform::rseq;
 use crate::platform::topology::Level;
 
 /// A stop-the-world collection in progress: every mutator is parked and claimed, and every
@@ -345,7 +343,8 @@ impl Drop for Collection<'_> {
         let (start, end) = self.next_range.unwrap_or(self.range);
         let mut registry = heap.registry();
         let mut allocating_threads = 0u32;
-        let mut largest_tlab_bytes = config.min_tlab_bytes();
+        // The lowest level's floor: the largest TLAB a thread desires, four smallest at least.
+        let mut largest_tlab_bytes = config.min_tlab_bytes().saturating_mul(4);
         let mut running_threads = 0u64;
         let cycle = heap.collections();
         let end_of_cycle = &heap.allocator().end_of_cycle;
@@ -442,8 +441,8 @@ impl Drop for Collection<'_> {
 
 /// Resizes the middle levels' buffers for the next cycle (`levels/buffer_sizing.rs`) from
 /// what each level did in the cycle that ended (`cycle`, indexed by [`Level::index`]), the
-/// threads that allocated in it and the largest TLAB they desire, and the bytes of the next
-/// range; records the sizes in the collector's figures.
+/// threads that allocated in it and the largest TLAB they desire (the lowest level's floor),
+/// and the bytes of the next range; records the sizes in the collector's figures.
 fn resize_buffers(
     heap: &Heap,
     cycle: &[LevelStats],
@@ -451,28 +450,14 @@ fn resize_buffers(
     range_bytes: usize,
 ) {
     let levels = heap.allocator().levels();
-    let cycles: Vec<LevelCycle> = levels
-        .iter()
-        .enumerate()
-        .map(|(index, level)| LevelCycle {
-            refills: cycle[level.level().index()].refills,
-            buffer_bytes: level.buffer_bytes(),
-            domains: level.domains(),
-            max_bytes: match (index, level.is_restartable()) {
-                (0, true) => MAX_LOWEST_BYTES.min(rseq::MAX_BUFFER_BYTES),
-                (0, false) => MAX_LOWEST_BYTES,
-                _ => MAX_UPPER_BYTES,
-            },
-        })
-        .collect();
-    let sizes = buffer_sizing::next_buffer_bytes(
-        &cycles,
+    let sizes = buffer_sizing::resize(
+        levels,
+        |level| cycle[level.index()].refills,
         allocating_threads,
         range_bytes,
         largest_tlab_bytes,
     );
     for (level, bytes) in levels.iter().zip(sizes) {
-        level.set_buffer_bytes(bytes);
         heap.collector().levels[level.level().index()]
             .buffer_bytes
             .set(bytes as u64);

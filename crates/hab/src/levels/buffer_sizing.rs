@@ -14,16 +14,22 @@
 //! - above by a share of the space the next cycle has: every domain's buffer together hold at
 //!   most a quarter of the allocation range ([`MAX_SHARE_DIVISOR`]), and by `auto`'s own caps
 //!   (16 MiB lowest, 128 MiB above; and what a restartable per-CPU word can hold);
-//! - below by four of the chunks the level hands out: the largest TLAB a thread desires (the
-//!   smallest TLAB at least) for the lowest level, the new buffer of the level below for the
-//!   others, so that a small heap gets small buffers, not none;
+//! - below by what the level hands out: for the lowest level, the TLABs (the caller says how
+//!   large: a heap, the largest TLAB a thread desires and four of the smallest; levels over a
+//!   runtime's eden, the average TLAB of the last cycle that took any), so that a small heap
+//!   gets small buffers, not none; for the others four of the new buffer of the level below.
+//!   (Four of the largest TLAB, tried first, made HotSpot's per-CPU buffers 16 MiB for a
+//!   192 MiB eden, whose tails then wasted 7–15 % of eden at each collection.)
 //! - a buffer shrinks at most by half per collection, so one quiet cycle does not undo what
 //!   the others learned; it grows to its target at once.
 //!
 //! Cost: nothing on the allocation paths (a buffer refill reads its level's size with one
 //! load, as before); a few multiplications per level at each collection.
 
-use crate::config::auto_levels::power_of_two_within;
+use crate::config::auto_levels::{power_of_two_within, MAX_LOWEST_BYTES, MAX_UPPER_BYTES};
+use crate::levels::middle::MiddleLevel;
+use crate::platform::rseq;
+use crate::platform::topology::Level;
 
 /// Buffer refills per cycle the sizing aims at for each domain that allocates.
 pub(crate) const TARGET_REFILLS: u64 = 16;
@@ -46,16 +52,18 @@ pub(crate) struct LevelCycle {
 
 /// The next sizes of a heap's levels, lowest first, from what each did in the cycle that
 /// ended (`cycles`, lowest first), the threads that allocated in it, the bytes of the next
-/// allocation range and the largest TLAB a thread desires (the smallest at least).
+/// allocation range and the smallest buffer the lowest level may have (its TLABs).
 pub(crate) fn next_buffer_bytes(
     cycles: &[LevelCycle],
     allocating_threads: usize,
     range_bytes: usize,
-    largest_tlab_bytes: usize,
+    lowest_floor_bytes: usize,
 ) -> Vec<usize> {
     let mut sizes: Vec<usize> = Vec::with_capacity(cycles.len());
     for cycle in cycles {
-        let chunk_below = sizes.last().copied().unwrap_or(largest_tlab_bytes);
+        let floor = sizes
+            .last()
+            .map_or(lowest_floor_bytes, |below| below.saturating_mul(4));
         let active_domains = cycle.domains.min(allocating_threads).max(1);
         let taken_bytes = u128::from(cycle.refills) * cycle.buffer_bytes as u128;
         let target = taken_bytes / (active_domains as u128 * u128::from(TARGET_REFILLS));
@@ -63,9 +71,41 @@ pub(crate) fn next_buffer_bytes(
         let max = (range_bytes / (cycle.domains.max(1) * MAX_SHARE_DIVISOR)).min(cycle.max_bytes);
         sizes.push(power_of_two_within(
             nearest_power_of_two(target.max(cycle.buffer_bytes / 2)),
-            chunk_below.saturating_mul(4),
+            floor,
             max,
         ));
+    }
+    sizes
+}
+
+/// Resizes `levels` (lowest first) for the next cycle: `cycle_refills(level)` is the buffer
+/// refills of `level` in the cycle that ended; the threads that allocated in it, the bytes of
+/// the next range and the lowest level's floor as in [`next_buffer_bytes`]. Returns the sizes
+/// set, lowest first. Only at a collection (a refill meanwhile takes either size).
+pub(crate) fn resize(
+    levels: &[MiddleLevel],
+    cycle_refills: impl Fn(Level) -> u64,
+    allocating_threads: usize,
+    range_bytes: usize,
+    lowest_floor_bytes: usize,
+) -> Vec<usize> {
+    let cycles: Vec<LevelCycle> = levels
+        .iter()
+        .enumerate()
+        .map(|(index, level)| LevelCycle {
+            refills: cycle_refills(level.level()),
+            buffer_bytes: level.buffer_bytes(),
+            domains: level.domains(),
+            max_bytes: match (index, level.is_restartable()) {
+                (0, true) => MAX_LOWEST_BYTES.min(rseq::MAX_BUFFER_BYTES),
+                (0, false) => MAX_LOWEST_BYTES,
+                _ => MAX_UPPER_BYTES,
+            },
+        })
+        .collect();
+    let sizes = next_buffer_bytes(&cycles, allocating_threads, range_bytes, lowest_floor_bytes);
+    for (level, &bytes) in levels.iter().zip(&sizes) {
+        level.set_buffer_bytes(bytes);
     }
     sizes
 }
@@ -138,12 +178,12 @@ mod tests {
     fn a_quiet_cycle_halves_a_buffer_at_most() {
         let sizes = next_buffer_bytes(&[level(0, 8 * MIB, 2)], 0, 256 * MIB, 2 * KIB);
         assert_eq!(sizes, [4 * MIB]);
-        // Cycle after cycle, down to four of the largest TLABs.
+        // Cycle after cycle, down to the floor (the TLABs it hands out).
         let mut size = 8 * MIB;
         for _ in 0..20 {
             size = next_buffer_bytes(&[level(0, size, 2)], 0, 256 * MIB, 64 * KIB)[0];
         }
-        assert_eq!(size, 256 * KIB);
+        assert_eq!(size, 64 * KIB);
     }
 
     #[test]
@@ -157,8 +197,11 @@ mod tests {
 
     #[test]
     fn a_small_heap_gets_small_buffers_not_none() {
-        // 1 MiB over 64 domains: the share would be 4 KiB, four 2 KiB TLABs win.
+        // 1 MiB over 64 domains: the share, 4 KiB, still holds two 2 KiB TLABs; an 8 KiB
+        // floor (four of them) wins over the share.
         let sizes = next_buffer_bytes(&[level(100, 16 * KIB, 64)], 64, MIB, 2 * KIB);
+        assert_eq!(sizes, [4 * KIB]);
+        let sizes = next_buffer_bytes(&[level(100, 16 * KIB, 64)], 64, MIB, 8 * KIB);
         assert_eq!(sizes, [8 * KIB]);
     }
 

@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
+use crate::levels::buffer_sizing;
 use crate::levels::chunk::Chunk;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, middle_level, Above, LevelCountersByLevel};
@@ -123,6 +124,8 @@ pub struct MiddleLevels {
     max_tlab_bytes: usize,
     /// Every thread handle's counters, for the totals.
     threads: Mutex<Vec<Arc<ThreadCounters>>>,
+    /// What [`resize_buffers`](MiddleLevels::resize_buffers) remembers between calls.
+    resizing: Mutex<Resizing>,
     /// What `retire_all` counted.
     retired: LevelCountersByLevel,
 }
@@ -230,6 +233,7 @@ impl MiddleLevels {
             cpu_id,
             max_tlab_bytes,
             threads: Mutex::default(),
+            resizing: Mutex::default(),
             retired: LevelCountersByLevel::default(),
         }))
     }
@@ -263,6 +267,45 @@ impl MiddleLevels {
                 waste.add((end - start) as u64);
             });
         }
+    }
+
+    /// Resizes every level's buffers for the next cycle to follow the allocation, as a heap
+    /// whose levels `auto` picked does at each collection (`levels/buffer_sizing.rs`): each
+    /// domain that allocates refills its buffer about 16 times per cycle, all of a level's
+    /// buffers hold at most a quarter of `space_bytes` (the runtime's next eden), the lowest
+    /// level's buffer at least the average TLAB of the last cycle that carved any (a level
+    /// above, four buffers of the level below), and a buffer halves at most per call. For
+    /// a runtime that wants sizes to follow (HotSpot does with `-XX:HABLevels=auto`); call it
+    /// at a collection, after [`retire_all`](MiddleLevels::retire_all) (a TLAB carved
+    /// meanwhile takes either size). Returns the sizes, lowest first.
+    pub fn resize_buffers(&self, space_bytes: usize) -> Vec<usize> {
+        let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let sum = |count: &dyn Fn(&ThreadCounters) -> u64| -> u64 {
+            threads.iter().map(|counters| count(counters)).sum()
+        };
+        let refills = |level: Level| sum(&|counters| counters.levels[level.index()].refills.get());
+        let (tlabs, tlab_bytes) = (
+            sum(&|counters| counters.tlabs.get()),
+            sum(&|counters| counters.tlab_bytes.get()),
+        );
+        let mut resizing = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
+        // The lowest level's floor: the average TLAB of the last cycle that carved any.
+        if tlabs > resizing.tlabs {
+            let average = (tlab_bytes - resizing.tlab_bytes) / (tlabs - resizing.tlabs);
+            resizing.floor_bytes = usize::try_from(average).unwrap_or(usize::MAX);
+        }
+        let sizes = buffer_sizing::resize(
+            &self.levels,
+            |level| refills(level).saturating_sub(resizing.refills[level.index()]),
+            threads.len(),
+            space_bytes,
+            resizing.floor_bytes.max(WORD_BYTES),
+        );
+        for level in self.levels.iter() {
+            resizing.refills[level.level().index()] = refills(level.level());
+        }
+        (resizing.tlabs, resizing.tlab_bytes) = (tlabs, tlab_bytes);
+        sizes
     }
 
     /// Each configured level with its figures: every thread's, the tails retired by
@@ -331,11 +374,26 @@ impl std::fmt::Debug for MiddleLevels {
     }
 }
 
-/// What one thread counted: every level's figures, and the TLABs that passed every level.
+/// What one thread counted: every level's figures, the TLABs that passed every level, and
+/// every TLAB it carved and their bytes.
 #[derive(Default)]
 struct ThreadCounters {
     levels: LevelCountersByLevel,
     tlabs_past_levels: Counter,
+    tlabs: Counter,
+    tlab_bytes: Counter,
+}
+
+/// What [`MiddleLevels::resize_buffers`] keeps between calls: each level's refills (indexed
+/// by [`Level::index`]) and the TLABs carved and their bytes at the last call, so that a
+/// cycle's are the difference, and the lowest level's floor (the average TLAB of the last
+/// cycle that carved any).
+#[derive(Default)]
+struct Resizing {
+    refills: [u64; Level::ALL.len()],
+    tlabs: u64,
+    tlab_bytes: u64,
+    floor_bytes: usize,
 }
 
 /// One thread's handle on [`MiddleLevels`]: `Send`, not `Sync` (its counters have one writer).
@@ -377,6 +435,8 @@ impl LevelsThread {
             min_bytes,
             desired_bytes,
         )?;
+        self.counters.tlabs.add(1);
+        self.counters.tlab_bytes.add(chunk.len as u64);
         Some(chunk.start..chunk.start + chunk.len)
     }
 }

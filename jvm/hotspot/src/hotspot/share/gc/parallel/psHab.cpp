@@ -39,6 +39,7 @@
   f(hab_levels_thread_free)      \
   f(hab_levels_carve_tlab)       \
   f(hab_levels_retire_all)       \
+  f(hab_levels_resize)           \
   f(hab_levels_stats)            \
   f(hab_level_stats_line)        \
   f(hab_levels_tlabs_past_levels)
@@ -50,6 +51,8 @@ HAB_ENTRIES(HAB_DECLARE_ENTRY)
 static const size_t MAX_LEVELS = 5;
 
 static hab_levels* _levels = NULL;
+// Whether the buffers follow the allocation (HABLevels=auto): resized at each retire.
+static bool _follow = false;
 static size_t _max_tlab_words = 0;
 // Each thread's handle on the levels; freed by the key's destructor when the thread exits.
 static pthread_key_t _thread_key;
@@ -140,6 +143,7 @@ bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
       return false;
     }
     chosen = levels;
+    _follow = true;
   }
   hab_upstream upstream = {carve_from_eden, write_filler, NULL};
   size_t min_filler_bytes = CollectedHeap::min_fill_size() * HeapWordSize;
@@ -227,6 +231,10 @@ void PSHab::retire_all() {
   assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
   if (_hab_levels_retire_all(_levels) != HAB_OK) {
     fatal("UseHAB: retiring the buffers failed: %s", _hab_last_error());
+  }
+  // With auto levels, the next cycle's buffers follow this one's allocation over eden.
+  if (_follow && _hab_levels_resize(_levels, eden()->capacity_in_bytes()) != HAB_OK) {
+    fatal("UseHAB: resizing the buffers failed: %s", _hab_last_error());
   }
   _retires++;
   LogTarget(Debug, gc, tlab) lt;
