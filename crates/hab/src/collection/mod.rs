@@ -344,7 +344,7 @@ impl Drop for Collection<'_> {
         let mut registry = heap.registry();
         let mut allocating_threads = 0u32;
         // The lowest level's floor: the largest TLAB a thread desires, four smallest at least.
-        let mut largest_tlab_bytes = config.min_tlab_bytes().saturating_mul(4);
+        let mut buffer_floor_bytes = config.min_tlab_bytes().saturating_mul(4);
         let mut running_threads = 0u64;
         let cycle = heap.collections();
         let end_of_cycle = &heap.allocator().end_of_cycle;
@@ -394,7 +394,7 @@ impl Drop for Collection<'_> {
                 (local.sizer.desired_bytes(), end_matters),
             );
             if refills > 0 {
-                largest_tlab_bytes = largest_tlab_bytes.max(local.sizer.desired_bytes());
+                buffer_floor_bytes = buffer_floor_bytes.max(local.sizer.desired_bytes());
             }
             local.refills_at_last_collection = stats.refills;
             local.allocated_at_last_collection = stats.tlab_and_outside_bytes();
@@ -424,7 +424,7 @@ impl Drop for Collection<'_> {
             resize_buffers(
                 heap,
                 &cycle_totals.levels,
-                (allocating_threads as usize, largest_tlab_bytes),
+                (allocating_threads as usize, buffer_floor_bytes),
                 end - start,
             );
         }
@@ -446,7 +446,7 @@ impl Drop for Collection<'_> {
 fn resize_buffers(
     heap: &Heap,
     cycle: &[LevelStats],
-    (allocating_threads, largest_tlab_bytes): (usize, usize),
+    (allocating_threads, buffer_floor_bytes): (usize, usize),
     range_bytes: usize,
 ) {
     let levels = heap.allocator().levels();
@@ -455,7 +455,7 @@ fn resize_buffers(
         |level| cycle[level.index()].refills,
         allocating_threads,
         range_bytes,
-        largest_tlab_bytes,
+        buffer_floor_bytes,
     );
     for (level, bytes) in levels.iter().zip(sizes) {
         heap.collector().levels[level.level().index()]

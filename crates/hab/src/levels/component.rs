@@ -291,7 +291,7 @@ impl MiddleLevels {
         let mut resizing = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
         // The lowest level's floor: the average TLAB of the last cycle that carved any.
         if tlabs > resizing.tlabs {
-            let average = (tlab_bytes - resizing.tlab_bytes) / (tlabs - resizing.tlabs);
+            let average = tlab_bytes.saturating_sub(resizing.tlab_bytes) / (tlabs - resizing.tlabs);
             resizing.floor_bytes = usize::try_from(average).unwrap_or(usize::MAX);
         }
         let sizes = buffer_sizing::resize(

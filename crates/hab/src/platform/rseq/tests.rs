@@ -425,6 +425,19 @@ fn index_now(area: *mut u8, index: SlotIndex) -> usize {
     unsafe { area.add(index.field_offset()).cast::<u32>().read_volatile() as usize }
 }
 
+/// Runs `section` with the thread's index until that index is the same before and after it
+/// (a concurrency id the kernel reassigned meanwhile runs it again); returns its result and
+/// the index.
+fn steady<T>(area: *mut u8, index: SlotIndex, mut section: impl FnMut(usize) -> T) -> (T, usize) {
+    loop {
+        let home = index_now(area, index);
+        let result = section(home);
+        if index_now(area, index) == home {
+            return (result, home);
+        }
+    }
+}
+
 /// The sections of [`an_abort_at_every_instruction_boundary_changes_nothing`] over arrays
 /// indexed by `index`. Every slot starts in the same state, so a section finds it whatever
 /// index the thread has; each run reports the slot its section used (`cpu` set to 0 in the
@@ -435,14 +448,6 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
     // bounds the concurrency ids too.
     let cpus = crate::platform::topology::Topology::discover().cpu_slots();
     let name = |section: &str| format!("{section}, indexed by {index}");
-    // Runs `section` until the thread's index is the same before and after it.
-    let steady = |section: &mut dyn FnMut(usize) -> (Outcome, u64)| loop {
-        let home = index_now(area, index);
-        let result = section(home);
-        if index_now(area, index) == home {
-            return (result, home);
-        }
-    };
     let level_outcome = |outcome: Outcome| match outcome {
         Outcome::Done { before, .. } => Outcome::Done { cpu: 0, before },
         Outcome::Refused { seen, .. } => Outcome::Refused { cpu: 0, seen },
@@ -458,7 +463,7 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
     for (words, points) in [(2, BUMP_POINTS), (6, BUMP_REFUSED_POINTS)] {
         at_every_boundary(&name("bump"), points, |k| {
             let slots = CpuSlots::new(cpus, index);
-            let ((outcome, aborts), home) = steady(&mut |_| {
+            let ((outcome, aborts), home) = steady(area, index, |_| {
                 (0..cpus).for_each(|i| slots.store(i, initial));
                 // SAFETY: `area` is this thread's registered area.
                 unsafe { slots.bump_injected(area, words, k) }
@@ -476,7 +481,7 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
         at_every_boundary(&name("install"), points, |k| {
             let slots = CpuSlots::new(cpus, index);
             let new = PackedWord::new(300, 9);
-            let ((outcome, aborts), home) = steady(&mut |home| {
+            let ((outcome, aborts), home) = steady(area, index, |home| {
                 (0..cpus).for_each(|i| slots.store(i, initial));
                 // SAFETY: as above; `home` is in bounds (an index is below the CPU count).
                 unsafe { slots.install_injected(area, home, expected, new, k) }
@@ -497,19 +502,17 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
     for bytes in [16, 64] {
         at_every_boundary(&name("bump_or_claim"), CLAIM_POINTS, |k| {
             let slots = CpuLabSlots::new(cpus, index);
-            let mut result = None;
-            let ((_, aborts), home) = steady(&mut |_| {
+            let ((bump, aborts), home) = steady(area, index, |_| {
                 (0..cpus).for_each(|i| slots.store(i, (1000, 1040)));
                 // SAFETY: as above.
-                let (bump, aborts) = unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) };
-                result = Some(match bump {
-                    LabBump::Object { address, .. } => LabBump::Object { cpu: 0, address },
-                    LabBump::Claimed { top, end, .. } => LabBump::Claimed { cpu: 0, top, end },
-                    other => other,
-                });
-                (Outcome::GaveUp, aborts)
+                unsafe { slots.bump_or_claim_injected(area, bytes, 8, k) }
             });
-            ((result, lab_slots(&slots, home, (1000, 1040))), aborts)
+            let bump = match bump {
+                LabBump::Object { address, .. } => LabBump::Object { cpu: 0, address },
+                LabBump::Claimed { top, end, .. } => LabBump::Claimed { cpu: 0, top, end },
+                other => other,
+            };
+            ((bump, lab_slots(&slots, home, (1000, 1040))), aborts)
         });
     }
     for (occupant, points) in [
@@ -519,19 +522,17 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
     ] {
         at_every_boundary(&name("lab install"), points, |k| {
             let slots = CpuLabSlots::new(cpus, index);
-            let mut result = None;
-            let ((_, aborts), home) = steady(&mut |_| {
+            let ((install, aborts), home) = steady(area, index, |_| {
                 (0..cpus).for_each(|i| slots.store(i, occupant));
                 // SAFETY: as above.
-                let (install, aborts) = unsafe { slots.install_injected(area, 8, 2000, 2992, k) };
-                result = Some(match install {
-                    LabInstall::Done { .. } => LabInstall::Done { cpu: 0 },
-                    LabInstall::Occupied { .. } => LabInstall::Occupied { cpu: 0 },
-                    other => other,
-                });
-                (Outcome::GaveUp, aborts)
+                unsafe { slots.install_injected(area, 8, 2000, 2992, k) }
             });
-            ((result, lab_slots(&slots, home, occupant)), aborts)
+            let install = match install {
+                LabInstall::Done { .. } => LabInstall::Done { cpu: 0 },
+                LabInstall::Occupied { .. } => LabInstall::Occupied { cpu: 0 },
+                other => other,
+            };
+            ((install, lab_slots(&slots, home, occupant)), aborts)
         });
     }
 
@@ -547,16 +548,14 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
         let (object, lab, counted) = (0..3)
             .map(|_| {
                 let slots = CpuLabSlots::new(cpus, index);
-                let mut result = (0, (0, 0));
-                steady(&mut |home| {
+                let ((object, lab), _) = steady(area, index, |home| {
                     slots.store(home, (1000, 1040));
                     let slot = slots.slot_of(home as u32);
                     // SAFETY: `offset` is glibc's area offset; the slots are live.
                     let object = unsafe { lab_bump_injected(offset, slot, home as u32, 16, k) };
-                    result = (object, slots.load(home));
-                    (Outcome::GaveUp, 0)
+                    (object, slots.load(home))
                 });
-                (result.0, result.1, slots.inline_aborts())
+                (object, lab, slots.inline_aborts())
             })
             .min_by_key(|&(_, _, counted)| counted)
             .expect("three tries");
