@@ -117,15 +117,17 @@ impl Tlab {
         self.top.get()
     }
 
-    /// The chunk `[start, chunk_end)` (both 0 for an empty TLAB).
-    #[inline]
-    pub(crate) fn chunk(&self) -> (usize, usize) {
-        (self.start.get(), self.chunk_end.get())
-    }
-
     /// Bytes bumped so far (0 for an empty TLAB).
+    #[inline]
     pub(crate) fn used_bytes(&self) -> usize {
         self.top.get() - self.start.get()
+    }
+
+    /// Whether the TLAB holds objects alone: no free tail, no gap before an aligned object
+    /// (true for an empty TLAB). Retiring such a TLAB writes no filler.
+    #[inline]
+    pub(crate) fn holds_objects_only(&self) -> bool {
+        self.top.get() == self.chunk_end.get() && self.gap_bytes.get() == 0
     }
 
     /// Counts `bytes` of the TLAB as a filler left before an aligned object.
@@ -364,6 +366,18 @@ pub(crate) struct Retired {
     pub(crate) gap_bytes: usize,
     /// Bytes of its free tail, now a filler: waste.
     pub(crate) tail_bytes: usize,
+}
+
+impl Retired {
+    /// A TLAB full of objects, `used_bytes` of them: no gap, no tail.
+    #[inline]
+    pub(crate) fn objects_only(used_bytes: usize) -> Self {
+        Retired {
+            used_bytes,
+            gap_bytes: 0,
+            tail_bytes: 0,
+        }
+    }
 }
 
 #[cfg(test)]

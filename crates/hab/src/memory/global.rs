@@ -20,8 +20,11 @@ pub(crate) struct GlobalHeap {
     start: AtomicUsize,
     /// One past the last byte of the current allocation range.
     end: AtomicUsize,
-    /// Every byte at or above this address is still as the kernel mapped it (zero).
-    pristine_from: AtomicUsize,
+    /// Memory below this address is zeroed before it holds objects: in a heap that zeroes
+    /// reused memory, every byte at or above it is still as the kernel mapped it (zero) and
+    /// those below may hold old objects; 0 in a heap that does not (nothing is zeroed). One
+    /// load and one compare tell a refill whether its chunk needs zeroing.
+    zero_below: AtomicUsize,
     /// Whether reused memory is zeroed (`ZeroMemory::AtRefill` or `Ahead`).
     zero_reused: bool,
     reservation: Reservation,
@@ -37,12 +40,16 @@ impl GlobalHeap {
         pristine: bool,
     ) -> Self {
         let start = reservation.start();
-        let pristine_from = if pristine { start } else { reservation.end() };
+        let zero_below = match (zero_reused, pristine) {
+            (false, _) => 0,
+            (true, true) => start,
+            (true, false) => reservation.end(),
+        };
         GlobalHeap {
             top: CachePadded(AtomicUsize::new(start)),
             start: AtomicUsize::new(start),
             end: AtomicUsize::new(start + capacity_bytes),
-            pristine_from: AtomicUsize::new(pristine_from),
+            zero_below: AtomicUsize::new(zero_below),
             zero_reused,
             reservation,
         }
@@ -167,18 +174,16 @@ impl GlobalHeap {
     /// Whether a chunk starting at `start` holds memory to be zeroed before use: reused
     /// memory, in a heap that zeroes it. (Only its start is looked at: a chunk that reaches
     /// into never-used memory is zeroed whole, once per collection cycle.)
+    #[inline]
     pub(crate) fn needs_zeroing(&self, start: usize) -> bool {
-        self.zero_reused && start < self.pristine_from.load(Ordering::Relaxed)
+        start < self.zero_below.load(Ordering::Relaxed)
     }
 
     /// Zeroes the part of a chunk about to hold objects (a TLAB, or an object outside one)
     /// that was handed out before, if so configured. Middle-level buffers are not zeroed: the
     /// TLABs carved from them are, when they are installed, while they are hot in the cache.
     pub(crate) fn zero_reused(&self, start: usize, len: usize) {
-        if !self.zero_reused {
-            return;
-        }
-        let dirty_end = (start + len).min(self.pristine_from.load(Ordering::Relaxed));
+        let dirty_end = (start + len).min(self.zero_below.load(Ordering::Relaxed));
         if dirty_end > start {
             // SAFETY: [start, dirty_end) lies in a chunk the calling thread just carved from the
             // reservation (directly or through a middle level), so no other thread touches it.
@@ -189,13 +194,11 @@ impl GlobalHeap {
     /// Installs a new allocation range. Only called by a collection, with every mutator
     /// stopped; the caller checked that the range lies inside the reservation.
     pub(crate) fn reset_range(&self, start: usize, end: usize) {
-        let old_top = self.top();
-        let pristine = self
-            .pristine_from
-            .load(Ordering::Relaxed)
-            .max(old_top)
-            .max(start);
-        self.pristine_from.store(pristine, Ordering::Relaxed);
+        if self.zero_reused {
+            let zero_below = self.zero_below.load(Ordering::Relaxed);
+            let zero_below = zero_below.max(self.top()).max(start);
+            self.zero_below.store(zero_below, Ordering::Relaxed);
+        }
         self.start.store(start, Ordering::Relaxed);
         self.end.store(end, Ordering::Relaxed);
         self.top.0.store(start, Ordering::Release);
@@ -272,11 +275,13 @@ mod tests {
             let global = heap(4096, zero);
             let (start, end) = global.range();
             let chunk = global.carve(4096).unwrap();
+            assert!(!global.needs_zeroing(chunk), "a fresh mapping is zero");
             global.zero_reused(chunk, 4096);
             // SAFETY: the chunk was just carved and spans the whole reservation.
             unsafe { std::ptr::write_bytes(address_to_pointer(chunk), 0xab, 4096) };
             global.reset_range(start, end);
             let again = global.carve(64).unwrap();
+            assert_eq!(global.needs_zeroing(again), zero);
             global.zero_reused(again, 64);
             // SAFETY: `again` is a carved chunk of 64 bytes.
             let byte = unsafe { *address_to_pointer(again + 63) };

@@ -111,6 +111,7 @@ impl Allocator {
             (Some(TlabSource::Levels(_)), None) => CommonMiss::RefillFromLevels,
             _ => CommonMiss::ZeroingStep,
         };
+        let sampling = Sampling::new(config.alignment_bytes());
         Allocator {
             common,
             end_of_cycle: EndOfCycle::new(
@@ -126,7 +127,7 @@ impl Allocator {
             flip,
             in_cpu_labs: AtomicBool::new(in_cpu_labs),
             safepoints: Safepoints::default(),
-            sampling: Sampling::default(),
+            sampling,
         }
     }
 

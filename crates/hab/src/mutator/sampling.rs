@@ -61,20 +61,49 @@ impl std::fmt::Debug for AllocationSampler {
 }
 
 /// The heap's sampler, if any. Read by slow paths only.
-#[derive(Default)]
 pub(crate) struct Sampling {
     /// The sampler's interval; 0 when sampling is off (one load for the slow path).
     interval_bytes: AtomicUsize,
+    /// The size bits that send a miss past the slow path's short line: the low bits of the
+    /// heap's alignment (a size checked against another heap), or every bit while sampling is
+    /// on, so that one test of the size finds either. Changes with the sampler, under its lock.
+    full_path_size_bits: AtomicUsize,
+    /// The low bits of the heap's alignment.
+    alignment_bits: usize,
     sampler: Mutex<Option<Arc<AllocationSampler>>>,
 }
 
 impl Sampling {
+    /// No sampler, in a heap that aligns objects to `alignment_bytes` (a power of two).
+    pub(crate) fn new(alignment_bytes: usize) -> Self {
+        debug_assert!(alignment_bytes.is_power_of_two());
+        let alignment_bits = alignment_bytes - 1;
+        Sampling {
+            interval_bytes: AtomicUsize::new(0),
+            full_path_size_bits: AtomicUsize::new(alignment_bits),
+            alignment_bits,
+            sampler: Mutex::new(None),
+        }
+    }
+
     /// Installs `sampler` (or turns sampling off); threads see it at their next slow path.
     pub(crate) fn set(&self, sampler: Option<AllocationSampler>) {
         let mut current = self.sampler.lock().unwrap_or_else(|e| e.into_inner());
         let interval = sampler.as_ref().map_or(0, |s| s.interval_bytes);
+        let bits = match interval {
+            0 => self.alignment_bits,
+            _ => usize::MAX,
+        };
         *current = sampler.map(Arc::new);
         self.interval_bytes.store(interval, Ordering::Relaxed);
+        self.full_path_size_bits.store(bits, Ordering::Relaxed);
+    }
+
+    /// The bits of an allocation's size that, set, send it past the slow path's short line:
+    /// see the field.
+    #[inline]
+    pub(crate) fn full_path_size_bits(&self) -> usize {
+        self.full_path_size_bits.load(Ordering::Relaxed)
     }
 
     /// The interval, 0 when off.

@@ -9,8 +9,7 @@ use std::ptr::NonNull;
 
 use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
 use crate::labs::cpu_labs::{self, Requester};
-use crate::labs::tlab::Tlab;
-use crate::labs::tlab::Waste;
+use crate::labs::tlab::{Retired, Tlab, Waste};
 use crate::levels::chunk::Chunk;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill;
@@ -64,11 +63,10 @@ impl SlowPath<'_> {
         if allocator.common == CommonMiss::SharedObject {
             return self.shared_object(bytes);
         }
-        // A size checked against another heap may be misaligned for this one. (It is never 0,
-        // and a size past the TLAB's free bytes takes the refill, which bounds it.)
-        if self.cell.safepoint_requested()
-            || allocator.sampling.interval_bytes() != 0
-            || bytes & (allocator.config.alignment_bytes() - 1) != 0
+        // A size checked against another heap may be misaligned for this one; a sample may be
+        // due: one test of the size finds either. (It is never 0, and a size past the TLAB's
+        // free bytes takes the refill, which bounds it.)
+        if self.cell.safepoint_requested() || bytes & allocator.sampling.full_path_size_bits() != 0
         {
             return 0;
         }
@@ -133,10 +131,8 @@ impl SlowPath<'_> {
     /// bounds the size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
     #[inline(never)]
     fn shared_object(self, bytes: usize) -> usize {
-        let allocator = self.allocator;
         if self.cell.safepoint_requested()
-            || allocator.sampling.interval_bytes() != 0
-            || bytes & (allocator.config.alignment_bytes() - 1) != 0
+            || bytes & self.allocator.sampling.full_path_size_bits() != 0
         {
             return 0;
         }
@@ -168,8 +164,9 @@ impl SlowPath<'_> {
     /// in full.
     ///
     /// What needs a call leaves the line, so that it saves no register when nothing does:
-    /// an old TLAB with a free tail goes to `fill_first` (this line with `FILL_FIRST`), which
-    /// covers the tail with a filler before anything else (a filler that panics then leaves
+    /// an old TLAB with a free tail (or gaps before aligned objects, which count apart) goes
+    /// to `fill_first` (this line with `FILL_FIRST`), which covers the tail with a filler
+    /// before anything else (a filler that panics then leaves
     /// the TLAB whole; a failed carve leaves it filled, and the full path writes the same
     /// filler again); a new TLAB in reused memory ends in
     /// [`finish_refill`](SlowPath::finish_refill), which zeroes.
@@ -188,48 +185,56 @@ impl SlowPath<'_> {
         if bytes + space.lab_reserve_bytes() > tlab_bytes || local.sizer.keeps(tlab.free_bytes()) {
             return 0;
         }
-        let retired = tlab.held();
-        let tail_bytes = retired.map_or(0, |retired| retired.tail_bytes);
-        if tail_bytes != 0 {
+        let retired = if tlab.holds_objects_only() {
+            // Counted as objects alone (0 for an empty TLAB): the figures that are 0 are
+            // known here, and not added.
+            Some(Retired::objects_only(tlab.used_bytes()))
+        } else {
             if !FILL_FIRST {
                 return fill_first(self, bytes);
             }
-            // SAFETY: [top, chunk_end) is the unused tail of this thread's TLAB; the reserve
-            // keeps it at least one filler long.
-            unsafe { space.write_filler(tlab.top(), tail_bytes) };
-        }
+            let held = tlab.held();
+            let tail_bytes = held.map_or(0, |held| held.tail_bytes);
+            if tail_bytes != 0 {
+                // SAFETY: [top, chunk_end) is the unused tail of this thread's TLAB; the
+                // reserve keeps it at least one filler long.
+                unsafe { space.write_filler(tlab.top(), tail_bytes) };
+            }
+            held
+        };
         let Chunk { start, len } = carve(local, tlab_bytes);
         if len == 0 {
             return 0;
         }
         let counters = &self.cell.counters;
         counters.count_retired(retired, Waste::Refill);
-        let reused = space.global().needs_zeroing(start);
-        let zero_ahead = allocator.config.zero() == ZeroMemory::Ahead;
-        let soft_end = tlab.install(start, len, space.lab_reserve_bytes(), zero_ahead && reused);
         local.sizer.record_steady_refill();
         counters.refills.add(1);
         counters.tlab_bytes.add(len as u64);
-        let object = tlab.bump_first(bytes);
-        if reused {
-            return self.finish_refill(object, object + bytes);
+        if space.global().needs_zeroing(start) {
+            return self.finish_refill(start, len, bytes);
         }
-        self.raise_soft_end_to(tlab, soft_end);
+        let limit = tlab.install(start, len, space.lab_reserve_bytes(), false);
+        let object = tlab.bump_first(bytes);
+        self.raise_soft_end_to(tlab, limit);
         object
     }
 
-    /// The end of a short [`refill`](SlowPath::refill) into reused memory: zeroes the new TLAB
-    /// (whole, or its first step when zeroing ahead), raises the soft end; returns `object`.
+    /// The end of a short [`refill`](SlowPath::refill) into reused memory: installs the chunk
+    /// `[start, start + len)`, zeroes it (whole, or its first step when zeroing ahead), bumps
+    /// the object of `bytes`, raises the soft end; returns the object.
     #[inline(never)]
-    fn finish_refill(self, object: usize, object_end: usize) -> usize {
+    fn finish_refill(self, start: usize, len: usize, bytes: usize) -> usize {
         let space = &self.allocator.space;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, _) = unsafe { self.cell.running_parts() };
-        if self.allocator.config.zero() != ZeroMemory::Ahead {
-            let (start, end) = tlab.chunk();
-            space.global().zero_reused(start, end - start);
+        let zero_ahead = self.allocator.config.zero() == ZeroMemory::Ahead;
+        if !zero_ahead {
+            space.global().zero_reused(start, len);
         }
-        tlab.zero_through(object_end, ZERO_AHEAD_BYTES);
+        tlab.install(start, len, space.lab_reserve_bytes(), zero_ahead);
+        let object = tlab.bump_first(bytes);
+        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
         self.raise_soft_end(tlab);
         object
     }

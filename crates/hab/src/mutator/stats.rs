@@ -190,14 +190,17 @@ impl Counters {
         else {
             return;
         };
+        // What is 0 is not added: a short refill that knows both are 0 counts one figure.
         self.tlab_allocated_bytes.add(used_bytes as u64);
-        self.alignment_gap_bytes.add(gap_bytes as u64);
-        if tail_bytes > 0 {
-            self.partial_tlabs.add(1);
+        if gap_bytes != 0 {
+            self.alignment_gap_bytes.add(gap_bytes as u64);
         }
-        match waste {
-            Waste::Refill => self.refill_waste_bytes.add(tail_bytes as u64),
-            Waste::Collection => self.gc_waste_bytes.add(tail_bytes as u64),
+        if tail_bytes != 0 {
+            self.partial_tlabs.add(1);
+            match waste {
+                Waste::Refill => self.refill_waste_bytes.add(tail_bytes as u64),
+                Waste::Collection => self.gc_waste_bytes.add(tail_bytes as u64),
+            }
         }
     }
 }
