@@ -134,8 +134,8 @@ pub(crate) fn carve_chunk_from(
 
 /// The slow path's short refill through the levels: exactly `bytes` from the thread's own
 /// buffer at the lowest level ([`middle::carve_at_home`]), counted in `counters`. `None` when
-/// that buffer cannot serve it, and where the CPU id is simulated (a simulated thread's
-/// migrations belong to [`carve_chunk`], which then runs).
+/// that buffer cannot serve it. Not where the CPU id is simulated: a simulated thread's
+/// migrations belong to [`carve_chunk`].
 #[inline(always)]
 pub(crate) fn carve_at_home(
     context: RefillContext<'_>,
@@ -144,9 +144,10 @@ pub(crate) fn carve_at_home(
     simulated: &SimulatedCpu,
     bytes: usize,
 ) -> Option<Chunk> {
-    if matches!(context.cpu_id.source(), CpuIdSource::Simulated { .. }) {
-        return None;
-    }
+    debug_assert!(!matches!(
+        context.cpu_id.source(),
+        CpuIdSource::Simulated { .. }
+    ));
     carve_at_home_counted(
         context.space.base(),
         context.topology,

@@ -22,15 +22,16 @@ use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
 use crate::memory::space::Space;
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::sampling::Sampling;
-use crate::platform::cpu_id::CpuIdReader;
+use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
 use crate::platform::topology::Topology;
 
 /// Where a mutator's TLABs come from.
 pub(crate) enum TlabSource {
     /// Carved from the global heap with a compare-and-swap.
     GlobalHeap,
-    /// Carved from the middle levels, lowest first, which refill from the global heap.
-    Levels(Vec<MiddleLevel>),
+    /// Carved from the middle levels ([`Allocator::levels`]), lowest first, which refill
+    /// from the global heap.
+    Levels,
 }
 
 /// A heap's allocation side (see the module documentation).
@@ -41,6 +42,9 @@ pub(crate) struct Allocator {
     pub(crate) cpu_id: CpuIdReader,
     /// `None` in the `shared` mode: every object is carved from the global heap.
     pub(crate) tlab_source: Option<TlabSource>,
+    /// The middle levels, lowest first: none unless TLABs come from them. A field of its
+    /// own, so that a refill reaches the lowest level with one load.
+    levels: Box<[MiddleLevel]>,
     /// The per-CPU LABs of the `cpu-lab` and `flip` modes.
     pub(crate) cpu_labs: Option<CpuLabs>,
     /// The `flip` mode's policy.
@@ -67,9 +71,11 @@ pub(crate) enum CommonMiss {
     SharedObject,
     /// TLABs from the global heap and no per-CPU LABs (`tlab`): zeroing steps and refills.
     RefillFromGlobal,
-    /// TLABs from the middle levels (`hab`): zeroing steps and refills.
+    /// TLABs from the middle levels (`hab`), on the CPUs the kernel numbers: zeroing steps
+    /// and refills.
     RefillFromLevels,
-    /// TLABs beside per-CPU LABs (`flip`): zeroing steps only.
+    /// TLABs beside per-CPU LABs (`flip`), or from the levels on simulated CPUs: zeroing
+    /// steps only.
     ZeroingStep,
 }
 
@@ -96,7 +102,7 @@ impl Allocator {
         let (tlab_source, cpu_labs, flip, in_cpu_labs) = match config.mode() {
             Mode::Shared => (None, None, None, false),
             Mode::Tlab => (Some(TlabSource::GlobalHeap), None, None, false),
-            Mode::Hab => (Some(TlabSource::Levels(levels())), None, None, false),
+            Mode::Hab => (Some(TlabSource::Levels), None, None, false),
             Mode::CpuLab => (Some(TlabSource::GlobalHeap), Some(cpu_labs()), None, true),
             Mode::Flip => (
                 Some(TlabSource::GlobalHeap),
@@ -108,8 +114,17 @@ impl Allocator {
         let common = match (&tlab_source, &cpu_labs) {
             (None, None) => CommonMiss::SharedObject,
             (Some(TlabSource::GlobalHeap), None) => CommonMiss::RefillFromGlobal,
-            (Some(TlabSource::Levels(_)), None) => CommonMiss::RefillFromLevels,
+            // A simulated thread's migrations belong to the full path's carve.
+            (Some(TlabSource::Levels), None)
+                if !matches!(cpu_id.source(), CpuIdSource::Simulated { .. }) =>
+            {
+                CommonMiss::RefillFromLevels
+            }
             _ => CommonMiss::ZeroingStep,
+        };
+        let levels = match tlab_source {
+            Some(TlabSource::Levels) => levels(),
+            _ => Box::default(),
         };
         let sampling = Sampling::new(config.alignment_bytes());
         Allocator {
@@ -123,6 +138,7 @@ impl Allocator {
             topology,
             cpu_id,
             tlab_source,
+            levels,
             cpu_labs,
             flip,
             in_cpu_labs: AtomicBool::new(in_cpu_labs),
@@ -132,11 +148,9 @@ impl Allocator {
     }
 
     /// The middle levels, lowest first (none unless TLABs come from them).
+    #[inline]
     pub(crate) fn levels(&self) -> &[MiddleLevel] {
-        match &self.tlab_source {
-            Some(TlabSource::Levels(levels)) => levels,
-            _ => &[],
-        }
+        &self.levels
     }
 
     /// What a refill through the levels reads.

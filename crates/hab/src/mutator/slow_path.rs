@@ -309,9 +309,9 @@ impl SlowPath<'_> {
                 }
                 Some(Chunk { start, len })
             }
-            TlabSource::Levels(levels) => refill::carve_chunk(
+            TlabSource::Levels => refill::carve_chunk(
                 allocator.refill_context(),
-                levels,
+                allocator.levels(),
                 (
                     &cell.counters.levels,
                     Some(&cell.counters.tlabs_past_levels),
