@@ -139,6 +139,11 @@ pub(crate) fn carve_at_home(
     let Some(area) = rseq::current_area() else {
         return (None, 0);
     };
+    debug_assert_eq!(
+        words::bytes(words::words(bytes)),
+        bytes,
+        "a TLAB is whole words"
+    );
     let want_words = words::words(bytes);
     // SAFETY: `area` is the calling thread's registered area.
     let (outcome, aborts) = unsafe { buffers.slots.bump(area, want_words) };
@@ -147,7 +152,7 @@ pub(crate) fn carve_at_home(
             check_bump(before, want_words);
             Some(Chunk {
                 start: words::address(base, before.offset_words()),
-                len: words::bytes(want_words),
+                len: bytes,
             })
         }
         _ => None,

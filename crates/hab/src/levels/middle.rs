@@ -142,6 +142,12 @@ pub(crate) struct MiddleLevel {
 impl MiddleLevel {
     /// A level of `domains` buffers of `buffer_bytes`, never leaving a free tail shorter than
     /// `min_tail_bytes` (the object model's smallest filler, when it exceeds the alignment).
+    /// The `cpu` level's restartable per-CPU buffers, where it has them.
+    #[inline]
+    pub(crate) fn cpu_buffers(&self) -> Option<&CpuBuffers> {
+        self.cpu_buffers.as_ref()
+    }
+
     pub(crate) fn new(
         level: Level,
         buffer_bytes: usize,
@@ -266,43 +272,31 @@ pub(crate) fn carve(
     carve(levels, index + 1, min, desired, request, env)
 }
 
-/// What the thread's own buffer at the lowest level gave ([`carve_at_home`]): the chunk and
-/// where it came from, for the caller to count.
+/// What the thread's own compare-and-swap buffer at the lowest level gave
+/// ([`carve_at_shared_home`]): the chunk, from the buffer of `home`, the domain of the CPU the
+/// thread ran on, `cpu`; foreign if the thread has moved out of it since.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Home {
-    /// From the restartable buffer of the CPU the thread ran on (never foreign).
-    PerCpu { chunk: Chunk },
-    /// From the compare-and-swap buffer of `home`, the domain of the CPU the thread ran on,
-    /// `cpu`: foreign if the thread has moved out of it since.
-    Shared {
-        chunk: Chunk,
-        home: usize,
-        cpu: usize,
-    },
+pub(crate) struct SharedHome {
+    pub(crate) chunk: Chunk,
+    pub(crate) home: usize,
+    pub(crate) cpu: usize,
 }
 
-/// The common case of [`carve`], in a straight line: `bytes` for a TLAB from the lowest
-/// level's buffer of the thread's own domain (its CPU's restartable buffer: one restartable
-/// bump; or its domain's compare-and-swap buffer: one CAS, with `cpu` read first). Counts
-/// nothing: it returns what happened, and how many times a restartable section restarted.
-/// `None` when the buffer has too little, is busy, or the restartable path cannot run:
-/// nothing was carved, and [`carve`] then runs the whole protocol (and tries the same buffer
-/// again first).
+/// The common case of [`carve`] at a compare-and-swap level, in a straight line: `bytes` for
+/// a TLAB from `level`'s buffer of the thread's own domain (one CAS, with `cpu` read first).
+/// Counts nothing: it returns what happened. `None` when the buffer has too little or is
+/// busy: nothing was carved, and [`carve`] then runs the whole protocol (and tries the same
+/// buffer again first). (A restartable level's common case is
+/// [`cpu_buffers::carve_at_home`].)
 #[inline(always)]
-pub(crate) fn carve_at_home(
-    levels: &[MiddleLevel],
+pub(crate) fn carve_at_shared_home(
+    level: &MiddleLevel,
     base: usize,
     topology: &Topology,
     cpu: impl FnOnce() -> usize,
     bytes: usize,
-) -> (Option<Home>, u64) {
-    let Some(level) = levels.first() else {
-        return (None, 0);
-    };
-    if let Some(buffers) = &level.cpu_buffers {
-        let (chunk, aborts) = cpu_buffers::carve_at_home(buffers, base, bytes);
-        return (chunk.map(|chunk| Home::PerCpu { chunk }), aborts);
-    }
+) -> Option<SharedHome> {
+    debug_assert!(level.cpu_buffers.is_none());
     // A branch the predictor always gets right, rather than a division (the topology's
     // domains and the level's agree but for a topology narrower than the kernel's numbering).
     let cpu = cpu();
@@ -316,8 +310,8 @@ pub(crate) fn carve_at_home(
         .0
         .try_carve(base, bytes, bytes, level.min_tail_words())
     {
-        Attempt::Carved(chunk) => (Some(Home::Shared { chunk, home, cpu }), 0),
-        Attempt::Busy | Attempt::Exhausted(_) => (None, 0),
+        Attempt::Carved(chunk) => Some(SharedHome { chunk, home, cpu }),
+        Attempt::Busy | Attempt::Exhausted(_) => None,
     }
 }
 

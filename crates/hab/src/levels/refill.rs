@@ -3,7 +3,8 @@
 
 use crate::config::MiddleLevelSpec;
 use crate::levels::chunk::{Chunk, RefillThread, Request};
-use crate::levels::middle::{self, Home, MiddleLevel};
+use crate::levels::cpu_buffers;
+use crate::levels::middle::{self, MiddleLevel, SharedHome};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::counter::Counter;
@@ -133,7 +134,7 @@ pub(crate) fn carve_chunk_from(
 }
 
 /// The slow path's short refill through the levels: exactly `bytes` from the thread's own
-/// buffer at the lowest level ([`middle::carve_at_home`]), counted in `counters`. `None` when
+/// buffer at the lowest level ([`carve_at_home_counted`]), counted in `counters`. `None` when
 /// that buffer cannot serve it. Not where the CPU id is simulated: a simulated thread's
 /// migrations belong to [`carve_chunk`].
 #[inline(always)]
@@ -159,9 +160,11 @@ pub(crate) fn carve_at_home(
     )
 }
 
-/// [`middle::carve_at_home`], counted: the allocation at the lowest level, a foreign one when
-/// the thread left the domain of the compare-and-swap buffer that served it (the CPU id is
-/// read again after the commit), and the restarts of a restartable section.
+/// The common case at the lowest level, counted: the allocation, a foreign one when the
+/// thread left the domain of the compare-and-swap buffer that served it (the CPU id is read
+/// again after the commit), and the restarts of a restartable section. A restartable level
+/// bumps its CPU's buffer ([`cpu_buffers::carve_at_home`]), a compare-and-swap level its
+/// domain's ([`middle::carve_at_shared_home`]).
 #[inline(always)]
 fn carve_at_home_counted(
     base: usize,
@@ -172,28 +175,26 @@ fn carve_at_home_counted(
     simulated: &SimulatedCpu,
     bytes: usize,
 ) -> Option<Chunk> {
-    let (home, aborts) =
-        middle::carve_at_home(levels, base, topology, || cpu_id.current(simulated), bytes);
-    let level = levels.first()?.level();
-    let counters = &counters[level.index()];
-    if aborts > 0 {
-        counters.rseq_aborts.add(aborts);
-    }
-    match home? {
-        Home::PerCpu { chunk } => {
-            counters.allocs.add(1);
-            Some(chunk)
+    let level = levels.first()?;
+    let counters = &counters[level.level().index()];
+    if let Some(buffers) = level.cpu_buffers() {
+        let (chunk, aborts) = cpu_buffers::carve_at_home(buffers, base, bytes);
+        if aborts > 0 {
+            counters.rseq_aborts.add(aborts);
         }
-        Home::Shared { chunk, home, cpu } => {
-            counters.allocs.add(1);
-            // The domain is looked up only when the CPU changed.
-            let now = cpu_id.current(simulated);
-            if now != cpu && topology.domain_of(now, level) != home {
-                counters.foreign_allocs.add(1);
-            }
-            Some(chunk)
-        }
+        let chunk = chunk?;
+        counters.allocs.add(1);
+        return Some(chunk);
     }
+    let SharedHome { chunk, home, cpu } =
+        middle::carve_at_shared_home(level, base, topology, || cpu_id.current(simulated), bytes)?;
+    counters.allocs.add(1);
+    // The domain is looked up only when the CPU changed.
+    let now = cpu_id.current(simulated);
+    if now != cpu && topology.domain_of(now, level.level()) != home {
+        counters.foreign_allocs.add(1);
+    }
+    Some(chunk)
 }
 
 /// A configured middle level. The `cpu` level uses restartable sequences where `restartable`

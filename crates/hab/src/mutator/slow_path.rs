@@ -146,7 +146,9 @@ impl SlowPath<'_> {
     fn carve_object(self, bytes: usize) -> Option<usize> {
         let global = self.allocator.space.global();
         let address = global.carve(bytes)?;
-        global.zero_reused(address, bytes);
+        if global.needs_zeroing(address) {
+            global.zero_reused(address, bytes);
+        }
         let counters = &self.cell.counters;
         counters.slow_allocs.add(1);
         counters.slow_alloc_bytes.add(bytes as u64);

@@ -24,10 +24,21 @@ pub(crate) enum Outcome {
     GaveUp,
 }
 
+/// What the bump section subtracts from a slot's word to take `words` (at least 1, fewer
+/// than 2^22) from its upper field (what is left) and add them to its offset: one
+/// subtraction, which borrows exactly when fewer than `words` are left (offsets stay below
+/// 2^42 words, so adding `words` never carries into the upper field).
+#[inline]
+fn bump_delta(words: u64) -> u64 {
+    debug_assert!((1..1 << (64 - OFFSET_BITS)).contains(&words));
+    (words << OFFSET_BITS) - words
+}
+
 /// Per-CPU slots: one packed word per CPU (or concurrency id: [`SlotIndex`]), [`SLOT_BYTES`]
 /// apart. The word just before the first slot holds the offset of the index field in the
 /// rseq area, which the sections read (one load from a line of its own, never written after
-/// creation), so that one set of sections serves both indexes without another register.
+/// creation), so that one set of sections serves both indexes without another register; the
+/// word before it the number of slots, which the bump section compares the index with.
 pub(crate) struct CpuSlots {
     base: *mut u64,
     cpus: usize,
@@ -55,8 +66,12 @@ impl CpuSlots {
             std::alloc::handle_alloc_error(layout);
         }
         let base = start.wrapping_add(SLOT_BYTES).cast::<u64>();
-        // SAFETY: the word before `base` is inside the allocation, aligned, and not yet shared.
-        unsafe { base.wrapping_sub(1).write(index.field_offset() as u64) };
+        // SAFETY: the two words before `base` are inside the allocation (a whole slot's
+        // line), aligned, and not yet shared.
+        unsafe {
+            base.wrapping_sub(1).write(index.field_offset() as u64);
+            base.wrapping_sub(2).write(cpus as u64);
+        }
         CpuSlots {
             base,
             cpus,
@@ -98,7 +113,7 @@ impl CpuSlots {
     /// Also returns how many times the section aborted and restarted.
     pub(crate) unsafe fn bump(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
         // SAFETY: forwarded.
-        unsafe { imp::bump(area, self.base, self.cpus, words, words << OFFSET_BITS) }
+        unsafe { imp::bump(area, self.base, bump_delta(words)) }
     }
 
     /// [`bump`](CpuSlots::bump) with an abort injected at instruction boundary `inject_at`.
@@ -113,16 +128,7 @@ impl CpuSlots {
         inject_at: u64,
     ) -> (Outcome, u64) {
         // SAFETY: forwarded.
-        unsafe {
-            imp::bump_injected(
-                area,
-                self.base,
-                self.cpus,
-                words,
-                words << OFFSET_BITS,
-                inject_at,
-            )
-        }
+        unsafe { imp::bump_injected(area, self.base, bump_delta(words), inject_at) }
     }
 
     /// [`bump`](CpuSlots::bump) with a widened window, for tests of the abort path.
@@ -132,7 +138,7 @@ impl CpuSlots {
     #[cfg(test)]
     pub(crate) unsafe fn bump_widened(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
         // SAFETY: forwarded.
-        unsafe { imp::bump_widened(area, self.base, self.cpus, words, words << OFFSET_BITS) }
+        unsafe { imp::bump_widened(area, self.base, bump_delta(words)) }
     }
 
     /// Replaces the slot of `cpu` (< `cpus()`) by `new` if the thread still runs on `cpu` and

@@ -19,7 +19,7 @@ pub(super) fn own_area() -> Option<*mut u8> {
     None
 }
 
-pub(super) unsafe fn bump(_: *mut u8, _: *mut u64, _: usize, _: u64, _: u64) -> (Outcome, u64) {
+pub(super) unsafe fn bump(_: *mut u8, _: *mut u64, _: u64) -> (Outcome, u64) {
     (Outcome::GaveUp, 0)
 }
 
@@ -63,25 +63,12 @@ pub(super) unsafe fn cpu_hint(_: isize) -> u32 {
 }
 
 #[cfg(test)]
-pub(super) unsafe fn bump_injected(
-    _: *mut u8,
-    _: *mut u64,
-    _: usize,
-    _: u64,
-    _: u64,
-    _: u64,
-) -> (Outcome, u64) {
+pub(super) unsafe fn bump_injected(_: *mut u8, _: *mut u64, _: u64, _: u64) -> (Outcome, u64) {
     (Outcome::GaveUp, 0)
 }
 
 #[cfg(test)]
-pub(super) unsafe fn bump_widened(
-    _: *mut u8,
-    _: *mut u64,
-    _: usize,
-    _: u64,
-    _: u64,
-) -> (Outcome, u64) {
+pub(super) unsafe fn bump_widened(_: *mut u8, _: *mut u64, _: u64) -> (Outcome, u64) {
     (Outcome::GaveUp, 0)
 }
 

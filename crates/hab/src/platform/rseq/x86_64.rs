@@ -112,33 +112,34 @@ macro_rules! section {
 
 /// The bump section; `$widen` are instructions placed between the load and the commit
 /// (empty except in tests, which widen the window to make aborts likely). A CPU at or
-/// beyond `$cpus` exits with status 4 before touching memory.
+/// beyond the slots (their count is the word two before the first slot) exits with status 4
+/// before touching memory. `$delta` is the request's words taken from the upper field and
+/// added to the offset, in one subtraction (see `CpuSlots::bump`): with the count read from
+/// memory, the section holds two registers fewer than with the count, the words and the
+/// shifted words in registers.
 macro_rules! bump_section {
-    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $words:expr, $high:expr
-     $(, $widen:literal)*) => {{
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $delta:expr $(, $widen:literal)*) => {{
         let mut aborts: u64 = 0;
         let (status, slot, word): (u64, u64, u64);
         section!(
             $mode [
                 "mov {slot}, qword ptr [{base} - 8]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, {cpus}",
+                "cmp {slot}, qword ptr [{base} - 16]",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
                 "mov {word}, qword ptr [{slot}]",
                 $($widen,)*
-                "lea {scratch}, [{word} + {words}]",
-                "sub {scratch}, {high}",
+                "mov {scratch}, {word}",
+                "sub {scratch}, {delta}",
                 "jb 7f",
                 "mov qword ptr [{slot}], {scratch}",
             ],
             [$($extra)*],
             area = in(reg) $area,
             base = in(reg) $base,
-            cpus = in(reg) $cpus,
-            words = in(reg) $words,
-            high = in(reg) $high,
+            delta = in(reg) $delta,
             aborts = inout(reg) aborts,
             status = out(reg) status,
             slot = out(reg) slot,
@@ -181,18 +182,19 @@ macro_rules! section_fns {
 }
 
 section_fns! {
-    /// See `CpuSlots::bump`: `high` is `words` shifted into the high bits. Registers: the
-    /// inputs are never written (the kernel restarts at the abort handler with the
-    /// registers as they are); the outputs are early-clobber temporaries.
+    /// See `CpuSlots::bump`: `delta` is the request's words in the upper field less the
+    /// words. Registers: the inputs are never written (the kernel restarts at the abort
+    /// handler with the registers as they are); the outputs are early-clobber temporaries.
     ///
     /// # Safety
-    /// `area` is the calling thread's registered area; `base` points to `cpus` slots.
+    /// `area` is the calling thread's registered area; `base` points to the slots, preceded
+    /// by their count and the index field's offset (`CpuSlots::new`).
     #[inline]
-    fn bump / bump_injected(area: *mut u8, base: *mut u64, cpus: usize, words: u64, high: u64)
+    fn bump / bump_injected(area: *mut u8, base: *mut u64, delta: u64)
         -> (Outcome, u64) = bump_section;
-    "The caller guarantees `area` is registered and `base` holds `cpus` slots; the section \
-     writes only the slot of the CPU it runs on, after checking that CPU is below `cpus`, \
-     with its last instruction."
+    "The caller guarantees `area` is registered and `base` holds as many slots as the word \
+     two before it says; the section writes only the slot of the CPU it runs on, after \
+     checking that CPU is below that count, with its last instruction."
 }
 
 /// `bump` with a window of a few microseconds between the load and the commit, so that
@@ -201,13 +203,7 @@ section_fns! {
 /// # Safety
 /// As for [`bump`].
 #[cfg(test)]
-pub(super) unsafe fn bump_widened(
-    area: *mut u8,
-    base: *mut u64,
-    cpus: usize,
-    words: u64,
-    high: u64,
-) -> (Outcome, u64) {
+pub(super) unsafe fn bump_widened(area: *mut u8, base: *mut u64, delta: u64) -> (Outcome, u64) {
     // SAFETY: as in `bump`; the widening loop touches only the scratch register, before
     // its first use in the section body.
     unsafe {
@@ -215,9 +211,7 @@ pub(super) unsafe fn bump_widened(
             plain [],
             area,
             base,
-            cpus,
-            words,
-            high,
+            delta,
             "mov {scratch:e}, 4000",
             "12:",
             "pause",
