@@ -10,7 +10,7 @@ use crate::collection::Collection;
 use crate::heap::collector_lock::CollectorGuard;
 use crate::heap::mutator_handle::Mutator;
 use crate::heap::Heap;
-use crate::mutator::cell::{HELD, PARKED, RUNNING};
+use crate::mutator::cell::{MutatorCell, HELD, PARKED, RUNNING};
 
 /// Whether a collection asks the running mutators to stop, or only takes the parked ones.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -116,9 +116,7 @@ impl Heap {
             self.forget_mutators_lost_in_fork(&mut registry);
             if request == Request::Stop {
                 self.allocator().safepoints.request();
-                for cell in &registry.mutators {
-                    cell.request_safepoint();
-                }
+                MutatorCell::request_safepoints(registry.mutators.iter().map(|cell| &**cell));
             }
         }
         let mut release = ReleaseOnUnwind(Some(self));

@@ -238,7 +238,7 @@ impl Heap {
         };
         let cell = Arc::new(MutatorCell::new(id, local, counters, self.collections()));
         if self.allocator.safepoints.pending() {
-            cell.request_safepoint();
+            cell.request_safepoint_before_running();
         }
         registry.next_id += 1;
         registry.mutators.push(cell.clone());
@@ -373,9 +373,7 @@ impl Heap {
     pub fn request_collection(&self) {
         let registry = self.registry();
         self.allocator.safepoints.request();
-        for cell in &registry.mutators {
-            cell.request_safepoint();
-        }
+        MutatorCell::request_safepoints(registry.mutators.iter().map(|cell| &**cell));
     }
 
     /// Whether a collection is requested and has not ended yet.

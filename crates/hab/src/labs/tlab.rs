@@ -181,17 +181,22 @@ impl Tlab {
     /// afterwards (see [`trip`](Tlab::trip)).
     pub(crate) fn set_soft_end(&self, end: usize) {
         debug_assert!(end <= self.limit.get());
-        self.soft_end.store(end, Ordering::SeqCst);
+        self.soft_end.store(end, Ordering::Relaxed);
     }
 
     /// Sends the owner to its slow path at its next allocation: the soft end becomes 0. May
     /// be called by any thread. A caller that asks the owner for something (a safepoint)
-    /// publishes the request first and trips after, with sequentially consistent orderings;
-    /// the owner, after each [`set_soft_end`](Tlab::set_soft_end), reads the request again.
-    /// One of the two sees the other, so no request is lost to a refill that raised the soft
-    /// end meanwhile.
+    /// publishes the request first, then makes every thread execute a barrier
+    /// ([`fence::heavy`]), then trips; the owner, after each
+    /// [`set_soft_end`](Tlab::set_soft_end), orders its store before its next load for the
+    /// compiler ([`fence::light`]) and reads the request again. One of the two sees the
+    /// other (see `platform::fence`), so no request is lost to a refill that raised the soft
+    /// end meanwhile, and the refill pays no locked instruction for it.
+    ///
+    /// [`fence::heavy`]: crate::platform::fence::heavy
+    /// [`fence::light`]: crate::platform::fence::light
     pub(crate) fn trip(&self) {
-        self.soft_end.store(0, Ordering::SeqCst);
+        self.soft_end.store(0, Ordering::Relaxed);
     }
 
     /// Bytes an object may still take before the limit.

@@ -23,6 +23,7 @@ use crate::labs::tlab::Tlab;
 use crate::mutator::sampling::NextSample;
 use crate::mutator::stats::Counters;
 use crate::platform::cpu_id::SimulatedCpu;
+use crate::platform::fence;
 use crate::platform::process::{ForkGate, ThreadIdentity};
 use crate::platform::relaxed;
 
@@ -111,9 +112,22 @@ impl MutatorCell {
         &self.tlab
     }
 
-    /// Asks the owner to stop at its next safepoint: sets the poll word, then trips the TLAB
-    /// so that its next allocation takes the slow path (see [`Tlab::trip`]). Any thread.
-    pub(crate) fn request_safepoint(&self) {
+    /// Asks the owners of `cells` to stop at their next safepoint: sets each poll word, makes
+    /// every thread execute a barrier (one for all the cells), then trips each TLAB so that
+    /// its next allocation takes the slow path (see [`Tlab::trip`]). Any thread.
+    pub(crate) fn request_safepoints<'a>(cells: impl Iterator<Item = &'a MutatorCell> + Clone) {
+        for cell in cells.clone() {
+            cell.poll.store(1, Ordering::SeqCst);
+        }
+        fence::heavy();
+        for cell in cells {
+            cell.tlab.trip();
+        }
+    }
+
+    /// [`request_safepoints`](MutatorCell::request_safepoints) for a cell no thread runs yet
+    /// (its owner is the caller, attaching): no barrier is needed.
+    pub(crate) fn request_safepoint_before_running(&self) {
         self.poll.store(1, Ordering::SeqCst);
         self.tlab.trip();
     }

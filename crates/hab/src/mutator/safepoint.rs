@@ -48,7 +48,7 @@ impl Safepoints {
 
     /// Records a request, satisfied by the next collection to end. The caller holds the
     /// registry locked and then asks every mutator to stop
-    /// ([`MutatorCell::request_safepoint`]).
+    /// ([`MutatorCell::request_safepoints`]).
     pub(crate) fn request(&self) {
         self.wanted.store(self.collections() + 1, Ordering::Release);
         self.requested.advance();

@@ -19,6 +19,7 @@ use crate::mutator::allocator::{Allocator, CommonMiss, TlabSource};
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::cpu_lab_cursor::{CpuLabCursor, SlowResult};
 use crate::mutator::sampling::AllocationSample;
+use crate::platform::fence;
 
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
 /// cell, two plain references. Only built by the thread that runs the mutator.
@@ -519,6 +520,7 @@ impl SlowPath<'_> {
     fn raise_soft_end_to(self, tlab: &Tlab, soft_end: usize) {
         debug_assert_eq!(soft_end, tlab.wanted_soft_end());
         tlab.set_soft_end(soft_end);
+        fence::light();
         if self.cell.safepoint_requested_after_raise() {
             tlab.trip();
         }
