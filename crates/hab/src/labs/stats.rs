@@ -54,6 +54,10 @@ figures! {
         /// rounding), left unused. (The buffers' own tails count as the `cpu` level's waste:
         /// they are a `cpu` middle level.)
         fallback_waste_bytes,
+        /// Steps of LABs zeroed ahead ([`ZeroMemory::Ahead`](crate::ZeroMemory::Ahead), in
+        /// reused memory): a LAB claimed when an object passed the memory zeroed so far, the
+        /// next part zeroed and the LAB put back.
+        zeroing_steps,
     }
 }
 

@@ -4,7 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{fixed_area_offset, imp, PackedWord, SlotIndex, LAB_INDEX_FIELD_OFFSET, SLOT_BYTES};
+use super::{
+    fixed_area_offset, imp, PackedWord, SlotIndex, LAB_INDEX_FIELD_OFFSET, LAB_LIMIT_OFFSET,
+    SLOT_BYTES,
+};
 use crate::memory::packed::OFFSET_BITS;
 
 /// How a critical section ended.
@@ -56,7 +59,14 @@ impl CpuSlots {
     /// Empty slots for `cpus` CPUs (or concurrency ids, which stay below the CPU count),
     /// indexed by `index`.
     pub(crate) fn new(cpus: usize, index: SlotIndex) -> CpuSlots {
+        Self::bounded(cpus, cpus, index)
+    }
+
+    /// [`new`](CpuSlots::new), with `bound` (at most `cpus`) as the count the sections check
+    /// an index against: the slots from `bound` on are never written by a section.
+    fn bounded(cpus: usize, bound: usize, index: SlotIndex) -> CpuSlots {
         let cpus = cpus.max(1);
+        debug_assert!(bound <= cpus);
         // One line before the slots holds the index field's offset.
         let layout = std::alloc::Layout::from_size_align((cpus + 1) * SLOT_BYTES, SLOT_BYTES)
             .expect("CPU counts are small");
@@ -70,7 +80,7 @@ impl CpuSlots {
         // line), aligned, and not yet shared.
         unsafe {
             base.wrapping_sub(1).write(index.field_offset() as u64);
-            base.wrapping_sub(2).write(cpus as u64);
+            base.wrapping_sub(2).write(bound.max(1).min(cpus) as u64);
         }
         CpuSlots {
             base,
@@ -194,9 +204,15 @@ impl Drop for CpuSlots {
 pub(crate) enum LabBump {
     /// The object fits: it starts at `address`, in the LAB of `cpu`.
     Object { cpu: usize, address: usize },
-    /// It does not fit: the section emptied the LAB of `cpu`, whose state was `{top, end}`;
-    /// when `top <= end`, its free tail `[top, end + reserve)` is now the thread's.
-    Claimed { cpu: usize, top: usize, end: usize },
+    /// It does not fit: the section emptied the LAB of `cpu`, whose state was
+    /// `{top, end, limit}`; when `top <= end`, its free memory `[top, limit + reserve)` is now
+    /// the thread's (ready for objects up to `end`, not yet zeroed beyond).
+    Claimed {
+        cpu: usize,
+        top: usize,
+        end: usize,
+        limit: usize,
+    },
     /// The thread runs on a CPU at or beyond the slots: nothing was touched.
     OutOfRange,
     /// Aborted [`MAX_ABORTS`] times in a row.
@@ -222,9 +238,11 @@ pub(crate) enum LabInstall {
 pub(crate) const EMPTY_LAB: (usize, usize) = (1, 0);
 
 /// Per-CPU LABs of the `cpu-lab` mode: a `{top, end}` pair of addresses per CPU, [`SLOT_BYTES`]
-/// apart. `end` is soft: an object of `n` bytes fits when `top + n <= end`, and a LAB with
-/// `top <= end` owns `[top, end + reserve)` (the reserve keeps every tail fillable). A slot
-/// with `top > end` owns nothing.
+/// apart, and the LAB's `limit` in the slot's fifth word. `end` is soft: an object of `n` bytes
+/// fits when `top + n <= end`, and a LAB with `top <= end` owns `[top, limit + reserve)` (the
+/// reserve keeps every tail fillable), ready for objects up to `end` and not yet zeroed
+/// beyond it (`end == limit` but while the heap zeroes ahead). A slot with `top > end` owns
+/// nothing.
 ///
 /// The array covers the CPU ids of the topology; the sections check the CPU they run on
 /// against that count and report [`LabBump::OutOfRange`] beyond it. One more slot, past the
@@ -242,7 +260,7 @@ impl CpuLabSlots {
     pub(crate) fn new(cpus: usize, index: SlotIndex) -> CpuLabSlots {
         let cpus = cpus.max(1);
         let slots = CpuLabSlots {
-            slots: CpuSlots::new(cpus + 1, index),
+            slots: CpuSlots::bounded(cpus + 1, cpus, index),
             cpus,
         };
         // The inline bump reads its index field's offset from the slot it bumps (one load
@@ -308,7 +326,17 @@ impl CpuLabSlots {
             .sum()
     }
 
-    /// Writes a LAB outside a section: only while no thread can run a section.
+    /// The limit of a LAB (see the type), read outside a section (exact only while no thread
+    /// can run a section).
+    pub(crate) fn limit(&self, cpu: usize) -> usize {
+        assert!(cpu < self.cpus);
+        let limit = self.slots.slot(cpu).wrapping_byte_add(LAB_LIMIT_OFFSET);
+        // SAFETY: `cpu` is in bounds; the word is aligned and inside the slot.
+        unsafe { limit.cast::<usize>().read_volatile() }
+    }
+
+    /// Writes a LAB ready up to its limit (`limit == end`) outside a section: only while no
+    /// thread can run a section.
     pub(crate) fn store(&self, cpu: usize, lab: (usize, usize)) {
         assert!(cpu < self.cpus);
         self.write(cpu, lab);
@@ -317,16 +345,18 @@ impl CpuLabSlots {
     fn write(&self, index: usize, (top, end): (usize, usize)) {
         assert!(index <= self.cpus);
         let slot = self.slots.slot(index).cast::<usize>();
+        let limit = slot.wrapping_byte_add(LAB_LIMIT_OFFSET);
         // SAFETY: `index` is in bounds; as in `load`; the caller guarantees no concurrent
         // section.
         unsafe {
             slot.write_volatile(top);
             slot.add(1).write_volatile(end);
+            limit.write_volatile(end);
         }
     }
 
     /// Carves `bytes` from the current CPU's LAB, or, when they do not fit, empties the LAB
-    /// and hands its free tail to the caller. Also returns the aborts.
+    /// and hands its free memory to the caller. Also returns the aborts.
     ///
     /// # Safety
     /// `area` is the calling thread's registered area ([`current_area`]); `bytes` is below
@@ -337,8 +367,9 @@ impl CpuLabSlots {
         bytes: usize,
         reserve: usize,
     ) -> (LabBump, u64) {
-        // SAFETY: forwarded; the section checks the CPU against `cpus`.
-        unsafe { imp::lab_bump_or_claim(area, self.base(), self.cpus, bytes, reserve) }
+        // SAFETY: forwarded; the section checks the index against the count before the slots
+        // (`cpus`: `CpuSlots::bounded`).
+        unsafe { imp::lab_bump_or_claim(area, self.base(), bytes, reserve) }
     }
 
     /// [`bump_or_claim`](CpuLabSlots::bump_or_claim) with an abort injected at instruction
@@ -355,13 +386,11 @@ impl CpuLabSlots {
         inject_at: u64,
     ) -> (LabBump, u64) {
         // SAFETY: forwarded.
-        unsafe {
-            imp::lab_bump_or_claim_injected(area, self.base(), self.cpus, bytes, reserve, inject_at)
-        }
+        unsafe { imp::lab_bump_or_claim_injected(area, self.base(), bytes, reserve, inject_at) }
     }
 
-    /// Installs the LAB `{top, end}` as the current CPU's if that CPU's LAB owns no free
-    /// memory. Also returns the aborts.
+    /// Installs the LAB `{top, end, limit}` (`top < end <= limit`, or `top == end == limit`)
+    /// as the current CPU's if that CPU's LAB owns no free memory. Also returns the aborts.
     ///
     /// # Safety
     /// As for [`bump_or_claim`](CpuLabSlots::bump_or_claim).
@@ -371,9 +400,11 @@ impl CpuLabSlots {
         reserve: usize,
         top: usize,
         end: usize,
+        limit: usize,
     ) -> (LabInstall, u64) {
-        // SAFETY: forwarded; the section checks the CPU against `cpus`.
-        unsafe { imp::lab_install(area, self.base(), self.cpus, reserve, top, end) }
+        debug_assert!(top < end && end <= limit || top == end && end == limit);
+        // SAFETY: forwarded; the section checks the index against the count before the slots.
+        unsafe { imp::lab_install(area, self.base(), reserve, top, end, limit) }
     }
 
     /// [`install`](CpuLabSlots::install) with an abort injected at instruction boundary
@@ -388,12 +419,11 @@ impl CpuLabSlots {
         reserve: usize,
         top: usize,
         end: usize,
+        limit: usize,
         inject_at: u64,
     ) -> (LabInstall, u64) {
         // SAFETY: forwarded.
-        unsafe {
-            imp::lab_install_injected(area, self.base(), self.cpus, reserve, top, end, inject_at)
-        }
+        unsafe { imp::lab_install_injected(area, self.base(), reserve, top, end, limit, inject_at) }
     }
 }
 

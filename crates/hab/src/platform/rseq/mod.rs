@@ -43,6 +43,9 @@ pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
 /// Where a per-CPU LAB slot holds the offset of the index field from the thread pointer (after
 /// `top`, `end` and the inline path's abort count).
 pub(crate) const LAB_INDEX_FIELD_OFFSET: usize = 24;
+/// Where a per-CPU LAB slot holds its LAB's limit: the end of the memory it owns, less the
+/// reserve, beyond its `end` while the rest is not zeroed yet.
+pub(crate) const LAB_LIMIT_OFFSET: usize = 32;
 /// Aborts in a row after which a thread gives up and takes the fallback (e.g. a debugger
 /// single-stepping through the section makes it abort forever).
 pub(crate) const MAX_ABORTS: u64 = 64;

@@ -38,7 +38,6 @@ pub(super) unsafe fn lab_bump_or_claim(
     _: *mut usize,
     _: usize,
     _: usize,
-    _: usize,
 ) -> (LabBump, u64) {
     (LabBump::GaveUp, 0)
 }
@@ -88,7 +87,6 @@ pub(super) unsafe fn install_injected(
 pub(super) unsafe fn lab_bump_or_claim_injected(
     _: *mut u8,
     _: *mut usize,
-    _: usize,
     _: usize,
     _: usize,
     _: u64,

@@ -290,8 +290,15 @@ fn lab_sections_with_injected_aborts(index: SlotIndex) {
                                 next_lab.fetch_add(LAB_BYTES as u64, Ordering::Relaxed) as usize;
                             pieces.push((lab, bytes));
                             // SAFETY: as above.
-                            let (installed, _) =
-                                unsafe { slots.install(area, 0, lab + bytes, lab + LAB_BYTES) };
+                            let (installed, _) = unsafe {
+                                slots.install(
+                                    area,
+                                    0,
+                                    lab + bytes,
+                                    lab + LAB_BYTES,
+                                    lab + LAB_BYTES,
+                                )
+                            };
                             if matches!(installed, LabInstall::Occupied { .. }) {
                                 pieces.push((lab + bytes, LAB_BYTES - bytes));
                             }
@@ -361,6 +368,68 @@ fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
     .unwrap();
 }
 
+/// A LAB installs into an empty slot (a new heap's, or one a collection emptied) and into a
+/// claimed one, whatever the filler reserve, and not over a LAB that owns memory, even one
+/// bumped to its end whose not-yet-zeroed rest runs further (its limit).
+#[test]
+fn lab_installs_find_empty_and_claimed_slots_free() {
+    std::thread::spawn(|| {
+        let Some(area) = area() else { return };
+        assert!(pin(0));
+        // Indexed by CPU number: a pinned thread's index cannot change between sections.
+        let index = SlotIndex::Cpu;
+        let home = index_now(area, index);
+        for reserve in [0, 8, 32] {
+            let slots = CpuLabSlots::new(online_cpus(), index);
+            // SAFETY: `area` is this thread's registered area (the thread is pinned).
+            let install =
+                |top, end, limit| unsafe { slots.install(area, reserve, top, end, limit) };
+            assert_eq!(install(1000, 1064, 1064).0, LabInstall::Done { cpu: home });
+            assert_eq!(slots.load(home), (1000, 1064));
+            assert!(
+                matches!(install(2000, 2064, 2064).0, LabInstall::Occupied { .. }),
+                "reserve {reserve}: a LAB with free memory stays"
+            );
+            // Claimed (nothing fits): the LAB, its reserve and its rest are the thread's.
+            // SAFETY: as above.
+            let (claimed, _) = unsafe { slots.bump_or_claim(area, 128, reserve) };
+            assert!(matches!(
+                claimed,
+                LabBump::Claimed {
+                    top: 1000,
+                    end: 1064,
+                    limit: 1064,
+                    ..
+                }
+            ));
+            assert_eq!(install(3000, 3016, 3064).0, LabInstall::Done { cpu: home });
+            // SAFETY: as above.
+            let (bumped, _) = unsafe { slots.bump_or_claim(area, 16, reserve) };
+            assert!(matches!(bumped, LabBump::Object { address: 3000, .. }));
+            // Full up to its end, not to its limit: it still owns its rest.
+            assert!(
+                matches!(install(4000, 4064, 4064).0, LabInstall::Occupied { .. }),
+                "reserve {reserve}: a LAB whose rest runs past its end stays"
+            );
+            // SAFETY: as above.
+            let (claimed, _) = unsafe { slots.bump_or_claim(area, 8, reserve) };
+            assert!(matches!(
+                claimed,
+                LabBump::Claimed {
+                    top: 3016,
+                    end: 3016,
+                    limit: 3064,
+                    ..
+                }
+            ));
+            slots.store(home, EMPTY_LAB);
+            assert_eq!(install(5000, 5064, 5064).0, LabInstall::Done { cpu: home });
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// Instructions in each section's body, from the arming store to the commit: an abort
 /// can land before each of them. A refusal leaves at its branch, before the commit: the
 /// `_REFUSED` counts end there.
@@ -368,9 +437,12 @@ const BUMP_POINTS: usize = 11;
 const BUMP_REFUSED_POINTS: usize = 10;
 const INSTALL_POINTS: usize = 10;
 const INSTALL_REFUSED_POINTS: usize = 9;
-const CLAIM_POINTS: usize = 13;
+const CLAIM_POINTS: usize = 14;
+/// Into a claimed slot (`top > end`): the check leaves at its first branch, to the stores.
 const LAB_INSTALL_POINTS: usize = 13;
-const LAB_INSTALL_REFUSED_POINTS: usize = 10;
+/// Into a slot bumped to its limit with no reserve: both checks, then the stores.
+const LAB_INSTALL_FREE_POINTS: usize = 18;
+const LAB_INSTALL_REFUSED_POINTS: usize = 13;
 const INLINE_POINTS: usize = 8;
 
 /// Runs `section(k)` from a fresh state for every injection point `k` (0: none) and one
@@ -497,7 +569,7 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
     // empty slot and one refused by an occupied slot.
     let lab_slots = |slots: &CpuLabSlots, home: usize, initial: (usize, usize)| {
         let others = (0..slots.cpus()).all(|i| i == home || slots.load(i) == initial);
-        (slots.load(home), others)
+        (slots.load(home), slots.limit(home), others)
     };
     for bytes in [16, 64] {
         at_every_boundary(&name("bump_or_claim"), CLAIM_POINTS, |k| {
@@ -509,23 +581,32 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
             });
             let bump = match bump {
                 LabBump::Object { address, .. } => LabBump::Object { cpu: 0, address },
-                LabBump::Claimed { top, end, .. } => LabBump::Claimed { cpu: 0, top, end },
+                LabBump::Claimed {
+                    top, end, limit, ..
+                } => LabBump::Claimed {
+                    cpu: 0,
+                    top,
+                    end,
+                    limit,
+                },
                 other => other,
             };
             ((bump, lab_slots(&slots, home, (1000, 1040))), aborts)
         });
     }
-    for (occupant, points) in [
-        // Claimed: `top` is `end + reserve`, the LAB owns nothing.
-        ((1048, 1040), LAB_INSTALL_POINTS),
-        ((1000, 1040), LAB_INSTALL_REFUSED_POINTS),
+    for (occupant, reserve, points) in [
+        // Claimed: `top` is `limit + reserve`, the LAB owns nothing.
+        ((1048, 1040), 8, LAB_INSTALL_POINTS),
+        // Bumped to its end, which is its limit, with no reserve: it owns nothing either.
+        ((1040, 1040), 0, LAB_INSTALL_FREE_POINTS),
+        ((1000, 1040), 8, LAB_INSTALL_REFUSED_POINTS),
     ] {
         at_every_boundary(&name("lab install"), points, |k| {
             let slots = CpuLabSlots::new(cpus, index);
             let ((install, aborts), home) = steady(area, index, |_| {
                 (0..cpus).for_each(|i| slots.store(i, occupant));
                 // SAFETY: as above.
-                unsafe { slots.install_injected(area, 8, 2000, 2992, k) }
+                unsafe { slots.install_injected(area, reserve, 2000, 2992, 3992, k) }
             });
             let install = match install {
                 LabInstall::Done { .. } => LabInstall::Done { cpu: 0 },
@@ -617,7 +698,7 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
         assert_eq!(claimed, LabBump::OutOfRange);
         labs.store(0, EMPTY_LAB);
         // SAFETY: as above.
-        let (installed, _) = unsafe { labs.install(area, 8, 2000, 2992) };
+        let (installed, _) = unsafe { labs.install(area, 8, 2000, 2992, 2992) };
         assert_eq!(installed, LabInstall::OutOfRange);
         assert_eq!(labs.load(0), EMPTY_LAB, "nothing installed");
         labs.store(0, (1000, 1040));

@@ -8,8 +8,8 @@ use std::arch::asm;
 
 pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
 use super::{
-    LabBump, LabInstall, Outcome, PackedWord, LAB_INDEX_FIELD_OFFSET, MAX_ABORTS, SIGNATURE,
-    SLOT_SHIFT,
+    LabBump, LabInstall, Outcome, PackedWord, LAB_INDEX_FIELD_OFFSET, LAB_LIMIT_OFFSET, MAX_ABORTS,
+    SIGNATURE, SLOT_SHIFT,
 };
 
 /// A restartable section: `$body` runs between the start and the commit, ending with the
@@ -274,25 +274,27 @@ section_fns! {
      `cpu` (in bounds, by the caller), only when the thread runs on `cpu`."
 }
 
-/// The bump-or-claim section. A CPU at or beyond `$cpus` exits with status 4 before
-/// touching memory.
+/// The bump-or-claim section. An index at or beyond the LABs (their count is the word two
+/// before the first slot) exits with status 4 before touching memory. A claim takes the LAB
+/// and the rest beyond its end: the commit moves `top` to `limit + reserve`, past everything
+/// the slot owned.
 macro_rules! claim_section {
-    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $bytes:expr,
-     $reserve:expr) => {{
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $bytes:expr, $reserve:expr) => {{
         let mut aborts: u64 = 0;
-        let (status, slot, top, end): (u64, u64, usize, usize);
+        let (status, slot, top, end, limit): (u64, u64, usize, usize, usize);
         section!(
             $mode [
                 "mov {slot}, qword ptr [{base} - 8]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, {cpus}",
+                "cmp {slot}, qword ptr [{base} - 16]",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
                 "mov {top}, qword ptr [{slot}]",
                 "mov {end}, qword ptr [{slot} + 8]",
+                "mov {limit}, qword ptr [{slot} + {limit_field}]",
                 "lea {scratch}, [{top} + {bytes}]",
-                "lea {claim}, [{end} + {reserve}]",
+                "lea {claim}, [{limit} + {reserve}]",
                 "cmp {scratch}, {end}",
                 "cmova {scratch}, {claim}",
                 "mov qword ptr [{slot}], {scratch}",
@@ -300,7 +302,6 @@ macro_rules! claim_section {
             [$($extra)*],
             area = in(reg) $area,
             base = in(reg) $base,
-            cpus = in(reg) $cpus,
             bytes = in(reg) $bytes,
             reserve = in(reg) $reserve,
             aborts = inout(reg) aborts,
@@ -308,13 +309,15 @@ macro_rules! claim_section {
             slot = out(reg) slot,
             top = out(reg) top,
             end = out(reg) end,
+            limit = out(reg) limit,
             claim = out(reg) _,
             scratch = out(reg) _,
+            limit_field = const LAB_LIMIT_OFFSET,
         );
         let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
         let outcome = match status {
             1 if top + $bytes <= end => LabBump::Object { cpu, address: top },
-            1 => LabBump::Claimed { cpu, top, end },
+            1 => LabBump::Claimed { cpu, top, end, limit },
             4 => LabBump::OutOfRange,
             _ => LabBump::GaveUp,
         };
@@ -324,57 +327,64 @@ macro_rules! claim_section {
 
 section_fns! {
     /// See `CpuLabSlots::bump_or_claim`. One store commits either the bumped top or, when the
-    /// object does not fit, `end + reserve` (a conditional move picks which).
+    /// object does not fit, `limit + reserve` (a conditional move picks which).
     ///
     /// # Safety
-    /// `area` is the calling thread's registered area; `base` points to `cpus` LAB slots.
+    /// `area` is the calling thread's registered area; `base` points to LAB slots, preceded
+    /// by their count and the index field's offset.
     fn lab_bump_or_claim / lab_bump_or_claim_injected(
         area: *mut u8,
         base: *mut usize,
-        cpus: usize,
         bytes: usize,
         reserve: usize,
     ) -> (LabBump, u64) = claim_section;
-    "The section writes only the slot of the CPU it runs on, after checking that CPU is \
-     below `cpus`, with its last instruction."
+    "The section writes only the slot of the index it runs with, after checking that index \
+     is below the count before the slots, with its last instruction."
 }
 
-/// The LAB install section: first closes the slot (`end = 0`: nothing fits), then writes
-/// `top`, then commits `end`: a section interrupted half-way leaves a slot that owns
-/// nothing, and the thread still owns its LAB. A CPU at or beyond `$cpus` exits with
-/// status 4 before touching memory.
+/// The LAB install section: refuses when the slot owns memory (`top <= end` and
+/// `top < limit + reserve`); else first closes the slot (`end = 0`: nothing fits), then writes
+/// `top` and `limit`, then commits `end`: a section interrupted half-way leaves a slot that
+/// owns nothing, and the thread still owns its LAB. An index at or beyond the LABs (their
+/// count is the word two before the first slot) exits with status 4 before touching memory.
 macro_rules! lab_install_section {
-    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $cpus:expr, $reserve:expr,
-     $top:expr, $end:expr) => {{
+    ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $reserve:expr, $top:expr, $end:expr,
+     $limit:expr) => {{
         let mut aborts: u64 = 0;
         let (status, slot): (u64, u64);
         section!(
             $mode [
                 "mov {slot}, qword ptr [{base} - 8]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, {cpus}",
+                "cmp {slot}, qword ptr [{base} - 16]",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
-                "mov {scratch}, qword ptr [{slot} + 8]",
+                "mov {scratch}, qword ptr [{slot}]",
+                "cmp {scratch}, qword ptr [{slot} + 8]",
+                "ja 15f",
+                "mov {scratch}, qword ptr [{slot} + {limit_field}]",
                 "add {scratch}, {reserve}",
                 "cmp qword ptr [{slot}], {scratch}",
                 "jb 7f",
+                "15:",
                 "mov qword ptr [{slot} + 8], 0",
                 "mov qword ptr [{slot}], {top}",
+                "mov qword ptr [{slot} + {limit_field}], {limit}",
                 "mov qword ptr [{slot} + 8], {end}",
             ],
             [$($extra)*],
             area = in(reg) $area,
             base = in(reg) $base,
-            cpus = in(reg) $cpus,
             reserve = in(reg) $reserve,
             top = in(reg) $top,
             end = in(reg) $end,
+            limit = in(reg) $limit,
             aborts = inout(reg) aborts,
             status = out(reg) status,
             slot = out(reg) slot,
             scratch = out(reg) _,
+            limit_field = const LAB_LIMIT_OFFSET,
         );
         let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
         let outcome = match status {
@@ -395,10 +405,10 @@ section_fns! {
     fn lab_install / lab_install_injected(
         area: *mut u8,
         base: *mut usize,
-        cpus: usize,
         reserve: usize,
         top: usize,
         end: usize,
+        limit: usize,
     ) -> (LabInstall, u64) = lab_install_section;
     "As in `lab_bump_or_claim`; the stores before the commit only make the slot own \
      nothing."
