@@ -390,38 +390,27 @@ fn lab_installs_find_empty_and_claimed_slots_free() {
                 matches!(install(2000, 2064, 2064).0, LabInstall::Occupied { .. }),
                 "reserve {reserve}: a LAB with free memory stays"
             );
-            // Claimed (nothing fits): the LAB, its reserve and its rest are the thread's.
-            // SAFETY: as above.
-            let (claimed, _) = unsafe { slots.bump_or_claim(area, 128, reserve) };
-            assert!(matches!(
-                claimed,
-                LabBump::Claimed {
-                    top: 1000,
-                    end: 1064,
-                    limit: 1064,
-                    ..
+            // What a bump or claim of `bytes` did: the object's address, or the claimed LAB.
+            let bump_or_claim = |bytes| {
+                // SAFETY: as above.
+                match unsafe { slots.bump_or_claim(area, bytes, reserve) }.0 {
+                    LabBump::Object { address, .. } => Ok(address),
+                    LabBump::Claimed {
+                        top, end, limit, ..
+                    } => Err((top, end, limit)),
+                    other => panic!("{other:?} on a pinned thread"),
                 }
-            ));
+            };
+            // Claimed (nothing fits): the LAB, its reserve and its rest are the thread's.
+            assert_eq!(bump_or_claim(128), Err((1000, 1064, 1064)));
             assert_eq!(install(3000, 3016, 3064).0, LabInstall::Done { cpu: home });
-            // SAFETY: as above.
-            let (bumped, _) = unsafe { slots.bump_or_claim(area, 16, reserve) };
-            assert!(matches!(bumped, LabBump::Object { address: 3000, .. }));
+            assert_eq!(bump_or_claim(16), Ok(3000));
             // Full up to its end, not to its limit: it still owns its rest.
             assert!(
                 matches!(install(4000, 4064, 4064).0, LabInstall::Occupied { .. }),
                 "reserve {reserve}: a LAB whose rest runs past its end stays"
             );
-            // SAFETY: as above.
-            let (claimed, _) = unsafe { slots.bump_or_claim(area, 8, reserve) };
-            assert!(matches!(
-                claimed,
-                LabBump::Claimed {
-                    top: 3016,
-                    end: 3016,
-                    limit: 3064,
-                    ..
-                }
-            ));
+            assert_eq!(bump_or_claim(8), Err((3016, 3016, 3064)));
             slots.store(home, EMPTY_LAB);
             assert_eq!(install(5000, 5064, 5064).0, LabInstall::Done { cpu: home });
         }
