@@ -14,8 +14,9 @@
 //! `heavy` returned, so the rare side's later trip comes after S and wins. If L ran after that
 //! barrier, it sees the rare side's first store, made before `heavy` began.
 //!
-//! Where `membarrier` is refused (a seccomp filter, a kernel before 4.14), [`heavy`] changes the
-//! protection of a page of its own, which makes the kernel interrupt every CPU that may hold a
+//! Where `membarrier` is refused (a seccomp filter, a kernel before 4.14), or where
+//! `HAB_PROCESS_BARRIER=protection` asks for it, [`heavy`] changes the protection of a page of
+//! its own, which makes the kernel interrupt every CPU that may hold a
 //! translation of it (every CPU running the process's threads): the barrier other runtimes use
 //! there on x86_64 (where a TLB shootdown is an interrupt). Elsewhere [`light`] is a full fence
 //! and [`heavy`] one too.
@@ -51,8 +52,11 @@ mod imp {
         unsafe { libc::syscall(libc::SYS_membarrier, command, 0, 0) == 0 }
     }
 
+    /// `membarrier` where the kernel allows it, unless `HAB_PROCESS_BARRIER=protection` asks
+    /// for the fallback (so that tests run it on kernels that have `membarrier`).
     fn decide() -> Heavy {
-        if membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) {
+        let forced = std::env::var_os("HAB_PROCESS_BARRIER").is_some_and(|v| v == "protection");
+        if !forced && membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) {
             return Heavy::Membarrier;
         }
         // SAFETY: an anonymous private mapping of one page, at an address of the kernel's
@@ -151,6 +155,11 @@ mod tests {
         for _ in 0..100 {
             heavy();
         }
+        let forced = std::env::var_os("HAB_PROCESS_BARRIER").is_some_and(|v| v == "protection");
+        assert!(
+            !(forced && imp::uses_membarrier()),
+            "the fallback was asked for"
+        );
         println!("membarrier: {}", imp::uses_membarrier());
     }
 
