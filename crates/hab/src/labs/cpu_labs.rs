@@ -237,14 +237,9 @@ pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> 
                 if top <= end {
                     // The object fits the rest not zeroed yet: zero the next step.
                     if top + bytes <= limit {
-                        let lab = Claimed {
-                            cpu,
-                            top,
-                            end,
-                            limit,
-                        };
+                        let lab = (top, end, limit);
                         return Some(continue_lab(
-                            space, cpu_labs, slots, area, lab, bytes, stats,
+                            space, cpu_labs, slots, area, cpu, lab, bytes, stats,
                         ));
                     }
                     retire_tail(space, stats, top, limit + reserve);
@@ -258,42 +253,30 @@ pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> 
     alloc_in_fallback(cpu_labs, thread, bytes)
 }
 
-/// A LAB a thread claimed from a CPU's slot: it owns `[top, limit + reserve)`, ready for
-/// objects up to `end`.
-struct Claimed {
-    cpu: usize,
-    top: usize,
-    end: usize,
-    limit: usize,
-}
-
-/// The claimed LAB continues: zeroes its next step (past the object, which did not fit below
-/// its end but fits below its limit), carves the object at its top, and puts the rest back.
+/// The LAB `{top, end, limit}` the thread claimed from `claimed_cpu`'s slot (it owns
+/// `[top, limit + reserve)`, ready for objects up to `end`) continues: zeroes its next step
+/// (past the object, which did not fit below its end but fits below its limit), carves the
+/// object at its top, and puts the rest back.
 #[cold]
+#[allow(clippy::too_many_arguments)]
 fn continue_lab(
     space: &Space,
     cpu_labs: &CpuLabs,
     slots: &CpuLabSlots,
     area: *mut u8,
-    lab: Claimed,
+    claimed_cpu: usize,
+    (top, end, limit): (usize, usize, usize),
     bytes: usize,
     stats: &CpuLabCounters,
 ) -> usize {
-    let object_end = lab.top + bytes;
-    debug_assert!(object_end > lab.end && object_end <= lab.limit);
-    let ready = (object_end + CPU_LAB_ZERO_STEP_BYTES).min(lab.limit);
-    space.global().zero_reused(lab.end, ready - lab.end);
+    let object_end = top + bytes;
+    debug_assert!(object_end > end && object_end <= limit);
+    let ready = (object_end + CPU_LAB_ZERO_STEP_BYTES).min(limit);
+    space.global().zero_reused(end, ready - end);
     stats.zeroing_steps.add(1);
-    put_back(
-        space,
-        cpu_labs,
-        slots,
-        area,
-        lab.cpu,
-        (object_end, ready, lab.limit),
-        stats,
-    );
-    lab.top
+    let rest = (object_end, ready, limit);
+    put_back(space, cpu_labs, slots, area, claimed_cpu, rest, stats);
+    top
 }
 
 /// Takes a LAB, carves the object from its start and installs the rest as the CPU's LAB, or

@@ -100,18 +100,21 @@ mod imp {
             Heavy::Protection(page) => {
                 let page = page.lock().unwrap_or_else(|e| e.into_inner());
                 let address = *page as *mut libc::c_void;
-                // SAFETY: the page is this module's own mapping, only touched here under the
-                // lock; made writable, written (so that a translation of it exists), then
-                // made inaccessible, which the kernel can only do after removing every CPU's
-                // translation of it: an interrupt to each CPU that runs the process.
-                unsafe {
-                    let writable =
-                        libc::mprotect(address, page_bytes(), libc::PROT_READ | libc::PROT_WRITE);
-                    assert_eq!(writable, 0, "mprotect of the barrier page");
-                    AtomicU8::from_ptr(address.cast()).fetch_add(1, Ordering::SeqCst);
-                    let closed = libc::mprotect(address, page_bytes(), libc::PROT_NONE);
-                    assert_eq!(closed, 0, "mprotect of the barrier page");
-                }
+                // The page is made writable, written (so that a translation of it exists),
+                // then made inaccessible, which the kernel can only do after removing every
+                // CPU's translation of it: an interrupt to each CPU that runs the process.
+                // SAFETY: the page is this module's own mapping, changed only here, under the
+                // lock.
+                let writable = unsafe {
+                    libc::mprotect(address, page_bytes(), libc::PROT_READ | libc::PROT_WRITE)
+                };
+                assert_eq!(writable, 0, "mprotect of the barrier page");
+                // SAFETY: the page is mapped, writable now, aligned, and written only here
+                // under the lock, through atomics.
+                unsafe { AtomicU8::from_ptr(address.cast()) }.fetch_add(1, Ordering::SeqCst);
+                // SAFETY: as for the first change of protection.
+                let closed = unsafe { libc::mprotect(address, page_bytes(), libc::PROT_NONE) };
+                assert_eq!(closed, 0, "mprotect of the barrier page");
             }
         }
     }
