@@ -36,15 +36,11 @@ mod imp {
         compiler_fence(Ordering::SeqCst);
     }
 
-    /// How this process makes every thread execute a barrier, decided at the first call.
-    enum Heavy {
-        Membarrier,
-        /// A page whose protection is changed, under a lock (two changes in flight at once
-        /// could each find the other's translation already gone).
-        Protection(Mutex<usize>),
-    }
-
-    static HEAVY: OnceLock<Heavy> = OnceLock::new();
+    /// Whether this process uses `membarrier`, decided at the first call.
+    static USE_MEMBARRIER: OnceLock<bool> = OnceLock::new();
+    /// The fallback's page, mapped at its first use, whose protection is changed under the
+    /// lock (two changes in flight at once could each find the other's translation gone).
+    static PAGE: OnceLock<Mutex<usize>> = OnceLock::new();
 
     fn membarrier(command: libc::c_int) -> bool {
         // SAFETY: `membarrier` takes a command and two integer arguments and touches no
@@ -54,11 +50,19 @@ mod imp {
 
     /// `membarrier` where the kernel allows it, unless `HAB_PROCESS_BARRIER=protection` asks
     /// for the fallback (so that tests run it on kernels that have `membarrier`).
-    fn decide() -> Heavy {
+    fn decide() -> bool {
         let forced = std::env::var_os("HAB_PROCESS_BARRIER").is_some_and(|v| v == "protection");
-        if !forced && membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) {
-            return Heavy::Membarrier;
-        }
+        !forced && membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
+    }
+
+    fn page_bytes() -> usize {
+        // SAFETY: `sysconf` has no preconditions.
+        let bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(bytes).unwrap_or(4096)
+    }
+
+    /// The fallback's page (see [`PAGE`]); panics if not even one page can be mapped.
+    fn map_page() -> Mutex<usize> {
         // SAFETY: an anonymous private mapping of one page, at an address of the kernel's
         // choosing: it touches no existing memory.
         let page = unsafe {
@@ -73,56 +77,49 @@ mod imp {
         };
         assert!(
             page != libc::MAP_FAILED,
-            "neither membarrier nor a page for the process-wide barrier is available"
+            "no page could be mapped for the process-wide barrier"
         );
-        Heavy::Protection(Mutex::new(page as usize))
-    }
-
-    fn page_bytes() -> usize {
-        // SAFETY: `sysconf` has no preconditions.
-        let bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(bytes).unwrap_or(4096)
+        Mutex::new(page as usize)
     }
 
     /// The rare side: returns once every thread of the process has executed a full barrier
     /// since the call began.
     pub(crate) fn heavy() {
-        match HEAVY.get_or_init(decide) {
-            Heavy::Membarrier => {
-                // The registration belongs to the process's memory: a child made by `fork`
-                // registers again.
-                if !membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED) {
-                    let registered = membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
-                    let barrier = registered && membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-                    assert!(barrier, "membarrier worked, then was refused");
-                }
-            }
-            Heavy::Protection(page) => {
-                let page = page.lock().unwrap_or_else(|e| e.into_inner());
-                let address = *page as *mut libc::c_void;
-                // The page is made writable, written (so that a translation of it exists),
-                // then made inaccessible, which the kernel can only do after removing every
-                // CPU's translation of it: an interrupt to each CPU that runs the process.
-                // SAFETY: the page is this module's own mapping, changed only here, under the
-                // lock.
-                let writable = unsafe {
-                    libc::mprotect(address, page_bytes(), libc::PROT_READ | libc::PROT_WRITE)
-                };
-                assert_eq!(writable, 0, "mprotect of the barrier page");
-                // SAFETY: the page is mapped, writable now, aligned, and written only here
-                // under the lock, through atomics.
-                unsafe { AtomicU8::from_ptr(address.cast()) }.fetch_add(1, Ordering::SeqCst);
-                // SAFETY: as for the first change of protection.
-                let closed = unsafe { libc::mprotect(address, page_bytes(), libc::PROT_NONE) };
-                assert_eq!(closed, 0, "mprotect of the barrier page");
+        if *USE_MEMBARRIER.get_or_init(decide) {
+            // The registration belongs to the process's memory: a child made by `fork`
+            // registers again. Refused even then, the page below serves.
+            if membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+                || membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
+                    && membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+            {
+                return;
             }
         }
+        // Held to the end: the lock covers every change of the page.
+        let page = PAGE
+            .get_or_init(map_page)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let address = *page as *mut libc::c_void;
+        // The page is made writable, written (so that a translation of it exists), then made
+        // inaccessible, which the kernel can only do after removing every CPU's translation
+        // of it: an interrupt to each CPU that runs the process.
+        // SAFETY: the page is this module's own mapping, changed only here, under the lock.
+        let writable =
+            unsafe { libc::mprotect(address, page_bytes(), libc::PROT_READ | libc::PROT_WRITE) };
+        assert_eq!(writable, 0, "mprotect of the barrier page");
+        // SAFETY: the page is mapped, writable now, aligned, and written only here under the
+        // lock, through atomics.
+        unsafe { AtomicU8::from_ptr(address.cast()) }.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: as for the first change of protection.
+        let closed = unsafe { libc::mprotect(address, page_bytes(), libc::PROT_NONE) };
+        assert_eq!(closed, 0, "mprotect of the barrier page");
     }
 
     /// Which barrier [`heavy`] uses here, for tests and diagnostics.
     #[cfg(test)]
     pub(crate) fn uses_membarrier() -> bool {
-        matches!(HEAVY.get_or_init(decide), Heavy::Membarrier)
+        *USE_MEMBARRIER.get_or_init(decide)
     }
 }
 
