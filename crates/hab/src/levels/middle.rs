@@ -76,8 +76,13 @@ impl CasBuffer {
                 return Attempt::Exhausted(state);
             }
             let take = portion(available, desired_words, min_tail_words);
-            let generation = PackedWord::from_raw(state).upper();
-            let next = PackedWord::new(top + take, generation).raw();
+            // The top grows within the lower field (to at most the end): the generation above
+            // it stays as it is.
+            let next = state + take;
+            debug_assert_eq!(
+                next,
+                PackedWord::new(top + take, PackedWord::from_raw(state).upper()).raw()
+            );
             match self
                 .state
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
@@ -140,14 +145,14 @@ pub(crate) struct MiddleLevel {
 }
 
 impl MiddleLevel {
-    /// A level of `domains` buffers of `buffer_bytes`, never leaving a free tail shorter than
-    /// `min_tail_bytes` (the object model's smallest filler, when it exceeds the alignment).
     /// The `cpu` level's restartable per-CPU buffers, where it has them.
     #[inline]
     pub(crate) fn cpu_buffers(&self) -> Option<&CpuBuffers> {
         self.cpu_buffers.as_ref()
     }
 
+    /// A level of `domains` buffers of `buffer_bytes`, never leaving a free tail shorter than
+    /// `min_tail_bytes` (the object model's smallest filler, when it exceeds the alignment).
     pub(crate) fn new(
         level: Level,
         buffer_bytes: usize,

@@ -190,9 +190,10 @@ fn carve_at_home_counted(
         middle::carve_at_shared_home(level, base, topology, || cpu_id.current(simulated), bytes)?;
     counters.allocs.add(1);
     // The domain is looked up only when the CPU changed.
-    let now = cpu_id.current(simulated);
-    if now != cpu && topology.domain_of(now, level.level()) != home {
-        counters.foreign_allocs.add(1);
+    if let Some(now) = cpu_id.moved_from(cpu, simulated) {
+        if topology.domain_of(now, level.level()) != home {
+            counters.foreign_allocs.add(1);
+        }
     }
     Some(chunk)
 }

@@ -73,8 +73,8 @@ impl GlobalHeap {
         self.top.0.load(Ordering::Acquire)
     }
 
-    /// The one carve from the global top: reads the top, asks
-    /// `len_at(top, available)` how many bytes to take (`None`: not enough room), and moves
+    /// The one carve from the global top: reads the top, asks `len_at(top, end)` how many
+    /// bytes to take (`None`: not enough room; `top + len` stays at or below `end`), and moves
     /// the top with a compare-and-swap, again from the new top if another thread moved it
     /// first. Returns the chunk's start and length.
     #[inline(always)]
@@ -91,7 +91,8 @@ impl GlobalHeap {
     ) -> Option<(usize, usize)> {
         let mut top = self.top.0.load(Ordering::Relaxed);
         loop {
-            let len = len_at(top, end.checked_sub(top)?)?;
+            let len = len_at(top, end)?;
+            debug_assert!(top + len <= end);
             match self.top.0.compare_exchange_weak(
                 top,
                 top + len,
@@ -104,11 +105,11 @@ impl GlobalHeap {
         }
     }
 
-    /// Carves exactly `bytes`, or `None` when the range is full: a load, a compare and a
-    /// compare-and-swap.
+    /// Carves exactly `bytes`, or `None` when the range is full: a load, an add, a compare
+    /// and a compare-and-swap.
     #[inline]
     pub(crate) fn carve(&self, bytes: usize) -> Option<usize> {
-        self.carve_with(|_, available| (bytes <= available).then_some(bytes))
+        self.carve_with(|top, end| fits(top, bytes, end))
             .map(|(start, _)| start)
     }
 
@@ -119,10 +120,8 @@ impl GlobalHeap {
     #[inline]
     pub(crate) fn carve_tlab(&self, bytes: usize, tlab_end: usize) -> Option<usize> {
         debug_assert!(tlab_end <= self.end.load(Ordering::Relaxed));
-        self.carve_below(tlab_end, |_, available| {
-            (bytes <= available).then_some(bytes)
-        })
-        .map(|(start, _)| start)
+        self.carve_below(tlab_end, |top, end| fits(top, bytes, end))
+            .map(|(start, _)| start)
     }
 
     /// Carves a TLAB of `desired` bytes, at least `min`: whole where it ends at or below
@@ -137,7 +136,8 @@ impl GlobalHeap {
     ) -> Option<(usize, usize)> {
         debug_assert!(min <= desired && min > 0);
         let start = self.start.load(Ordering::Relaxed);
-        self.carve_with(|top, available| {
+        self.carve_with(|top, end| {
+            let available = end.checked_sub(top)?;
             let len = if top + desired <= tlab_end {
                 desired
             } else {
@@ -154,9 +154,9 @@ impl GlobalHeap {
         bytes: usize,
         gap: impl Fn(usize) -> usize,
     ) -> Option<(usize, usize)> {
-        self.carve_with(|top, available| {
+        self.carve_with(|top, end| {
             let len = gap(top).checked_add(bytes)?;
-            (len <= available).then_some(len)
+            (len <= end.checked_sub(top)?).then_some(len)
         })
         .map(|(start, len)| (start, len - bytes))
     }
@@ -165,8 +165,8 @@ impl GlobalHeap {
     /// Returns the chunk's start and length.
     pub(crate) fn carve_between(&self, min: usize, desired: usize) -> Option<(usize, usize)> {
         debug_assert!(min <= desired && min > 0);
-        self.carve_with(|_, available| {
-            let len = desired.min(available);
+        self.carve_with(|top, end| {
+            let len = desired.min(end.checked_sub(top)?);
             (len >= min).then_some(len)
         })
     }
@@ -203,6 +203,13 @@ impl GlobalHeap {
         self.end.store(end, Ordering::Relaxed);
         self.top.0.store(start, Ordering::Release);
     }
+}
+
+/// `Some(bytes)` when `bytes` from `top` end at or below `end`. (`bytes` is at most some
+/// heap's capacity and addresses lie far below `usize::MAX`: the add cannot wrap.)
+#[inline(always)]
+fn fits(top: usize, bytes: usize, end: usize) -> Option<usize> {
+    (top + bytes <= end).then_some(bytes)
 }
 
 #[cfg(test)]

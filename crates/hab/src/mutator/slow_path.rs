@@ -89,12 +89,12 @@ impl SlowPath<'_> {
         let global = self.allocator.space.global();
         self.refill::<FILL_FIRST>(
             bytes,
-            |local, tlab_bytes| match global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end()) {
-                Some(start) => Chunk {
+            |local, tlab_bytes| {
+                let start = global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end())?;
+                Some(Chunk {
                     start,
                     len: tlab_bytes,
-                },
-                None => Chunk { start: 0, len: 0 },
+                })
             },
             Self::refill_from_global::<true>,
         )
@@ -143,17 +143,31 @@ impl SlowPath<'_> {
     /// An object of `bytes` carved from the global heap outside any LAB, zeroed where the
     /// heap zeroes reused memory, counted; `None` when the heap is full. (Sampling is the
     /// caller's: [`alloc_outside_tlab`](SlowPath::alloc_outside_tlab).)
+    ///
+    /// Counts before it zeroes, so that with fresh memory it calls nothing and saves no
+    /// register; reused memory is zeroed out of line ([`zero_object`](SlowPath::zero_object)).
     #[inline]
     fn carve_object(self, bytes: usize) -> Option<usize> {
         let global = self.allocator.space.global();
         let address = global.carve(bytes)?;
-        if global.needs_zeroing(address) {
-            global.zero_reused(address, bytes);
-        }
         let counters = &self.cell.counters;
         counters.slow_allocs.add(1);
         counters.slow_alloc_bytes.add(bytes as u64);
+        if global.needs_zeroing(address) {
+            return Some(self.zero_object(address, bytes));
+        }
         Some(address)
+    }
+
+    /// Zeroes an object of `bytes` just carved at `address` in reused memory; returns
+    /// `address`.
+    #[cold]
+    #[inline(never)]
+    fn zero_object(self, address: usize, bytes: usize) -> usize {
+        self.allocator.space.global().zero_reused(address, bytes);
+        // Opaque to the optimizer: known to return its argument, the caller would keep
+        // `address` in a register it must save instead of jumping here.
+        std::hint::black_box(address)
     }
 
     /// The short refill, one straight line: the object (of an aligned size) does not fit the
@@ -177,7 +191,7 @@ impl SlowPath<'_> {
     fn refill<const FILL_FIRST: bool>(
         self,
         bytes: usize,
-        carve: impl FnOnce(&MutatorLocal, usize) -> Chunk,
+        carve: impl FnOnce(&MutatorLocal, usize) -> Option<Chunk>,
         fill_first: fn(Self, usize) -> usize,
     ) -> usize {
         let allocator = self.allocator;
@@ -205,10 +219,9 @@ impl SlowPath<'_> {
             }
             held
         };
-        let Chunk { start, len } = carve(local, tlab_bytes);
-        if len == 0 {
+        let Some(Chunk { start, len }) = carve(local, tlab_bytes) else {
             return 0;
-        }
+        };
         let counters = &self.cell.counters;
         counters.count_retired(retired, Waste::Refill);
         local.sizer.record_steady_refill();
@@ -239,14 +252,20 @@ impl SlowPath<'_> {
         let object = tlab.bump_first(bytes);
         tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
         self.raise_soft_end(tlab);
-        object
+        // Opaque to the optimizer (as `zero_object`'s).
+        std::hint::black_box(object)
     }
 
     /// The short refill's carve through the levels ([`refill::carve_at_home`]), inlined in
-    /// [`refill_from_levels`](SlowPath::refill_from_levels) alone; an empty chunk when it
-    /// carved nothing.
+    /// [`refill_from_levels`](SlowPath::refill_from_levels) alone; `None` when it carved
+    /// nothing.
     #[inline(always)]
-    fn carve_at_home(self, levels: &[MiddleLevel], local: &MutatorLocal, bytes: usize) -> Chunk {
+    fn carve_at_home(
+        self,
+        levels: &[MiddleLevel],
+        local: &MutatorLocal,
+        bytes: usize,
+    ) -> Option<Chunk> {
         refill::carve_at_home(
             self.allocator.refill_context(),
             levels,
@@ -254,7 +273,6 @@ impl SlowPath<'_> {
             &local.simulated_cpu,
             bytes,
         )
-        .unwrap_or(Chunk { start: 0, len: 0 })
     }
 
     /// Retires the TLAB (a filler over its tail, counted as refill waste) and installs a new

@@ -224,6 +224,26 @@ impl CpuIdReader {
         }
     }
 
+    /// `Some(now)`, a reading as [`current`](CpuIdReader::current) gives it, when the calling
+    /// thread no longer runs on `cpu` (a reading of this reader); `None` when it still does.
+    /// With `Rseq` the common answer is one load and one compare: the check after a carve that
+    /// counts the carves a migration made foreign.
+    #[inline]
+    pub fn moved_from(&self, cpu: usize, thread: &SimulatedCpu) -> Option<usize> {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if matches!(self.source, CpuIdSource::Rseq) {
+            // SAFETY: as in `rseq_cpu`: this reader was made for `Rseq` after finding glibc's
+            // registration, so the offset locates `cpu_id` in every thread's area.
+            let raw = unsafe { rseq::read_cpu_id(self.rseq_cpu_id_offset) };
+            // An unregistered area's negative reading never equals a CPU in `0..cpu_slots`.
+            if raw as usize == cpu {
+                return None;
+            }
+        }
+        let now = self.current(thread);
+        (now != cpu).then_some(now)
+    }
+
     /// Called by the allocation slow path: a simulated thread migrates to a random other CPU
     /// with the configured probability. No-op for real sources.
     #[inline]
@@ -657,9 +677,21 @@ mod tests {
                 assert_eq!(sched_getcpu(), cpu as i32);
                 for reader in &readers {
                     assert_eq!(reader.current(&thread), cpu, "{}", reader.source());
+                    assert_eq!(reader.moved_from(cpu, &thread), None, "{}", reader.source());
+                    let other = (cpu + 1) % MANY_SLOTS;
+                    let moved = reader.moved_from(other, &thread);
+                    assert_eq!(moved, Some(cpu), "{}", reader.source());
                 }
                 for reader in &clamped {
                     assert_eq!(reader.current(&thread), cpu % 3, "{}", reader.source());
+                    assert_eq!(
+                        reader.moved_from(cpu % 3, &thread),
+                        None,
+                        "{}",
+                        reader.source()
+                    );
+                    let moved = reader.moved_from((cpu + 1) % 3, &thread);
+                    assert_eq!(moved, Some(cpu % 3), "{}", reader.source());
                 }
             }
         })
