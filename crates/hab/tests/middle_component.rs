@@ -167,13 +167,13 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
             // were busy (counted among that level's chunks, with the buffers it hands the
             // level below); or straight from the eden when every buffer was busy or
             // exhausted (`tlabs_past_levels`). With one level, the first and the last are
-            // all.
+            // all. How many go past depends on the scheduler (a claimant descheduled with the
+            // buffer claimed: 44 % once, with 8 threads on 2 CPUs); that the levels serve
+            // every TLAB when nothing is busy is the next test's.
             let past = levels.tlabs_past_levels();
             let higher: u64 = stats[1..].iter().map(|(_, s)| s.allocs).sum();
             assert!(
-                lowest.allocs + past <= tlab_count
-                    && tlab_count - lowest.allocs - past <= higher
-                    && lowest.allocs * 4 >= tlab_count * 3,
+                lowest.allocs + past <= tlab_count && tlab_count - lowest.allocs - past <= higher,
                 "{config}: {tlab_count} TLABs, {} through the lowest level, {past} past \
                  every level, {higher} chunks of higher levels",
                 lowest.allocs
@@ -302,4 +302,51 @@ fn buffers_resized_at_a_collection_follow_what_the_cycle_took() {
         ]
     );
     assert_eq!(eden.bad_fillers.load(Ordering::Relaxed), 0);
+}
+
+/// With one thread no buffer is ever busy (no other thread can hold its claim), and a level
+/// near the eden's end refills with what is left: every TLAB comes through the lowest level,
+/// none straight from the eden. (With many threads, a claimant descheduled mid-refill sends
+/// the others past the levels for its whole time slice: the test above checks only that
+/// every TLAB is counted once.)
+#[test]
+fn one_thread_takes_every_tlab_through_the_lowest_level() {
+    let memory = vec![0u64; EDEN_BYTES / 8];
+    let start = memory.as_ptr() as usize;
+    for config in [
+        "core:1MiB",
+        "cpu:256KiB,core:1MiB",
+        "cpu:64KiB,package:4MiB",
+    ] {
+        let eden = Arc::new(Eden {
+            min_filler_bytes: 16,
+            start,
+            end: start + EDEN_BYTES,
+            top: AtomicUsize::new(start),
+            fillers: Mutex::default(),
+            bad_fillers: AtomicUsize::new(0),
+        });
+        let levels =
+            MiddleLevels::new(config, MAX_TLAB_BYTES, 16, start, Shared(eden.clone())).unwrap();
+        let mut thread = levels.thread();
+        let mut rng = Rng::new(7);
+        let mut tlabs = 0u64;
+        while thread
+            .carve_tlab(8, 8 * (1 + rng.below(MAX_TLAB_BYTES as u64 / 8)) as usize)
+            .is_some()
+        {
+            tlabs += 1;
+        }
+        let lowest = levels.stats()[0].1.allocs;
+        let past = levels.tlabs_past_levels();
+        assert!(
+            tlabs > 0 && lowest == tlabs && past == 0,
+            "{config}: {tlabs} TLABs, {lowest} through the lowest level, {past} past every level"
+        );
+        assert!(
+            eden.top.load(Ordering::Relaxed) + MAX_TLAB_BYTES >= eden.end,
+            "{config}: the eden was not used up"
+        );
+    }
+    drop(memory);
 }
