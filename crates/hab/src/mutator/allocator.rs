@@ -22,6 +22,7 @@ use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
 use crate::memory::space::Space;
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::sampling::Sampling;
+use crate::mutator::slow_path::{ShortLine, SlowPath};
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
 use crate::platform::topology::Topology;
 
@@ -57,10 +58,9 @@ pub(crate) struct Allocator {
     pub(crate) safepoints: Safepoints,
     /// The allocation sampler, if any.
     pub(crate) sampling: Sampling,
-    /// What the short slow path ([`SlowPath::common_miss`]) may do in this mode.
-    ///
-    /// [`SlowPath::common_miss`]: crate::mutator::slow_path::SlowPath::common_miss
-    pub(crate) common: CommonMiss,
+    /// The short slow path ([`SlowPath::common_miss`]) for what it may do in this mode (a
+    /// [`CommonMiss`]), called through this pointer: no miss tests the mode.
+    pub(crate) short_line: ShortLine,
 }
 
 /// The mode's common misses, decided once: what the slow path's short line handles by
@@ -128,7 +128,7 @@ impl Allocator {
         };
         let sampling = Sampling::new(config.alignment_bytes());
         Allocator {
-            common,
+            short_line: SlowPath::short_line(common),
             end_of_cycle: EndOfCycle::new(
                 config.end_of_cycle(),
                 config.allocation_weight_percent(),

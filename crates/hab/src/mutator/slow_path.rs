@@ -21,6 +21,40 @@ use crate::mutator::cpu_lab_cursor::{CpuLabCursor, SlowResult};
 use crate::mutator::sampling::AllocationSample;
 use crate::platform::fence;
 
+/// A heap's short line ([`SlowPath::common_miss`]), chosen for its mode.
+pub(crate) type ShortLine = for<'a> fn(SlowPath<'a>, usize) -> usize;
+
+/// The `shared` mode's short line: [`SlowPath::shared_object`], jumped to before any register
+/// is saved.
+#[cold]
+#[inline(never)]
+fn shared_line(path: SlowPath<'_>, bytes: usize) -> usize {
+    path.shared_object(bytes)
+}
+
+/// The `tlab` mode's short line: a zeroing step or a refill from the global heap.
+#[cold]
+#[inline(never)]
+fn global_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
+    path.tlab_miss(bytes, SlowPath::refill_from_global::<false>)
+}
+
+/// The `hab` mode's short line (on the CPUs the kernel numbers): a zeroing step or a refill
+/// through the levels.
+#[cold]
+#[inline(never)]
+fn levels_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
+    path.tlab_miss(bytes, SlowPath::refill_from_levels::<false>)
+}
+
+/// The short line where TLABs are not refilled on it (`flip`, or levels on simulated CPUs):
+/// a zeroing step.
+#[cold]
+#[inline(never)]
+fn zeroing_step_line(path: SlowPath<'_>, bytes: usize) -> usize {
+    path.tlab_miss(bytes, |_, _| 0)
+}
+
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
 /// cell, two plain references. Only built by the thread that runs the mutator.
 #[derive(Clone, Copy)]
@@ -52,22 +86,37 @@ impl SlowPath<'_> {
     /// and the thread takes a new one ([`refill`]). (A non-empty TLAB means the thread
     /// allocates in TLABs this cycle: a collection that moves it to per-CPU LABs retires it.)
     ///
-    /// Every call here is the line's last step (a jump): the checks save no register, and
-    /// the refill from the global heap keeps none of the levels' carve.
+    /// One indirect call, to the line the heap chose for its mode when it was made
+    /// ([`short_line`](SlowPath::short_line)): no miss tests the mode. Every call in a line is
+    /// its last step (a jump): the checks save no register, and the refill from the global
+    /// heap keeps none of the levels' carve.
     ///
     /// [`shared_object`]: SlowPath::shared_object
     /// [`refill`]: SlowPath::refill
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn common_miss(self, bytes: usize) -> usize {
-        let allocator = self.allocator;
-        if allocator.common == CommonMiss::SharedObject {
-            return self.shared_object(bytes);
+        (self.allocator.short_line)(self, bytes)
+    }
+
+    /// The short line of a heap whose common misses are `common`.
+    pub(crate) fn short_line(common: CommonMiss) -> ShortLine {
+        match common {
+            CommonMiss::SharedObject => shared_line,
+            CommonMiss::RefillFromGlobal => global_refill_line,
+            CommonMiss::RefillFromLevels => levels_refill_line,
+            CommonMiss::ZeroingStep => zeroing_step_line,
         }
+    }
+
+    /// A TLAB mode's short line: the checks, then the zeroing step where the object fits the
+    /// TLAB, else `refill`.
+    #[inline(always)]
+    fn tlab_miss(self, bytes: usize, refill: impl FnOnce(Self, usize) -> usize) -> usize {
         // A size checked against another heap may be misaligned for this one; a sample may be
         // due: one test of the size finds either. (It is never 0, and a size past the TLAB's
         // free bytes takes the refill, which bounds it.)
-        if self.cell.safepoint_requested() || bytes & allocator.sampling.full_path_size_bits() != 0
+        if self.cell.safepoint_requested()
+            || bytes & self.allocator.sampling.full_path_size_bits() != 0
         {
             return 0;
         }
@@ -76,11 +125,7 @@ impl SlowPath<'_> {
         if bytes <= tlab.free_bytes() {
             return self.zeroing_step(tlab, bytes);
         }
-        match allocator.common {
-            CommonMiss::RefillFromGlobal => self.refill_from_global::<false>(bytes),
-            CommonMiss::RefillFromLevels => self.refill_from_levels::<false>(bytes),
-            CommonMiss::SharedObject | CommonMiss::ZeroingStep => 0,
-        }
+        refill(self, bytes)
     }
 
     /// The `tlab` mode's [`refill`](SlowPath::refill): one CAS on the global top.
@@ -130,7 +175,7 @@ impl SlowPath<'_> {
     /// check, then, when sampling is off and the size is aligned, an object carved from the
     /// global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
     /// bounds the size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
-    #[inline(never)]
+    #[inline(always)]
     fn shared_object(self, bytes: usize) -> usize {
         if self.cell.safepoint_requested()
             || bytes & self.allocator.sampling.full_path_size_bits() != 0
