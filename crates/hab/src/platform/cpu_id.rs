@@ -237,6 +237,17 @@ impl CpuIdReader {
     /// thread no longer runs on `cpu` (a reading of this reader); `None` when it still does.
     /// With `Rseq` the common answer is one load and one compare: the check after a carve that
     /// counts the carves a migration made foreign.
+    ///
+    /// ```
+    /// use hab::{CpuIdReader, CpuIdSource, SimulatedCpu};
+    /// let source = CpuIdSource::Simulated { seed: 1, migrate_probability: 0.0 };
+    /// let reader = CpuIdReader::new(source, 4)?;
+    /// let thread = SimulatedCpu::new(&reader, 2);
+    /// let cpu = reader.current(&thread);
+    /// assert_eq!(reader.moved_from(cpu, &thread), None);
+    /// assert_eq!(reader.moved_from((cpu + 1) % 4, &thread), Some(cpu));
+    /// # Ok::<(), String>(())
+    /// ```
     #[inline]
     pub fn moved_from(&self, cpu: usize, thread: &SimulatedCpu) -> Option<usize> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
