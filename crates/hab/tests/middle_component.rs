@@ -27,6 +27,20 @@ struct Eden {
     bad_fillers: AtomicUsize,
 }
 
+impl Eden {
+    /// An empty eden of `bytes` from `start`, whose fillers must be `min_filler_bytes` long.
+    fn new(start: usize, bytes: usize, min_filler_bytes: usize) -> Eden {
+        Eden {
+            min_filler_bytes,
+            start,
+            end: start + bytes,
+            top: AtomicUsize::new(start),
+            fillers: Mutex::default(),
+            bad_fillers: AtomicUsize::new(0),
+        }
+    }
+}
+
 impl Upstream for Eden {
     fn carve(&self, min: usize, desired: usize) -> Option<Range<usize>> {
         let mut top = self.top.load(Ordering::Relaxed);
@@ -81,14 +95,7 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
         ("cpu:256KiB,core:1MiB", 24),
         ("cpu:64KiB,package:4MiB", 8),
     ] {
-        let eden = Arc::new(Eden {
-            min_filler_bytes,
-            start,
-            end: start + EDEN_BYTES,
-            top: AtomicUsize::new(start),
-            fillers: Mutex::default(),
-            bad_fillers: AtomicUsize::new(0),
-        });
+        let eden = Arc::new(Eden::new(start, EDEN_BYTES, min_filler_bytes));
         let levels = MiddleLevels::new(
             config,
             MAX_TLAB_BYTES,
@@ -212,14 +219,7 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
 fn bad_requests_and_bad_configurations() {
     let memory = vec![0u64; 1 << 17];
     let start = memory.as_ptr() as usize;
-    let eden = || Eden {
-        min_filler_bytes: 16,
-        start,
-        end: start + (1 << 20),
-        top: AtomicUsize::new(start),
-        fillers: Mutex::default(),
-        bad_fillers: AtomicUsize::new(0),
-    };
+    let eden = || Eden::new(start, 1 << 20, 16);
     let levels = MiddleLevels::new("core:256KiB", MAX_TLAB_BYTES, 16, start, eden()).unwrap();
     let mut thread = levels.thread();
     assert_eq!(thread.carve_tlab(0, 64), None);
@@ -261,14 +261,7 @@ fn an_upstream_outside_the_base_is_refused() {
 fn buffers_resized_at_a_collection_follow_what_the_cycle_took() {
     let memory = vec![0u64; EDEN_BYTES / 8];
     let start = memory.as_ptr() as usize;
-    let eden = Arc::new(Eden {
-        min_filler_bytes: 8,
-        start,
-        end: start + EDEN_BYTES,
-        top: AtomicUsize::new(start),
-        fillers: Mutex::default(),
-        bad_fillers: AtomicUsize::new(0),
-    });
+    let eden = Arc::new(Eden::new(start, EDEN_BYTES, 8));
     let levels =
         MiddleLevels::new("core:1MiB", MAX_TLAB_BYTES, 8, start, Shared(eden.clone())).unwrap();
     let mut thread = levels.thread();
@@ -318,14 +311,7 @@ fn one_thread_takes_every_tlab_through_the_lowest_level() {
         "cpu:256KiB,core:1MiB",
         "cpu:64KiB,package:4MiB",
     ] {
-        let eden = Arc::new(Eden {
-            min_filler_bytes: 16,
-            start,
-            end: start + EDEN_BYTES,
-            top: AtomicUsize::new(start),
-            fillers: Mutex::default(),
-            bad_fillers: AtomicUsize::new(0),
-        });
+        let eden = Arc::new(Eden::new(start, EDEN_BYTES, 16));
         let levels =
             MiddleLevels::new(config, MAX_TLAB_BYTES, 16, start, Shared(eden.clone())).unwrap();
         let mut thread = levels.thread();
