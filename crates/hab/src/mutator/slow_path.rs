@@ -86,14 +86,18 @@ impl SlowPath<'_> {
     /// and the thread takes a new one ([`refill`]). (A non-empty TLAB means the thread
     /// allocates in TLABs this cycle: a collection that moves it to per-CPU LABs retires it.)
     ///
-    /// One indirect call, to the line the heap chose for its mode when it was made
+    /// One jump, through the pointer to the line the heap chose for its mode when it was made
     /// ([`short_line`](SlowPath::short_line)): no miss tests the mode. Every call in a line is
     /// its last step (a jump): the checks save no register, and the refill from the global
-    /// heap keeps none of the levels' carve.
+    /// heap keeps none of the levels' carve. Out of line itself, so that the fast path's loop
+    /// calls a fixed function: called through the pointer from the loop, the zeroing steps of
+    /// `alloc-object` in `tlab` mode took 0.52 ns per object against 0.42 (two instructions
+    /// fewer per miss; pinned, interleaved).
     ///
     /// [`shared_object`]: SlowPath::shared_object
     /// [`refill`]: SlowPath::refill
-    #[inline(always)]
+    #[cold]
+    #[inline(never)]
     pub(crate) fn common_miss(self, bytes: usize) -> usize {
         (self.allocator.short_line)(self, bytes)
     }
