@@ -234,17 +234,22 @@ pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> 
             } => {
                 let reserve = cpu_labs.reserve_bytes;
                 check_lab(space, (top, end, limit), reserve);
+                let claim = Claim {
+                    space,
+                    cpu_labs,
+                    slots,
+                    area,
+                    cpu,
+                    stats,
+                };
                 if top <= end {
                     // The object fits the rest not zeroed yet: zero the next step.
                     if top + bytes <= limit {
-                        let lab = (top, end, limit);
-                        return Some(continue_lab(
-                            space, cpu_labs, slots, area, cpu, lab, bytes, stats,
-                        ));
+                        return Some(continue_lab(&claim, (top, end, limit), bytes));
                     }
                     retire_tail(space, stats, top, limit + reserve);
                 }
-                return refill(space, cpu_labs, slots, area, cpu, bytes, stats);
+                return refill(&claim, bytes);
             }
             LabBump::OutOfRange => stats.out_of_range_cpus.add(1),
             LabBump::GaveUp => {}
@@ -253,29 +258,34 @@ pub(crate) fn alloc(cpu_labs: &CpuLabs, thread: Requester<'_>, bytes: usize) -> 
     alloc_in_fallback(cpu_labs, thread, bytes)
 }
 
-/// The LAB `{top, end, limit}` the thread claimed from `claimed_cpu`'s slot (it owns
-/// `[top, limit + reserve)`, ready for objects up to `end`) continues: zeroes its next step
-/// (past the object, which did not fit below its end but fits below its limit), carves the
-/// object at its top, and puts the rest back.
-#[cold]
-#[allow(clippy::too_many_arguments)]
-fn continue_lab(
-    space: &Space,
-    cpu_labs: &CpuLabs,
-    slots: &CpuLabSlots,
+/// A thread that claimed the LAB of a CPU's slot: what its refill and its put-back read.
+struct Claim<'a> {
+    space: &'a Space,
+    cpu_labs: &'a CpuLabs,
+    slots: &'a CpuLabSlots,
+    /// The thread's registered rseq area.
     area: *mut u8,
-    claimed_cpu: usize,
+    /// The slot the thread claimed (it may run elsewhere by the put-back).
+    cpu: usize,
+    stats: &'a CpuLabCounters,
+}
+
+/// The LAB `{top, end, limit}` the thread claimed (it owns `[top, limit + reserve)`, ready
+/// for objects up to `end`) continues: zeroes its next step (past the object, which did not
+/// fit below its end but fits below its limit), carves the object at its top, and puts the
+/// rest back.
+#[cold]
+fn continue_lab(
+    claim: &Claim<'_>,
     (top, end, limit): (usize, usize, usize),
     bytes: usize,
-    stats: &CpuLabCounters,
 ) -> usize {
     let object_end = top + bytes;
     debug_assert!(object_end > end && object_end <= limit);
     let ready = (object_end + CPU_LAB_ZERO_STEP_BYTES).min(limit);
-    space.global().zero_reused(end, ready - end);
-    stats.zeroing_steps.add(1);
-    let rest = (object_end, ready, limit);
-    put_back(space, cpu_labs, slots, area, claimed_cpu, rest, stats);
+    claim.space.global().zero_reused(end, ready - end);
+    claim.stats.zeroing_steps.add(1);
+    put_back(claim, (object_end, ready, limit));
     top
 }
 
@@ -283,15 +293,13 @@ fn continue_lab(
 /// sidelines it when another thread installed one first. A LAB in reused memory is zeroed
 /// whole, or, zeroing ahead, its first step.
 #[cold]
-fn refill(
-    space: &Space,
-    cpu_labs: &CpuLabs,
-    slots: &CpuLabSlots,
-    area: *mut u8,
-    claimed_cpu: usize,
-    bytes: usize,
-    stats: &CpuLabCounters,
-) -> Option<usize> {
+fn refill(claim: &Claim<'_>, bytes: usize) -> Option<usize> {
+    let Claim {
+        space,
+        cpu_labs,
+        stats,
+        ..
+    } = *claim;
     let reserve = cpu_labs.reserve_bytes;
     let min = bytes + reserve;
     let global = space.global();
@@ -314,24 +322,26 @@ fn refill(
     };
     stats.labs.add(1);
     stats.lab_bytes.add(len as u64);
-    let rest = (start + bytes, start + ready_bytes, start + len - reserve);
-    put_back(space, cpu_labs, slots, area, claimed_cpu, rest, stats);
+    put_back(
+        claim,
+        (start + bytes, start + ready_bytes, start + len - reserve),
+    );
     Some(start)
 }
 
 /// Installs the rest `{top, end, limit}` of a LAB the thread holds (ready up to `end`) as the
 /// CPU's LAB, or sidelines it (zeroed whole first) when another thread installed one first;
-/// a rest too short for any object is retired. `claimed_cpu` is where the thread found the
+/// a rest too short for any object is retired. `claim.cpu` is where the thread found the
 /// LAB it replaces.
-fn put_back(
-    space: &Space,
-    cpu_labs: &CpuLabs,
-    slots: &CpuLabSlots,
-    area: *mut u8,
-    claimed_cpu: usize,
-    (top, end, limit): (usize, usize, usize),
-    stats: &CpuLabCounters,
-) {
+fn put_back(claim: &Claim<'_>, (top, end, limit): (usize, usize, usize)) {
+    let Claim {
+        space,
+        cpu_labs,
+        slots,
+        area,
+        cpu: claimed_cpu,
+        stats,
+    } = *claim;
     let reserve = cpu_labs.reserve_bytes;
     if top == limit {
         // Nothing left to bump through: the rest is waste.
