@@ -153,7 +153,8 @@ pub struct CpuIdReader {
     /// For [`CpuIdSource::Rseq`]: the offset of `cpu_id` from the thread pointer
     /// (`__rseq_offset + 4`), valid in every glibc thread of the process. 0 otherwise.
     rseq_cpu_id_offset: isize,
-    /// `source` is `Rseq`.
+    /// `source` is `Rseq`: the same fact, kept apart so that `current` tests it with one
+    /// compare (tested on `source`, the compiler merged it back into the jump table).
     reads_rseq: bool,
 }
 
