@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 3
+#define HAB_ABI_VERSION 4
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -368,6 +368,12 @@ typedef struct hab_upstream {
      * a multiple of 8, at least the smallest filler the levels were given. */
     void (*write_filler)(void *user, uintptr_t start, size_t bytes);
     void *user;
+    /* The bytes eden has left before its next collection (end less top; an estimate is
+     * fine), or NULL where the runtime does not say. Where it says, a buffer refilled near the
+     * end of eden takes only its share of what is left (a quarter over the level's buffers)
+     * instead of a whole buffer, so that little is left in buffers at the collection; those
+     * refills are counted as short_refills. */
+    size_t (*free_bytes)(void *user);
 } hab_upstream;
 
 typedef struct hab_levels hab_levels;
@@ -459,6 +465,7 @@ typedef struct hab_level_stats {
     uint64_t out_of_range_cpus; /* of rseq_fallbacks, from a CPU beyond the per-CPU array */
     uint64_t sidelined;       /* chunks a refill could not install, kept for later */
     uint64_t sideline_reused; /* refills served by a sidelined chunk */
+    uint64_t short_refills;   /* refills cut short at the end of a cycle (a share of eden's rest) */
     uint64_t buffer_bytes;    /* the size of the chunk each buffer takes from above */
 } hab_level_stats;
 

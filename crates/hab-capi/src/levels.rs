@@ -19,14 +19,18 @@ pub struct hab_upstream {
     >,
     /// Writes a filler over `[start, start + bytes)`.
     pub write_filler: Option<unsafe extern "C" fn(user: *mut c_void, start: usize, bytes: usize)>,
-    /// Passed to both callbacks.
+    /// Passed to the callbacks.
     pub user: *mut c_void,
+    /// The bytes eden has left (NULL: the runtime does not say; buffers then never shrink at
+    /// the end of a cycle).
+    pub free_bytes: Option<unsafe extern "C" fn(user: *mut c_void) -> usize>,
 }
 
 /// The callbacks, checked non-NULL, as Hab's upstream.
 pub(crate) struct CUpstream {
     carve: unsafe extern "C" fn(*mut c_void, usize, usize, *mut usize) -> usize,
     write_filler: unsafe extern "C" fn(*mut c_void, usize, usize),
+    free_bytes: Option<unsafe extern "C" fn(*mut c_void) -> usize>,
     user: *mut c_void,
 }
 
@@ -47,6 +51,11 @@ impl Upstream for CUpstream {
     fn write_filler(&self, start: usize, bytes: usize) {
         // SAFETY: the runtime's callback, over a gap of a buffer the levels own.
         unsafe { (self.write_filler)(self.user, start, bytes) }
+    }
+
+    fn free_bytes(&self) -> Option<usize> {
+        // SAFETY: the runtime's callback, with its own `user`.
+        self.free_bytes.map(|free| unsafe { free(self.user) })
     }
 }
 
@@ -176,6 +185,7 @@ pub unsafe extern "C" fn hab_levels_new_with_cpu_id(
         let upstream = CUpstream {
             carve,
             write_filler,
+            free_bytes: upstream.free_bytes,
             user: upstream.user,
         };
         let built = match source {
@@ -450,6 +460,8 @@ pub struct hab_level_stats {
     pub sidelined: u64,
     /// Refills served by a sidelined chunk.
     pub sideline_reused: u64,
+    /// Refills cut short at the end of a cycle (a share of what eden had left).
+    pub short_refills: u64,
     /// The size of the chunk each of the level's buffers takes from above.
     pub buffer_bytes: u64,
 }
@@ -468,6 +480,7 @@ impl hab_level_stats {
             out_of_range_cpus,
             sidelined,
             sideline_reused,
+            short_refills,
             buffer_bytes,
         } = *figures;
         hab_level_stats {
@@ -482,6 +495,7 @@ impl hab_level_stats {
             out_of_range_cpus,
             sidelined,
             sideline_reused,
+            short_refills,
             buffer_bytes,
         }
     }
@@ -499,6 +513,7 @@ impl hab_level_stats {
             out_of_range_cpus: self.out_of_range_cpus,
             sidelined: self.sidelined,
             sideline_reused: self.sideline_reused,
+            short_refills: self.short_refills,
             buffer_bytes: self.buffer_bytes,
         }
     }
@@ -602,8 +617,12 @@ mod tests {
         let len = unsafe { hab_level_stats_line(&now, &since, buffer.as_mut_ptr(), 64) };
         // SAFETY: the call wrote a NUL-terminated text into the buffer.
         let line = unsafe { CStr::from_ptr(buffer.as_ptr()) }.to_str().unwrap();
-        // The counts that changed, and the size (a gauge) as it is now.
-        assert_eq!(line, "allocs: 5 waste_bytes: 4096 buffer_bytes: 10010");
+        // The counts that changed, and the size (a gauge, the last figure) as it is now.
+        let size = 10_000 + LevelStats::NAMES.len() - 1;
+        assert_eq!(
+            line,
+            format!("allocs: 5 waste_bytes: 4096 buffer_bytes: {size}")
+        );
         assert_eq!(len, line.len());
         // Too small a buffer: the length needed, nothing written.
         let mut small = [7 as c_char; 4];

@@ -232,7 +232,8 @@ struct RunArgs {
     log_tlab: bool,
     /// VM workloads: TLABs shrink as each cycle's allocation space runs out, to each
     /// thread's part of what is left, then objects are allocated outside TLABs (`tlab` and
-    /// `flip` modes; default on).
+    /// `flip` modes); in the `hab` mode the middle levels' buffers shrink to their share of
+    /// what is left (default on).
     #[arg(long, value_enum)]
     end_of_cycle: Option<Switch>,
 }
@@ -538,7 +539,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         );
         for level in &result.levels {
             println!(
-                "    {}: {} buffers of {}{}, {} allocs ({:.2}% foreign), {} refills, {} waste",
+                "    {}: {} buffers of {}{}, {} allocs ({:.2}% foreign), {} refills ({} cut short at the end of a cycle), {} waste",
                 level.level,
                 level.domains,
                 ByteSize::new(level.buffer_bytes),
@@ -550,6 +551,7 @@ fn run(args: RunArgs) -> Result<(), String> {
                 level.stats.allocs,
                 level.foreign_pct,
                 level.stats.refills,
+                level.stats.short_refills,
                 ByteSize::new(level.stats.waste_bytes as usize)
             );
             if level.restartable {

@@ -17,9 +17,10 @@ use hab::{Level, MiddleLevels, Upstream};
 const EDEN_BYTES: usize = 32 << 20;
 const MAX_TLAB_BYTES: usize = 16 << 10;
 
-/// A bump-pointer eden that records its fillers.
+/// A bump-pointer eden that records its fillers, and says what it has left if asked to.
 struct Eden {
     min_filler_bytes: usize,
+    says_free: bool,
     start: usize,
     end: usize,
     top: AtomicUsize,
@@ -32,6 +33,7 @@ impl Eden {
     fn new(start: usize, bytes: usize, min_filler_bytes: usize) -> Eden {
         Eden {
             min_filler_bytes,
+            says_free: false,
             start,
             end: start + bytes,
             top: AtomicUsize::new(start),
@@ -59,6 +61,11 @@ impl Upstream for Eden {
         }
     }
 
+    fn free_bytes(&self) -> Option<usize> {
+        self.says_free
+            .then(|| self.end - self.top.load(Ordering::Relaxed))
+    }
+
     fn write_filler(&self, start: usize, bytes: usize) {
         if bytes < self.min_filler_bytes || !(start | bytes).is_multiple_of(8) {
             self.bad_fillers.fetch_add(1, Ordering::Relaxed);
@@ -77,6 +84,9 @@ impl Upstream for Shared {
     fn write_filler(&self, start: usize, bytes: usize) {
         self.0.write_filler(start, bytes)
     }
+    fn free_bytes(&self) -> Option<usize> {
+        self.0.free_bytes()
+    }
 }
 
 #[test]
@@ -87,15 +97,21 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
     let cpus = allowed_cpus();
     let threads = 4 * cpus.len().max(1);
     // A `cpu` level is restartable where rseq works; with a smallest filler longer than a word
-    // its buffers keep a reserve so that no tail is shorter (HotSpot's is two words).
-    for (config, min_filler_bytes) in [
-        ("core:1MiB", 16),
-        ("cpu:256KiB,core:1MiB", 8),
-        ("cpu:256KiB,core:1MiB", 16),
-        ("cpu:256KiB,core:1MiB", 24),
-        ("cpu:64KiB,package:4MiB", 8),
+    // its buffers keep a reserve so that no tail is shorter (HotSpot's is two words). An eden
+    // that says what it has left gets buffers that shrink at its end.
+    for (config, min_filler_bytes, says_free) in [
+        ("core:1MiB", 16, false),
+        ("core:1MiB", 16, true),
+        ("cpu:256KiB,core:1MiB", 8, false),
+        ("cpu:256KiB,core:1MiB", 16, false),
+        ("cpu:256KiB,core:1MiB", 16, true),
+        ("cpu:256KiB,core:1MiB", 24, false),
+        ("cpu:64KiB,package:4MiB", 8, true),
     ] {
-        let eden = Arc::new(Eden::new(start, EDEN_BYTES, min_filler_bytes));
+        let eden = Arc::new(Eden {
+            says_free,
+            ..Eden::new(start, EDEN_BYTES, min_filler_bytes)
+        });
         let levels = MiddleLevels::new(
             config,
             MAX_TLAB_BYTES,
@@ -197,6 +213,21 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
             eden.top.store(eden.start, Ordering::Relaxed);
         }
         let stats = levels.stats();
+        // The eden runs out only through the highest level's refills: near its end they take
+        // a share of what is left where the eden says, never otherwise; a short refill is a
+        // refill.
+        let (_, highest) = stats.last().expect("a level");
+        assert_eq!(
+            highest.short_refills > 0,
+            says_free,
+            "{config}: {highest:?}"
+        );
+        for (level, figures) in &stats {
+            assert!(
+                figures.short_refills <= figures.refills,
+                "{config} {level:?}"
+            );
+        }
         if config.starts_with("cpu") {
             assert_eq!(stats[0].0, Level::Cpu);
             // Restartable wherever rseq works, whatever the smallest filler (the buffers keep

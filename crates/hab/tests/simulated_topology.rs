@@ -148,7 +148,17 @@ impl Model {
         }
         stats.refills += 1;
         stats.waste_bytes += (end - top) as u64;
-        let (start, len) = self.carve(heap, index + 1, cpu, min, buffer_bytes.max(min));
+        // A whole buffer, or near the end of the range its share of what is left: a quarter
+        // of it over the level's buffers, a multiple of the request's minimum.
+        let whole = buffer_bytes.max(min);
+        let share =
+            (heap.allocation_range().end - self.global_top) / (self.buffers[index].len() * 4) / min
+                * min;
+        let bytes = whole.min(share).max(min);
+        if bytes < whole {
+            stats.short_refills += 1;
+        }
+        let (start, len) = self.carve(heap, index + 1, cpu, min, bytes);
         let take = desired.min(len);
         self.buffers[index][domain] = (start + take, start + len);
         (start, take)

@@ -52,6 +52,12 @@ static size_t carve(void *user, size_t min_bytes, size_t desired_bytes, uintptr_
     }
 }
 
+/* What the eden has left: with it, buffers refilled near the end take a share of it. */
+static size_t eden_free(void *user) {
+    (void)user;
+    return eden.end - atomic_load(&eden.top);
+}
+
 static void write_filler(void *user, uintptr_t start, size_t bytes) {
     (void)user;
     if (bytes < eden.min_filler_bytes || (start | bytes) % 8 != 0) {
@@ -107,9 +113,10 @@ static int by_start(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* cpu_id: NULL (hab_levels_new), or a source for hab_levels_new_with_cpu_id. */
-static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) {
-    hab_upstream upstream = {carve, write_filler, NULL};
+/* cpu_id: NULL (hab_levels_new), or a source for hab_levels_new_with_cpu_id; says_free:
+ * whether the eden says what it has left (buffers then shrink at its end). */
+static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, int says_free) {
+    hab_upstream upstream = {carve, write_filler, NULL, says_free ? eden_free : NULL};
     hab_levels *levels = NULL;
     CHECK((cpu_id == NULL ? hab_levels_new(list, MAX_TLAB_BYTES, min_filler_bytes, eden.start,
                                            &upstream, &levels)
@@ -156,10 +163,11 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
         CHECK(at == atomic_load(&eden.top));
         CHECK(atomic_load(&eden.top) + MAX_TLAB_BYTES > eden.end);
         CHECK(atomic_load(&eden.bad_fillers) == 0);
-        printf("%s, cpu id %s, smallest filler %zu, round %d: %zu TLABs and %zu fillers tile "
-               "%zu KiB\n",
-               list, cpu_id == NULL ? "default" : cpu_id, min_filler_bytes, round, tlabs,
-               eden.filler_count, (size_t)(at - eden.start) >> 10);
+        printf("%s, cpu id %s, smallest filler %zu, eden %s, round %d: %zu TLABs and %zu "
+               "fillers tile %zu KiB\n",
+               list, cpu_id == NULL ? "default" : cpu_id, min_filler_bytes,
+               says_free ? "says what is left" : "silent", round, tlabs, eden.filler_count,
+               (size_t)(at - eden.start) >> 10);
     }
     char json[4096];
     size_t length = hab_levels_stats_json(levels, json, sizeof json);
@@ -169,6 +177,9 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
     CHECK(count >= 1 && count <= 4 && hab_levels_stats(levels, NULL, 0) == count);
     CHECK(strncmp(list, stats[0].level, strlen(stats[0].level)) == 0);
     CHECK(stats[0].allocs > 0 && stats[count - 1].refills > 0);
+    /* Near the eden's end the highest level's refills take a share of what is left: the
+     * eden runs out only through them, and only below four buffers per domain left. */
+    CHECK(says_free ? stats[count - 1].short_refills > 0 : stats[count - 1].short_refills == 0);
     /* Each TLAB is counted by the level that served it, or as past every level. */
     uint64_t past = hab_levels_tlabs_past_levels(levels);
     CHECK(stats[0].allocs + past <= all_tlabs);
@@ -185,10 +196,12 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id) 
     for (size_t i = 0; i < count; i++) {
         /* Requests from CPUs beyond the per-CPU array are some of the fallbacks. */
         CHECK(stats[i].out_of_range_cpus <= stats[i].rseq_fallbacks);
-        printf("  %s: %llu allocs, %llu foreign, %llu refills, %llu waste bytes, %llu aborts, "
-               "%llu fallbacks\n",
+        CHECK(stats[i].short_refills <= stats[i].refills);
+        printf("  %s: %llu allocs, %llu foreign, %llu refills (%llu short), %llu waste bytes, "
+               "%llu aborts, %llu fallbacks\n",
                stats[i].level, (unsigned long long)stats[i].allocs,
                (unsigned long long)stats[i].foreign_allocs, (unsigned long long)stats[i].refills,
+               (unsigned long long)stats[i].short_refills,
                (unsigned long long)stats[i].waste_bytes,
                (unsigned long long)stats[i].rseq_aborts,
                (unsigned long long)stats[i].rseq_fallbacks);
@@ -206,7 +219,7 @@ static size_t broken_carve(void *user, size_t min_bytes, size_t desired_bytes, u
 }
 
 static void bad_arguments(void) {
-    hab_upstream upstream = {carve, write_filler, NULL};
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
     hab_levels *levels = NULL;
     CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, NULL, &levels) ==
           HAB_INVALID_ARGUMENT);
@@ -217,7 +230,7 @@ static void bad_arguments(void) {
     /* max_tlab_bytes 0 is the documented default: a zero buffer is the list's fault. */
     CHECK(hab_levels_new("cpu:0", 0, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "middle") != NULL && strstr(hab_last_error(), "max_tlab") == NULL);
-    hab_upstream incomplete = {carve, NULL, NULL};
+    hab_upstream incomplete = {carve, NULL, NULL, NULL};
     CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, &incomplete, &levels) ==
           HAB_INVALID_ARGUMENT);
     CHECK(levels == NULL);
@@ -244,7 +257,7 @@ static void bad_arguments(void) {
                                      &upstream, &levels) == HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "getcpu") != NULL);
 
-    hab_upstream broken = {broken_carve, write_filler, NULL};
+    hab_upstream broken = {broken_carve, write_filler, NULL, NULL};
     CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, 8, eden.start, &broken, &levels) ==
           HAB_OK);
     hab_levels_thread *thread = hab_levels_thread_new(levels);
@@ -273,11 +286,11 @@ static void auto_levels(void) {
     CHECK(hab_levels_auto(0, MAX_TLAB_BYTES, small, sizeof small) == 0);
     CHECK(strstr(hab_last_error(), "hab_levels_auto") != NULL);
     CHECK(hab_levels_auto(4096, 8192, NULL, 0) == 0);
-    hab_upstream upstream = {carve, write_filler, NULL};
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
     hab_levels *levels = NULL;
     CHECK(hab_levels_new("auto", 0, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "hab_levels_auto") != NULL);
-    tile(list, 16, NULL);
+    tile(list, 16, NULL, 1);
 
     /* Resized after a cycle that carved nothing: the lowest buffer halves (or stays at four
      * of the largest TLAB), and the figures say so. */
@@ -304,12 +317,13 @@ int main(void) {
     eden.end = eden.start + EDEN_BYTES - 4096;
     eden.fillers = malloc(MAX_RANGES * sizeof *eden.fillers);
     bad_arguments();
-    tile("core:1MiB", 16, NULL);
-    tile("cpu:256KiB,core:1MiB", 8, NULL);
+    tile("core:1MiB", 16, NULL, 1);
+    tile("core:1MiB", 16, NULL, 0);
+    tile("cpu:256KiB,core:1MiB", 8, NULL, 0);
     /* HotSpot's smallest filler: the restartable buffers keep a two-word reserve. */
-    tile("cpu:256KiB,core:1MiB", 16, "rseq");
-    tile("cpu:256KiB,core:1MiB", 16, "getcpu");
-    tile("cpu:64KiB,package:4MiB", 8, "rseq");
+    tile("cpu:256KiB,core:1MiB", 16, "rseq", 1);
+    tile("cpu:256KiB,core:1MiB", 16, "getcpu", 1);
+    tile("cpu:64KiB,package:4MiB", 8, "rseq", 1);
     auto_levels();
     free(eden.fillers);
     free(memory);

@@ -452,7 +452,8 @@ fn resize_buffers(
     let levels = heap.allocator().levels();
     let sizes = buffer_sizing::resize(
         levels,
-        |level| cycle[level.index()].refills,
+        // Refills cut short at the end of the cycle measure the end, not the allocation.
+        |level| (cycle[level.index()].refills).saturating_sub(cycle[level.index()].short_refills),
         allocating_threads,
         range_bytes,
         buffer_floor_bytes,

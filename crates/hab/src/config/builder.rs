@@ -98,7 +98,8 @@ impl HeapConfigBuilder {
     }
     /// Whether TLABs taken from the global heap shrink as the allocation range runs out,
     /// to a share of what is left per allocating thread, and objects are then allocated
-    /// outside TLABs (default on; see [`HeapConfig::end_of_cycle`]).
+    /// outside TLABs; and the middle levels' buffers, to their share of what is left (default
+    /// on; see [`HeapConfig::end_of_cycle`]).
     pub fn end_of_cycle(mut self, on: bool) -> Self {
         self.end_of_cycle = Some(on);
         self

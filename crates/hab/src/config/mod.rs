@@ -511,7 +511,9 @@ impl HeapConfig {
     /// out is used before the collection (Garthwaite et al.'s question of when to stop
     /// handing out LABs). Only in cycles where the full TLABs of the threads that allocate
     /// would hold an eighth of the range or more. Applies to the `tlab` mode and the TLAB
-    /// phases of `flip`.
+    /// phases of `flip`; in the `hab` mode the middle levels' buffers do the same one level
+    /// up: a buffer refilled near the end of the range takes its share of what is left
+    /// instead of a whole buffer (a quarter of it over the level's buffers).
     pub fn end_of_cycle(&self) -> bool {
         self.end_of_cycle
     }

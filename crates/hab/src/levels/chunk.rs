@@ -40,23 +40,33 @@ pub(crate) fn portion(available: u64, desired: u64, min_tail: u64) -> u64 {
     }
 }
 
-/// What a configured level is, apart from its buffers: its kind, the size of the chunk a
-/// buffer takes from above (which a collection may change: `buffer_sizing.rs`; a refill reads
-/// it once, with one plain load), and the shortest free tail it may leave.
+/// What a configured level is, apart from its buffers: its kind, how many buffers it has, the
+/// size of the chunk a buffer takes from above (which a collection may change:
+/// `buffer_sizing.rs`; a refill reads it once, with one plain load), and the shortest free
+/// tail it may leave.
 #[derive(Debug)]
 pub(crate) struct LevelShape {
     level: Level,
+    /// The level's domains: one buffer each.
+    buffers: usize,
     buffer_bytes: AtomicUsize,
     /// No carve leaves a free tail shorter than this (and longer than 0).
     min_tail_words: u64,
 }
 
 impl LevelShape {
-    /// A level of `buffer_bytes` buffers that never leaves a free tail shorter than
-    /// `min_tail_bytes` (the object model's smallest filler, when it exceeds the alignment).
-    pub(crate) fn new(level: Level, buffer_bytes: usize, min_tail_bytes: usize) -> Self {
+    /// A level of `buffers` buffers of `buffer_bytes` that never leaves a free tail shorter
+    /// than `min_tail_bytes` (the object model's smallest filler, when it exceeds the
+    /// alignment).
+    pub(crate) fn new(
+        level: Level,
+        buffers: usize,
+        buffer_bytes: usize,
+        min_tail_bytes: usize,
+    ) -> Self {
         LevelShape {
             level,
+            buffers,
             buffer_bytes: AtomicUsize::new(buffer_bytes),
             min_tail_words: min_tail_bytes.div_ceil(WORD_BYTES) as u64,
         }
@@ -64,6 +74,11 @@ impl LevelShape {
 
     pub(crate) fn level(&self) -> Level {
         self.level
+    }
+
+    /// How many buffers the level has (its domains).
+    pub(crate) fn buffers(&self) -> usize {
+        self.buffers
     }
 
     pub(crate) fn buffer_bytes(&self) -> usize {
@@ -96,6 +111,17 @@ pub(crate) trait RefillThread {
     fn current_domain(&mut self, level: Level) -> usize;
     /// Carves from the global heap.
     fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk>;
+    /// The bytes a buffer of shape `shape` asks of the level above at a refill for a request
+    /// of at least `min` bytes: the level's buffer size (or `min`, if larger), or less near
+    /// the end of a cycle (`buffer_end_of_cycle.rs`).
+    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize) -> usize {
+        shape.buffer_bytes().max(min)
+    }
+    /// A refill of the level at `index` asked for less than a whole buffer and installed
+    /// what it got.
+    fn short_refill(&mut self, index: usize) {
+        let _ = index;
+    }
     /// This thread claimed a buffer of the level at `index` for a refill; `[start, end)` (maybe
     /// empty) is the free tail of its previous chunk, to be covered by a filler and counted as
     /// waste. The thread owns the tail: no other thread carves from a claimed buffer.

@@ -36,6 +36,16 @@ pub trait Upstream: Send + Sync {
     /// at a refill or at [`MiddleLevels::retire_all`]). `bytes` is a multiple of 8, at least
     /// the smallest filler the levels were given.
     fn write_filler(&self, start: usize, bytes: usize);
+
+    /// The bytes the runtime's space has left to carve before its next collection (eden's
+    /// end less its top; an estimate is fine), or `None` (the default) where it does not say.
+    /// Where it says, a buffer refilled near the end takes only its share of what is left
+    /// (a quarter of it over the level's buffers) instead of a whole buffer, so that the
+    /// buffers hold little when the space runs out: what they hold then is lost to the
+    /// cycle. Those refills are counted as `short_refills`.
+    fn free_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The upstream as the levels' protocol sees it, checking what it hands out.
@@ -69,6 +79,10 @@ impl Above for Checked {
             start: range.start,
             len,
         })
+    }
+
+    fn free_bytes(&self) -> Option<usize> {
+        self.upstream.free_bytes()
     }
 
     unsafe fn write_filler(&self, start: usize, bytes: usize) {
@@ -283,7 +297,16 @@ impl MiddleLevels {
         let sum = |count: &dyn Fn(&ThreadCounters) -> u64| -> u64 {
             threads.iter().map(|counters| count(counters)).sum()
         };
-        let refills = |level: Level| sum(&|counters| counters.levels[level.index()].refills.get());
+        // Refills cut short at the end of a cycle measure the end, not the allocation.
+        let refills = |level: Level| {
+            sum(&|counters| {
+                let level = &counters.levels[level.index()];
+                level
+                    .refills
+                    .get()
+                    .saturating_sub(level.short_refills.get())
+            })
+        };
         let (tlabs, tlab_bytes) = (
             sum(&|counters| counters.tlabs.get()),
             sum(&|counters| counters.tlab_bytes.get()),

@@ -181,7 +181,19 @@ fn refill<E: RefillThread>(
     if sidelined.is_some() {
         env.sideline_reused(index);
     }
-    let Some(chunk) = sidelined.or_else(|| above(env, min, level.buffer_bytes().max(min))) else {
+    // A refill that asks for less than a whole buffer (the end of a cycle) is counted once
+    // its chunk is installed.
+    let (chunk, short) = match sidelined {
+        Some(chunk) => (Some(chunk), false),
+        None => {
+            let bytes = env.buffer_refill_bytes(level, min);
+            (
+                above(env, min, bytes),
+                bytes < level.buffer_bytes().max(min),
+            )
+        }
+    };
+    let Some(chunk) = chunk else {
         return Carved::Exhausted;
     };
     let take = portion_bytes(level, chunk.len, desired);
@@ -207,10 +219,13 @@ fn refill<E: RefillThread>(
     let (installed, aborts) = unsafe { buffers.slots.install(area, cpu, seen, new) };
     env.rseq_aborts(index, aborts);
     match installed {
-        // The old buffer is unreachable now: its tail is this thread's to retire.
+        // The old buffer is unreachable now: its tail is this thread's to retire (an empty
+        // slot, as after a collection, has none: the refill is counted all the same).
         Outcome::Done { .. } => {
-            if let Some((start, end)) = buffers.tail_of(base, seen) {
-                env.retire_tail(index, start, end);
+            let (start, end) = buffers.tail_of(base, seen).unwrap_or((rest, rest));
+            env.retire_tail(index, start, end);
+            if short {
+                env.short_refill(index);
             }
         }
         // Not installed: the rest of the chunk is this thread's; keep it for a later refill.
@@ -301,7 +316,7 @@ mod tests {
             return;
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let level = LevelShape::new(Level::Cpu, 4096, 0);
+        let level = LevelShape::new(Level::Cpu, 1, 4096, 0);
         let buffers = &CpuBuffers::new(cpus, 0);
         let above = |env: &mut Interfering, min, bytes| env.carve_global(min, bytes);
         let mut env = Interfering {

@@ -159,11 +159,11 @@ impl MiddleLevel {
         domains: usize,
         min_tail_bytes: usize,
     ) -> Self {
-        let buffers = (0..domains.max(1))
+        let buffers: Box<[_]> = (0..domains.max(1))
             .map(|_| CachePadded(CasBuffer::new()))
             .collect();
         MiddleLevel {
-            shape: LevelShape::new(level, buffer_bytes, min_tail_bytes),
+            shape: LevelShape::new(level, buffers.len(), buffer_bytes, min_tail_bytes),
             buffers,
             cpu_buffers: None,
         }
@@ -344,11 +344,14 @@ fn refill(
         words::address(base, tail_top),
         words::address(base, tail_end),
     );
-    let buffer_bytes = level.buffer_bytes().max(min);
+    let buffer_bytes = env.buffer_refill_bytes(&level.shape, min);
     let Some(chunk) = carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env) else {
         buffer.install(seen, tail_end, tail_end);
         return None;
     };
+    if buffer_bytes < level.buffer_bytes().max(min) {
+        env.short_refill(index);
+    }
     let take = portion_bytes(&level.shape, chunk.len, desired);
     let (top_words, end_words) = (
         words::offset(base, chunk.start + take),

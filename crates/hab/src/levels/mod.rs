@@ -7,6 +7,7 @@
 //! the levels as a component over a runtime's own space (`component`); the policy that
 //! resizes their buffers at collections (`buffer_sizing`).
 
+pub(crate) mod buffer_end_of_cycle;
 pub(crate) mod buffer_sizing;
 pub(crate) mod chunk;
 pub(crate) mod component;

@@ -2,7 +2,8 @@
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
 use crate::config::MiddleLevelSpec;
-use crate::levels::chunk::{Chunk, RefillThread, Request};
+use crate::levels::buffer_end_of_cycle;
+use crate::levels::chunk::{Chunk, LevelShape, RefillThread, Request};
 use crate::levels::cpu_buffers;
 use crate::levels::middle::{self, MiddleLevel, SharedHome};
 use crate::levels::stats::LevelCounters;
@@ -13,12 +14,15 @@ use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
 
 /// What a refill reads around the levels: the heap's space (the global heap above the levels,
-/// the fillers for retired tails), the machine's topology and where the CPU id comes from.
+/// the fillers for retired tails), the machine's topology, where the CPU id comes from, and
+/// whether buffers shrink at the end of a cycle
+/// ([`HeapConfig::end_of_cycle`](crate::HeapConfig::end_of_cycle)).
 #[derive(Clone, Copy)]
 pub(crate) struct RefillContext<'a> {
     pub(crate) space: &'a Space,
     pub(crate) topology: &'a Topology,
     pub(crate) cpu_id: &'a CpuIdReader,
+    pub(crate) end_of_cycle: bool,
 }
 
 /// One thread's counters of every level, indexed by [`Level::index`].
@@ -32,6 +36,9 @@ pub(crate) trait Above {
     fn base(&self) -> usize;
     /// Carves `desired` bytes, or at least `min`.
     fn carve(&self, min: usize, desired: usize) -> Option<Chunk>;
+    /// The bytes it has left to carve this cycle, if it says (and the end of a cycle is on:
+    /// buffers refilled near the end take a share of it, `buffer_end_of_cycle.rs`).
+    fn free_bytes(&self) -> Option<usize>;
     /// Covers the unused gap `[start, start + bytes)` with a filler.
     ///
     /// # Safety
@@ -39,19 +46,30 @@ pub(crate) trait Above {
     unsafe fn write_filler(&self, start: usize, bytes: usize);
 }
 
-impl Above for Space {
+/// A heap's space as the levels' [`Above`]: its global heap, which says what is left of the
+/// allocation range where the end of a cycle is on.
+struct HeapAbove<'a> {
+    space: &'a Space,
+    end_of_cycle: bool,
+}
+
+impl Above for HeapAbove<'_> {
     fn base(&self) -> usize {
-        Space::base(self)
+        self.space.base()
     }
 
     fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
-        let (start, len) = self.global().carve_between(min, desired)?;
+        let (start, len) = self.space.global().carve_between(min, desired)?;
         Some(Chunk { start, len })
+    }
+
+    fn free_bytes(&self) -> Option<usize> {
+        self.end_of_cycle.then(|| self.space.global().free_bytes())
     }
 
     unsafe fn write_filler(&self, start: usize, bytes: usize) {
         // SAFETY: the caller's contract.
-        unsafe { Space::write_filler(self, start, bytes) }
+        unsafe { self.space.write_filler(start, bytes) }
     }
 }
 
@@ -85,8 +103,12 @@ pub(crate) fn carve_chunk(
     min: usize,
     desired: usize,
 ) -> Option<Chunk> {
+    let above = HeapAbove {
+        space: context.space,
+        end_of_cycle: context.end_of_cycle,
+    };
     carve_chunk_from(
-        context.space,
+        &above,
         context.topology,
         context.cpu_id,
         levels,
@@ -255,6 +277,17 @@ impl RefillThread for Refill<'_> {
 
     fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
         self.above.carve(min, desired)
+    }
+
+    /// A whole buffer, or its share of what the space above has left near the end of a
+    /// cycle.
+    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize) -> usize {
+        let free_bytes = self.above.free_bytes();
+        buffer_end_of_cycle::refill_bytes(shape.buffer_bytes(), shape.buffers(), free_bytes, min)
+    }
+
+    fn short_refill(&mut self, index: usize) {
+        self.level_counters(index).short_refills.add(1);
     }
 
     fn retire_tail(&mut self, index: usize, start: usize, end: usize) {

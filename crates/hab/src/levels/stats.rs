@@ -32,6 +32,9 @@ figures! {
         sidelined,
         /// Refills served by a sidelined chunk.
         sideline_reused,
+        /// Refills cut short at the end of a cycle: the buffer asked for its share of what
+        /// the space above had left, less than a whole buffer (`buffer_end_of_cycle.rs`).
+        short_refills,
     }
     gauges {
         /// The size of the chunk each of the level's buffers takes from above, as the heap

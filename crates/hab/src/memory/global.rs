@@ -73,6 +73,13 @@ impl GlobalHeap {
         self.top.0.load(Ordering::Acquire)
     }
 
+    /// The bytes left between the top and the range's end (a relaxed estimate while threads
+    /// carve).
+    pub(crate) fn free_bytes(&self) -> usize {
+        let end = self.end.load(Ordering::Relaxed);
+        end.saturating_sub(self.top.0.load(Ordering::Relaxed))
+    }
+
     /// The one carve from the global top: reads the top, asks `len_at(top, end)` how many
     /// bytes to take (`None`: not enough room; `top + len` stays at or below `end`), and moves
     /// the top with a compare-and-swap, again from the new top if another thread moved it

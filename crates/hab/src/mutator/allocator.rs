@@ -160,6 +160,7 @@ impl Allocator {
             space: &self.space,
             topology: &self.topology,
             cpu_id: &self.cpu_id,
+            end_of_cycle: self.config.end_of_cycle(),
         }
     }
 

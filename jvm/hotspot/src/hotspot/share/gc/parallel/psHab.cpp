@@ -90,6 +90,12 @@ static size_t carve_from_eden(void*, size_t min_bytes, size_t desired_bytes, uin
   return 0;
 }
 
+// What eden has left: buffers refilled near its end take a share of it, not a whole buffer,
+// so that little is left in them at the young collection.
+static size_t free_in_eden(void*) {
+  return eden()->free_in_bytes();
+}
+
 // Hab's filler writer: HotSpot's filler objects (int arrays, or an Object for two words).
 static void write_filler(void*, uintptr_t start, size_t bytes) {
   CollectedHeap::fill_with_objects((HeapWord*)start, bytes / HeapWordSize);
@@ -145,7 +151,7 @@ bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
     chosen = levels;
     _follow = true;
   }
-  hab_upstream upstream = {carve_from_eden, write_filler, NULL};
+  hab_upstream upstream = {carve_from_eden, write_filler, NULL, free_in_eden};
   size_t min_filler_bytes = CollectedHeap::min_fill_size() * HeapWordSize;
   hab_status status = _hab_levels_new_with_cpu_id(chosen, HABCpuId, 0, min_filler_bytes,
                                                   (uintptr_t)base, &upstream, &_levels);

@@ -1,0 +1,181 @@
+//! The end of a cycle one level up: near the end of the space above, a buffer refill takes
+//! only its share of what is left, not a whole buffer.
+//!
+//! What the middle levels' buffers hold when the space runs out is lost to the cycle: the
+//! collection comes while it is unused, and their tails are retired as waste. A buffer
+//! refilled in full just before the end holds up to a whole buffer then, and with one buffer
+//! per CPU that adds up (HotSpot on two CPUs with 8–16 MiB per-CPU buffers left 14 MiB of a
+//! 340–770 MiB eden in tails at each young collection: a few percent more collections than
+//! stock). So a refill takes at most its buffer's share of the bytes the space above has left
+//! (`free / (buffers × SHARE_DIVISOR)`), a whole buffer while that share is larger: the
+//! buffers together then never hold more than about a quarter of what was left at their
+//! last refills, which shrinks toward nothing as the space runs out, as the TLABs' end of
+//! the cycle (`labs/end_of_cycle.rs`) does one level down.
+//!
+//! The price is refills: from `buffers × SHARE_DIVISOR` whole buffers left, each refill
+//! takes a fixed fraction of what is left, so running out takes about `buffers ×
+//! SHARE_DIVISOR × ln(left / smallest chunk)` refills more per cycle (a few dozen per
+//! buffer), each a buffer refill (hundreds of nanoseconds), nothing on the TLAB path.
+//!
+//! Only where the space above says what it has left (the heap's global range; an
+//! [`Upstream`](crate::Upstream) that implements `free_bytes`) and the end of a cycle is on
+//! ([`HeapConfig::end_of_cycle`](crate::HeapConfig::end_of_cycle)). A refill cut short is
+//! counted (`short_refills` in [`LevelStats`](crate::LevelStats)); the buffer sizing leaves
+//! such refills out, since they measure the end of the cycle, not the allocation.
+//!
+//! Cost: one load of the space's top and a division per buffer refill; nothing per TLAB.
+
+use crate::memory::words::WORD_BYTES;
+
+/// Every buffer of a level takes at most what the space above has left over its buffers and
+/// this (a quarter: what the buffers can hold at the end is a quarter of what was left).
+pub(crate) const SHARE_DIVISOR: usize = 4;
+
+/// The bytes a buffer of a level of `buffers` buffers of `buffer_bytes` asks of the space
+/// above at a refill for a request of at least `min_bytes` when that space has `free_bytes`
+/// left (`None`: it does not say, or the end of a cycle is off): the whole buffer (at least
+/// the request), or its share of what is left when that is smaller, a multiple of the
+/// request's minimum (which keeps every chunk a multiple of the heap's alignment) and at
+/// least that minimum.
+///
+/// ```text
+/// buffer 8 MiB, 2 buffers, 1 GiB left  -> 8 MiB
+/// buffer 8 MiB, 2 buffers, 40 MiB left -> 5 MiB
+/// buffer 8 MiB, 2 buffers, 1 MiB left  -> 128 KiB
+/// ```
+#[inline]
+pub(crate) fn refill_bytes(
+    buffer_bytes: usize,
+    buffers: usize,
+    free_bytes: Option<usize>,
+    min_bytes: usize,
+) -> usize {
+    let whole = buffer_bytes.max(min_bytes);
+    let Some(free) = free_bytes else {
+        return whole;
+    };
+    let unit = min_bytes.max(WORD_BYTES);
+    let share = free / buffers.max(1).saturating_mul(SHARE_DIVISOR) / unit * unit;
+    whole.min(share).max(min_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn a_whole_buffer_until_its_share_of_what_is_left_is_smaller() {
+        assert_eq!(refill_bytes(8 * MIB, 2, None, 4096), 8 * MIB);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(1 << 30), 4096), 8 * MIB);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(64 * MIB), 4096), 8 * MIB);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(40 * MIB), 4096), 5 * MIB);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(MIB), 4096), 128 << 10);
+        // A multiple of the request's minimum (or of 8), never below it.
+        assert_eq!(refill_bytes(8 * MIB, 3, Some(1000), 8), 80);
+        assert_eq!(refill_bytes(8 * MIB, 3, Some(1000), 0), 80);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(100_000), 4096), 12288);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(0), 4096), 4096);
+        // A request larger than the buffer asks for itself, shrinking or not.
+        assert_eq!(refill_bytes(4096, 2, None, 8192), 8192);
+        assert_eq!(refill_bytes(4096, 2, Some(1 << 30), 8192), 8192);
+        // No buffers counts as one; no overflow on the largest numbers.
+        assert_eq!(refill_bytes(8 * MIB, 0, Some(4 * MIB), 8), MIB);
+        assert_eq!(refill_bytes(usize::MAX, usize::MAX, Some(usize::MAX), 8), 8);
+    }
+
+    /// What a synthetic cycle left: the bytes in buffers when the space ran out, and the
+    /// buffer refills it took.
+    #[derive(Debug)]
+    struct Ending {
+        left_in_buffers: usize,
+        refills: usize,
+    }
+
+    /// A cycle over a space of `space_bytes`: `buffers` buffers of `buffer_bytes`, each
+    /// request a TLAB of `tlab_bytes` from a buffer picked by a fixed pseudo-random sequence
+    /// (some buffers allocate more than others: the weights), refilled with `refill_bytes`
+    /// (or whole buffers, `shrink` off) until the space cannot serve a refill.
+    fn run_cycle(
+        space_bytes: usize,
+        buffers: usize,
+        buffer_bytes: usize,
+        tlab_bytes: usize,
+        shrink: bool,
+    ) -> Ending {
+        let mut free = space_bytes;
+        let mut left = vec![0usize; buffers];
+        let mut refills = 0;
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        loop {
+            // xorshift: deterministic, and uneven between buffers by its weights.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let pick = (state % (buffers as u64 * (buffers as u64 + 1) / 2)) as usize;
+            let (mut buffer, mut bound) = (0, buffers);
+            while pick >= bound {
+                buffer += 1;
+                bound += buffers - buffer;
+            }
+            if left[buffer] < tlab_bytes {
+                let want = refill_bytes(buffer_bytes, buffers, shrink.then_some(free), tlab_bytes);
+                if free < tlab_bytes {
+                    return Ending {
+                        left_in_buffers: left.iter().sum(),
+                        refills,
+                    };
+                }
+                // The tail is retired (waste at the refill, as the levels do); what the space
+                // has left is what a short carve gives.
+                left[buffer] = want.min(free);
+                free -= left[buffer];
+                refills += 1;
+            }
+            left[buffer] -= tlab_bytes;
+        }
+    }
+
+    #[test]
+    fn buffers_hold_little_when_the_space_runs_out() {
+        // HotSpot's case on two CPUs: 8 MiB per-CPU buffers, 4 KiB TLABs, a 340 MiB eden.
+        let (space, tlab) = (340 * MIB, 4096);
+        for buffers in [2, 16] {
+            let whole = run_cycle(space, buffers, 8 * MIB, tlab, false);
+            let shrunk = run_cycle(space, buffers, 8 * MIB, tlab, true);
+            // Whole buffers leave about half a buffer each on average.
+            assert!(
+                whole.left_in_buffers > buffers * MIB,
+                "{buffers} buffers: {whole:?}"
+            );
+            // Shrinking ones leave a tenth of that or less, and under 1 % of the space (what
+            // is left sits in the buffers that allocate least: their last share).
+            assert!(
+                shrunk.left_in_buffers * 10 <= whole.left_in_buffers
+                    && shrunk.left_in_buffers * 100 <= space,
+                "{buffers} buffers: {shrunk:?} against {whole:?}"
+            );
+            // And pay for it with a bounded number of refills: about buffers × divisor ×
+            // ln(what was left when shrinking began / a TLAB) more.
+            let began = buffers * SHARE_DIVISOR * 8 * MIB;
+            let bound = buffers * SHARE_DIVISOR * ((began / tlab) as f64).ln().ceil() as usize;
+            assert!(
+                shrunk.refills <= whole.refills + bound,
+                "{buffers} buffers: {} refills against {} (bound {bound} more)",
+                shrunk.refills,
+                whole.refills
+            );
+        }
+    }
+
+    #[test]
+    fn a_large_space_is_served_in_whole_buffers_until_its_end() {
+        // With the space hundreds of buffers long, the share stays a whole buffer until the
+        // last buffers × divisor of them: almost every refill is whole.
+        let shrunk = run_cycle(1 << 30, 2, MIB, 1024, true);
+        let whole = run_cycle(1 << 30, 2, MIB, 1024, false);
+        assert!(shrunk.refills >= whole.refills);
+        assert!(shrunk.refills - whole.refills < 2 * SHARE_DIVISOR * 12);
+    }
+}
