@@ -78,7 +78,8 @@ impl<C: Snapshot, const N: usize> Snapshot for [C; N] {
 /// - optionally `gauges { … }`: `u64` values that `since` keeps as they are now (a size, not a
 ///   count);
 /// - optionally `nested { name: Stats => Counters, … }`: figures that are themselves such a
-///   snapshot (or an array of them), with their counters.
+///   snapshot (or an array of them), with their counters;
+/// - attributes before the counters' name apply to the counters' struct (an alignment).
 ///
 /// A figure is declared once here, and its name with it: [`NAMES`](crate::LevelStats::NAMES)
 /// lists the counts and gauges in declaration order, which the JSON's keys, the C struct's
@@ -87,7 +88,7 @@ impl<C: Snapshot, const N: usize> Snapshot for [C; N] {
 /// [`write_figures`](crate::LevelStats::write_figures) writes them as `name: value` pairs.
 macro_rules! figures {
     (
-        $(#[$doc:meta])* $stats:ident, $counters:ident {
+        $(#[$doc:meta])* $stats:ident, $(#[$counters_meta:meta])* $counters:ident {
             $($(#[$field_doc:meta])* $field:ident,)*
         }
         $(gauges {
@@ -109,6 +110,7 @@ macro_rules! figures {
         /// The live counters behind
         #[doc = concat!("[`", stringify!($stats), "`].")]
         #[derive(Debug, Default)]
+        $(#[$counters_meta])*
         pub(crate) struct $counters {
             $(pub(crate) $field: $crate::platform::counter::Counter,)*
             $($(pub(crate) $gauge: $crate::platform::counter::Counter,)*)?
