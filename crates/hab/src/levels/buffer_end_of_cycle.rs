@@ -4,9 +4,9 @@
 //! What the middle levels' buffers hold when the space runs out is lost to the cycle: the
 //! collection comes while it is unused, and their tails are retired as waste. A buffer
 //! refilled in full just before the end holds up to a whole buffer then, and with one buffer
-//! per CPU that adds up (HotSpot on two CPUs with 8–16 MiB per-CPU buffers left 14 MiB of a
-//! 340–770 MiB eden in tails at each young collection: a few percent more collections than
-//! stock). So a refill takes at most its buffer's share of the bytes the space above has left
+//! per CPU that adds up (HotSpot on two CPUs with 8–16 MiB per-CPU buffers left up to 28 MB
+//! of a 340–770 MB eden in tails at a young collection, 120–170 MB a run; with shares 0.1–9
+//! MB a run). So a refill takes at most its buffer's share of the bytes the space above has left
 //! (`free / (buffers × SHARE_DIVISOR)`), a whole buffer while that share is larger: the
 //! buffers together then never hold more than about a quarter of what was left at their
 //! last refills, which shrinks toward nothing as the space runs out, as the TLABs' end of
