@@ -114,6 +114,10 @@ impl Above for Checked {
 ///         }
 ///     }
 ///     fn write_filler(&self, _start: usize, _bytes: usize) { /* the runtime's filler object */ }
+///     // Optional: near eden's end, buffers then take a share of what is left.
+///     fn free_bytes(&self) -> Option<usize> {
+///         Some(self.end - self.top.load(Ordering::Relaxed))
+///     }
 /// }
 ///
 /// let memory = vec![0u64; 1 << 20]; // 8 MiB
