@@ -35,6 +35,8 @@ pub struct Context {
     pub vm_runs: Vec<vm::Runs>,
     /// The per-CPU LABs by concurrency id and by CPU (their experiment's).
     pub concurrency_ids: Vec<concurrency_ids::IndexRun>,
+    /// `auto` and the grid's best run again in turn (the middle levels' experiment's).
+    pub auto_rematch: Vec<middle::AutoRematch>,
     /// The C runtime's runs (its experiment's), once measured.
     pub c_runtime: Option<c_runtime::CRuntime>,
     /// HotSpot with HABs (its experiment's), or why not.

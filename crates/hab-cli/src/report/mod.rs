@@ -160,6 +160,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         bench_jar: None,
         vm_runs: Vec::new(),
         concurrency_ids: Vec::new(),
+        auto_rematch: Vec::new(),
         c_runtime: None,
         figures: Figures {
             dir: out.to_path_buf(),
