@@ -246,6 +246,55 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
     drop(memory);
 }
 
+/// An eden that says a fixed, wrong amount is left.
+struct Misreports(Eden, usize);
+
+impl Upstream for Misreports {
+    fn carve(&self, min: usize, desired: usize) -> Option<Range<usize>> {
+        self.0.carve(min, desired)
+    }
+    fn write_filler(&self, start: usize, bytes: usize) {
+        self.0.write_filler(start, bytes)
+    }
+    fn free_bytes(&self) -> Option<usize> {
+        Some(self.1)
+    }
+}
+
+#[test]
+fn an_upstream_that_misreports_what_is_left_only_changes_buffer_sizes() {
+    // Nothing left, or everything: buffers of one request each, or whole ones to the end.
+    // Either way every TLAB lies in the eden, none overlaps another, and the eden runs out.
+    let memory = vec![0u64; (4 << 20) / 8];
+    let start = memory.as_ptr() as usize;
+    for said in [0, usize::MAX] {
+        let eden = Misreports(Eden::new(start, 4 << 20, 16), said);
+        let levels = MiddleLevels::new("core:256KiB", MAX_TLAB_BYTES, 16, start, eden).unwrap();
+        let mut thread = levels.thread();
+        let mut tlabs = Vec::new();
+        while let Some(tlab) = thread.carve_tlab(4096, 4096) {
+            assert!(
+                tlab.start >= start && tlab.end <= start + (4 << 20),
+                "{tlab:x?}"
+            );
+            tlabs.push(tlab);
+        }
+        tlabs.sort_unstable_by_key(|tlab| tlab.start);
+        assert!(tlabs.windows(2).all(|pair| pair[0].end <= pair[1].start));
+        assert_eq!(
+            tlabs.len(),
+            (4 << 20) / 4096,
+            "said {said}: the eden runs out"
+        );
+        let (_, core) = &levels.stats()[0];
+        assert_eq!(core.short_refills > 0, said == 0, "said {said}: {core:?}");
+        if said == 0 {
+            // Every TLAB came from a refill that asked for it alone.
+            assert_eq!(core.short_refills, core.allocs, "{core:?}");
+        }
+    }
+}
+
 #[test]
 fn bad_requests_and_bad_configurations() {
     let memory = vec![0u64; 1 << 17];
