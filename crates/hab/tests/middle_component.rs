@@ -17,10 +17,12 @@ use hab::{Level, MiddleLevels, Upstream};
 const EDEN_BYTES: usize = 32 << 20;
 const MAX_TLAB_BYTES: usize = 16 << 10;
 
-/// A bump-pointer eden that records its fillers, and says what it has left if asked to.
+/// A bump-pointer eden that records its fillers, and says what it has left if asked to (or a
+/// fixed, wrong amount: `misreports`).
 struct Eden {
     min_filler_bytes: usize,
     says_free: bool,
+    misreports: Option<usize>,
     start: usize,
     end: usize,
     top: AtomicUsize,
@@ -34,6 +36,7 @@ impl Eden {
         Eden {
             min_filler_bytes,
             says_free: false,
+            misreports: None,
             start,
             end: start + bytes,
             top: AtomicUsize::new(start),
@@ -62,8 +65,10 @@ impl Upstream for Eden {
     }
 
     fn free_bytes(&self) -> Option<usize> {
-        self.says_free
-            .then(|| self.end - self.top.load(Ordering::Relaxed))
+        self.misreports.or_else(|| {
+            self.says_free
+                .then(|| self.end - self.top.load(Ordering::Relaxed))
+        })
     }
 
     fn write_filler(&self, start: usize, bytes: usize) {
@@ -246,21 +251,6 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
     drop(memory);
 }
 
-/// An eden that says a fixed, wrong amount is left.
-struct Misreports(Eden, usize);
-
-impl Upstream for Misreports {
-    fn carve(&self, min: usize, desired: usize) -> Option<Range<usize>> {
-        self.0.carve(min, desired)
-    }
-    fn write_filler(&self, start: usize, bytes: usize) {
-        self.0.write_filler(start, bytes)
-    }
-    fn free_bytes(&self) -> Option<usize> {
-        Some(self.1)
-    }
-}
-
 #[test]
 fn an_upstream_that_misreports_what_is_left_only_changes_buffer_sizes() {
     // Nothing left, or everything: buffers of one request each, or whole ones to the end.
@@ -268,7 +258,10 @@ fn an_upstream_that_misreports_what_is_left_only_changes_buffer_sizes() {
     let memory = vec![0u64; (4 << 20) / 8];
     let start = memory.as_ptr() as usize;
     for said in [0, usize::MAX] {
-        let eden = Misreports(Eden::new(start, 4 << 20, 16), said);
+        let eden = Eden {
+            misreports: Some(said),
+            ..Eden::new(start, 4 << 20, 16)
+        };
         let levels = MiddleLevels::new("core:256KiB", MAX_TLAB_BYTES, 16, start, eden).unwrap();
         let mut thread = levels.thread();
         let mut tlabs = Vec::new();
