@@ -453,7 +453,11 @@ fn resize_buffers(
     let sizes = buffer_sizing::resize(
         levels,
         // Refills cut short at the end of the cycle measure the end, not the allocation.
-        |level| (cycle[level.index()].refills).saturating_sub(cycle[level.index()].short_refills),
+        |level| {
+            cycle[level.index()]
+                .refills
+                .saturating_sub(cycle[level.index()].short_refills)
+        },
         allocating_threads,
         range_bytes,
         buffer_floor_bytes,

@@ -199,6 +199,9 @@ impl MiddleLevel {
         self.shape.set_buffer_bytes(bytes);
     }
 
+    /// The level's domains: the length of its buffer array, which the compare-and-swap
+    /// carve reads anyway (the shape's copy, for the per-CPU refill that has only the shape,
+    /// took the `core` refill from 157.85 to 160.87 instructions when read here).
     pub(crate) fn domains(&self) -> usize {
         self.buffers.len()
     }
