@@ -451,6 +451,34 @@ fn table_header(text: &mut String, first: &[&str], habs: &[&Config]) {
     let _ = writeln!(text, "| {} |", aligns.collect::<Vec<_>>().join(" | "));
 }
 
+/// A point's collections: median (min–max) and total over the repetitions; beside
+/// `base` (stock's point of the same grid cell), the rounds with fewer and with more (the
+/// repetitions run in rounds, so the same index is the same round).
+fn collections_cell(point: Option<&Point>, base: Option<&Point>) -> String {
+    let Some(point) = point.filter(|p| !p.collections.is_empty()) else {
+        return "—".into();
+    };
+    let counts: Vec<f64> = point.collections.iter().map(|&c| c as f64).collect();
+    let spread = Spread::of(&counts);
+    let total: u64 = point.collections.iter().sum();
+    let mut cell = format!(
+        "{} ({}–{}), {total} in all",
+        spread.median, spread.min, spread.max
+    );
+    if let Some(base) = base {
+        let pairs = || point.collections.iter().zip(&base.collections);
+        let fewer = pairs().filter(|(here, there)| here < there).count();
+        let more = pairs().filter(|(here, there)| here > there).count();
+        let rounds = pairs().count();
+        let plural = if rounds == 1 { "" } else { "s" };
+        let _ = write!(
+            cell,
+            "; {fewer} fewer, {more} more in {rounds} round{plural}"
+        );
+    }
+    cell
+}
+
 /// The rest of a row: each HAB configuration's speed-up over `base` with this TLAB setting.
 fn speedup_cells(
     text: &mut String,
@@ -538,6 +566,27 @@ pub fn render_runs(runs: &Runs) -> String {
                         )
                     })
                 });
+                let _ = write!(text, " {cell} |");
+            }
+            text.push('\n');
+        }
+        let _ = writeln!(
+            text,
+            "\n**{threads} threads: collections** (what the JVM's collectors counted in the timed \
+             compiles, per repetition: median (min–max) and the total; for HABs, the rounds with fewer and with more than \
+             stock's run of the same round).\n"
+        );
+        table_header(&mut text, &["TLAB", "stock"], &habs);
+        for &tlab in &grid.tlab_bytes {
+            let base = find(runs, &stock, tlab, threads);
+            let _ = write!(
+                text,
+                "| {} | {} |",
+                tlab_label(tlab),
+                collections_cell(base, None)
+            );
+            for config in &habs {
+                let cell = collections_cell(find(runs, config, tlab, threads), base);
                 let _ = write!(text, " {cell} |");
             }
             text.push('\n');
@@ -775,5 +824,33 @@ mod tests {
             .iter()
             .any(|c| c.label.contains("compare-and-swap")));
         assert_eq!(grid.runs(), 6 * grid.configs.len());
+    }
+
+    /// A point of `config` with these collections per round.
+    fn point_with(config: Config, collections: &[u64]) -> Point {
+        Point {
+            config,
+            tlab_bytes: Some(4096),
+            threads: 80,
+            compiles_per_min: vec![600.0; collections.len()],
+            collections: collections.to_vec(),
+            levels: Vec::new(),
+            direct_tlabs: 0,
+            log: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_collections_cell_compares_round_by_round() {
+        let stock = point_with(Config::stock(), &[7, 9, 8, 10]);
+        let habs = point_with(Config::hab("auto", "rseq"), &[8, 7, 8, 9]);
+        assert_eq!(collections_cell(Some(&stock), None), "9 (7–10), 34 in all");
+        assert_eq!(
+            collections_cell(Some(&habs), Some(&stock)),
+            "8 (7–9), 32 in all; 2 fewer, 1 more in 4 rounds"
+        );
+        assert_eq!(collections_cell(None, Some(&stock)), "—");
+        let unrun = point_with(Config::stock(), &[]);
+        assert_eq!(collections_cell(Some(&unrun), None), "—");
     }
 }
