@@ -236,7 +236,13 @@ impl Heap {
             next_sample: NextSample::default(),
             end_of_cycle: self.allocator.end_of_cycle.new_thread(end),
         };
-        let cell = Arc::new(MutatorCell::new(id, local, counters, self.collections()));
+        let cell = Arc::new(MutatorCell::new(
+            id,
+            local,
+            counters,
+            self.collections(),
+            self.allocator.sampling.full_path_size_bits(),
+        ));
         if self.allocator.safepoints.pending() {
             cell.request_safepoint_before_running();
         }
@@ -357,7 +363,12 @@ impl Heap {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn sample_allocations(&self, sampler: Option<AllocationSampler>) {
+        let registry = self.registry();
         self.allocator.sampling.set(sampler);
+        let bits = self.allocator.sampling.full_path_size_bits();
+        for cell in &registry.mutators {
+            cell.follow_heap_bits(bits);
+        }
     }
 
     /// Asks every mutator to stop at its next safepoint: its next poll
@@ -495,5 +506,69 @@ impl std::fmt::Debug for Heap {
             .field("config", self.config())
             .field("allocation_range", &self.allocation_range())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::object_model::HeaderWordModel;
+
+    /// The bits the short line tests follow the sampler while no safepoint is requested, stay
+    /// all set while one is (whatever the sampler does meanwhile), and are the heap's again
+    /// once the request is withdrawn.
+    #[test]
+    fn a_mutators_full_path_bits_follow_requests_and_the_sampler() {
+        let config = HeapConfig::builder().capacity("16MiB").build().unwrap();
+        let alignment_bits = config.alignment_bytes() - 1;
+        let heap = Heap::new(config, HeaderWordModel).unwrap();
+        let mut mutator = heap.attach();
+        let cell = heap.registry().mutators[0].clone();
+        let bits = || cell.full_path_bits();
+        let sampler = || Some(AllocationSampler::new(64 << 10, |_| {}));
+        assert_eq!(bits(), alignment_bits);
+        heap.sample_allocations(sampler());
+        assert_eq!(bits(), usize::MAX);
+        heap.sample_allocations(None);
+        assert_eq!(bits(), alignment_bits);
+
+        // Requested with the sampler off; the sampler comes and goes meanwhile.
+        heap.request_collection();
+        assert_eq!(bits(), usize::MAX);
+        heap.sample_allocations(sampler());
+        heap.sample_allocations(None);
+        assert_eq!(
+            bits(),
+            usize::MAX,
+            "a request outlasts the sampler's changes"
+        );
+        mutator.safe_region(|| heap.collection().reset());
+        assert_eq!(bits(), alignment_bits, "withdrawn, the heap's bits again");
+
+        // Requested with the sampler on, which stays on.
+        heap.sample_allocations(sampler());
+        heap.request_collection();
+        heap.sample_allocations(None);
+        heap.sample_allocations(sampler());
+        mutator.safe_region(|| heap.collection().reset());
+        assert_eq!(bits(), usize::MAX, "the sampler is on");
+
+        // A mutator attached during a request starts with every bit set.
+        heap.sample_allocations(None);
+        heap.request_collection();
+        let late = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let second = heap.attach();
+                    let bits = heap.registry().mutators[1].full_path_bits();
+                    drop(second);
+                    bits
+                })
+                .join()
+                .unwrap()
+        });
+        assert_eq!(late, usize::MAX);
+        mutator.safe_region(|| heap.collection().reset());
+        assert_eq!(bits(), alignment_bits);
     }
 }

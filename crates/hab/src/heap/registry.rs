@@ -139,8 +139,9 @@ impl Heap {
         let safepoints = &self.allocator().safepoints;
         safepoints.end_stop(collected);
         let mut detached = Vec::new();
+        let heap_bits = self.allocator().sampling.full_path_size_bits();
         for cell in &registry.mutators {
-            cell.clear_safepoint();
+            cell.clear_safepoint(heap_bits);
             let released =
                 cell.state
                     .compare_exchange(HELD, PARKED, Ordering::Release, Ordering::Relaxed);

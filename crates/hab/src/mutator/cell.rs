@@ -48,6 +48,12 @@ pub(crate) struct MutatorCell {
     tlab: Tlab,
     /// Non-zero while a collection is requested: the owner stops at its next safepoint.
     poll: AtomicUsize,
+    /// The size bits that send the owner's misses past the slow path's short line: every bit
+    /// while a safepoint is requested, else the heap's (the low bits of its alignment, every
+    /// bit while sampling is on), so that one test of the size finds a request, a size
+    /// checked against another heap and a sample due. Written with the heap's registry
+    /// locked (a request, its withdrawal, a new sampler); read by the owner.
+    full_path_bits: AtomicUsize,
     local: UnsafeCell<MutatorLocal>,
     pub(crate) state: AtomicU32,
     /// The number of collections finished when the thread last attached or unparked: a thread
@@ -92,11 +98,19 @@ pub(crate) struct MutatorLocal {
 
 impl MutatorCell {
     /// A running mutator of the calling thread, numbered `id`, attached when `collections`
-    /// collections had finished.
-    pub(crate) fn new(id: u64, local: MutatorLocal, counters: Counters, collections: u64) -> Self {
+    /// collections had finished, in a heap whose full-path size bits are `heap_bits`
+    /// (`Sampling::full_path_size_bits`).
+    pub(crate) fn new(
+        id: u64,
+        local: MutatorLocal,
+        counters: Counters,
+        collections: u64,
+        heap_bits: usize,
+    ) -> Self {
         MutatorCell {
             tlab: Tlab::default(),
             poll: AtomicUsize::new(0),
+            full_path_bits: AtomicUsize::new(heap_bits),
             local: local.into(),
             state: RUNNING.into(),
             running_since: collections.into(),
@@ -114,10 +128,12 @@ impl MutatorCell {
 
     /// Asks the owners of `cells` to stop at their next safepoint: sets each poll word, makes
     /// every thread execute a barrier (one for all the cells), then trips each TLAB so that
-    /// its next allocation takes the slow path (see [`Tlab::trip`]). Any thread.
+    /// its next allocation takes the slow path (see [`Tlab::trip`]). Any thread, with the
+    /// heap's registry locked.
     pub(crate) fn request_safepoints<'a>(cells: impl Iterator<Item = &'a MutatorCell> + Clone) {
         for cell in cells.clone() {
             cell.poll.store(1, Ordering::SeqCst);
+            cell.full_path_bits.store(usize::MAX, Ordering::Relaxed);
         }
         fence::heavy();
         for cell in cells {
@@ -129,6 +145,7 @@ impl MutatorCell {
     /// (its owner is the caller, attaching): no barrier is needed.
     pub(crate) fn request_safepoint_before_running(&self) {
         self.poll.store(1, Ordering::SeqCst);
+        self.full_path_bits.store(usize::MAX, Ordering::Relaxed);
         self.tlab.trip();
     }
 
@@ -138,10 +155,35 @@ impl MutatorCell {
         self.tlab.trip();
     }
 
-    /// Withdraws the request: a collection that satisfies it ended. The soft end stays as it
-    /// is; the owner's slow path raises it.
-    pub(crate) fn clear_safepoint(&self) {
+    /// Withdraws the request: a collection that satisfies it ended; the full path's size bits
+    /// are the heap's, `heap_bits`, again. The soft end stays as it is; the owner's slow path
+    /// raises it. With the heap's registry locked.
+    pub(crate) fn clear_safepoint(&self, heap_bits: usize) {
         self.poll.store(0, Ordering::SeqCst);
+        self.full_path_bits.store(heap_bits, Ordering::Relaxed);
+    }
+
+    /// The heap's full-path size bits changed to `heap_bits` (a sampler came or went): the
+    /// mutator's follow, unless a safepoint is requested (then all stay set until it is
+    /// withdrawn). With the heap's registry locked.
+    pub(crate) fn follow_heap_bits(&self, heap_bits: usize) {
+        if self.poll.load(Ordering::SeqCst) == 0 {
+            self.full_path_bits.store(heap_bits, Ordering::Relaxed);
+        }
+    }
+
+    /// The full path's size bits as they are now (for tests).
+    #[cfg(test)]
+    pub(crate) fn full_path_bits(&self) -> usize {
+        self.full_path_bits.load(Ordering::Relaxed)
+    }
+
+    /// Whether a miss of `bytes` must take the full slow path: a safepoint is requested, the
+    /// size is misaligned for this heap, or sampling is on. One load and one test, the short
+    /// line's only check before its work.
+    #[inline(always)]
+    pub(crate) fn takes_full_path(&self, bytes: usize) -> bool {
+        bytes & self.full_path_bits.load(Ordering::Relaxed) != 0
     }
 
     /// Whether a safepoint is requested: the inline poll (a relaxed load, folded into the

@@ -66,7 +66,9 @@ pub(crate) struct Sampling {
     interval_bytes: AtomicUsize,
     /// The size bits that send a miss past the slow path's short line: the low bits of the
     /// heap's alignment (a size checked against another heap), or every bit while sampling is
-    /// on, so that one test of the size finds either. Changes with the sampler, under its lock.
+    /// on, so that one test of the size finds either. Changes with the sampler, under its lock;
+    /// each mutator keeps a copy the short line tests (`MutatorCell::full_path_bits`), which
+    /// `Heap::sample_allocations` updates.
     full_path_size_bits: AtomicUsize,
     /// The low bits of the heap's alignment.
     alignment_bits: usize,

@@ -115,12 +115,11 @@ impl SlowPath<'_> {
     /// TLAB, else `refill`.
     #[inline(always)]
     fn tlab_miss(self, bytes: usize, refill: impl FnOnce(Self, usize) -> usize) -> usize {
-        // A size checked against another heap may be misaligned for this one; a sample may be
-        // due: one test of the size finds either. (It is never 0, and a size past the TLAB's
-        // free bytes takes the refill, which bounds it.)
-        if self.cell.safepoint_requested()
-            || bytes & self.allocator.sampling.full_path_size_bits() != 0
-        {
+        // A safepoint may be requested, a size checked against another heap may be
+        // misaligned for this one, a sample may be due: one test of the size finds any. (It
+        // is never 0, and a size past the TLAB's free bytes takes the refill, which bounds
+        // it.)
+        if self.cell.takes_full_path(bytes) {
             return 0;
         }
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
@@ -174,15 +173,13 @@ impl SlowPath<'_> {
         }
     }
 
-    /// The `shared` mode's short line, jumped to before any register is saved: the safepoint
-    /// check, then, when sampling is off and the size is aligned, an object carved from the
-    /// global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
+    /// The `shared` mode's short line, jumped to before any register is saved: when no
+    /// safepoint is requested, sampling is off and the size is aligned (one test,
+    /// [`MutatorCell::takes_full_path`]), an object carved from the global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
     /// bounds the size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
     #[inline(always)]
     fn shared_object(self, bytes: usize) -> usize {
-        if self.cell.safepoint_requested()
-            || bytes & self.allocator.sampling.full_path_size_bits() != 0
-        {
+        if self.cell.takes_full_path(bytes) {
             return 0;
         }
         self.carve_object(bytes).unwrap_or(0)
