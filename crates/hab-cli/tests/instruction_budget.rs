@@ -84,19 +84,19 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "a TLAB refill from the global heap (tlab, 256-byte TLABs)",
             count: global_refill,
-            budget: 75.0,
+            budget: 74.0,
             goal: Some(60.0),
         },
         Budget {
             what: "a TLAB refill through cpu:256KiB (restartable)",
             count: cpu_level,
-            budget: 130.0,
+            budget: 127.0,
             goal: Some(85.0),
         },
         Budget {
             what: "a TLAB refill through core:1MiB (compare-and-swap)",
             count: core_level,
-            budget: 156.0,
+            budget: 155.0,
             goal: Some(95.0),
         },
         Budget {
@@ -111,7 +111,7 @@ fn the_allocation_paths_stay_within_their_budgets() {
         Budget {
             what: "shared, per object (--heap 16MiB)",
             count: per_object(&["--mode", "shared", "--heap", "16MiB"]),
-            budget: 49.0,
+            budget: 48.0,
             goal: Some(30.0),
         },
         Budget {

@@ -23,9 +23,9 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::memory::relaxed;
 use crate::memory::reservation::address_to_pointer;
 use crate::memory::space::Space;
-use crate::platform::relaxed;
 
 /// Offset of the TLAB's `top` (a `usize` address) from the address
 /// [`Mutator::tlab_address`](crate::Mutator::tlab_address) returns.

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::memory::relaxed;
 use crate::memory::reservation::{address_to_pointer, Reservation};
 
 /// Keeps a value on a cache line (and its adjacent-line prefetch pair) of its own.
@@ -183,7 +184,10 @@ impl GlobalHeap {
     /// into never-used memory is zeroed whole, once per collection cycle.)
     #[inline]
     pub(crate) fn needs_zeroing(&self, start: usize) -> bool {
-        start < self.zero_below.load(Ordering::Relaxed)
+        // SAFETY: the offset is `zero_below`'s, an `AtomicUsize` field of `GlobalHeap`.
+        unsafe {
+            relaxed::below_field::<{ std::mem::offset_of!(GlobalHeap, zero_below) }, _>(start, self)
+        }
     }
 
     /// Zeroes the part of a chunk about to hold objects (a TLAB, or an object outside one)

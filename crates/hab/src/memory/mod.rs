@@ -7,11 +7,14 @@
 //! - `object_model`: how the runtime's objects and fillers are read and written;
 //! - `size`: byte sizes as people write them (`"16MiB"`); `words`: the word unit of packed
 //!   offsets; `packed`: one word holding an offset in words and a count;
-//! - `space`: the global heap and the filler rules together, what the layers above take.
+//! - `space`: the global heap and the filler rules together, what the layers above take;
+//! - `relaxed`: relaxed atomic loads of words other threads write, folded into the compares
+//!   that use them.
 
 pub(crate) mod global;
 pub(crate) mod object_model;
 pub(crate) mod packed;
+pub(crate) mod relaxed;
 pub(crate) mod reservation;
 pub(crate) mod size;
 pub(crate) mod space;

@@ -20,12 +20,12 @@ use std::sync::Mutex;
 use crate::labs::end_of_cycle::ThreadShare;
 use crate::labs::sizing::TlabSizer;
 use crate::labs::tlab::Tlab;
+use crate::memory::relaxed;
 use crate::mutator::sampling::NextSample;
 use crate::mutator::stats::Counters;
 use crate::platform::cpu_id::SimulatedCpu;
 use crate::platform::fence;
 use crate::platform::process::{ForkGate, ThreadIdentity};
-use crate::platform::relaxed;
 
 /// The owning thread may allocate; only it touches the TLAB.
 pub(crate) const RUNNING: u32 = 0;

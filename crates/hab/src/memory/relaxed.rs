@@ -1,8 +1,9 @@
 //! Relaxed atomic loads folded into the compare that uses them.
 //!
 //! The TLAB fast path compares the new top with a soft end that other threads may lower at
-//! any time, and the safepoint poll tests a word other threads set, so both must load
-//! atomically; LLVM does not fold an atomic load into a compare (it costs one more instruction
+//! any time, the safepoint poll tests a word other threads set, and the slow path compares a
+//! chunk's start with where reused memory ends (`GlobalHeap::needs_zeroing`), so each must
+//! load atomically; LLVM does not fold an atomic load into a compare (it costs one more instruction
 //! and one more register). On x86_64 the compare is written out, with the word read as its
 //! memory operand: an aligned 8-byte read, which is a relaxed atomic load on this
 //! architecture. Elsewhere it is a relaxed load.
@@ -37,6 +38,45 @@ pub(crate) fn at_most(value: usize, word: &AtomicUsize) -> bool {
     }
 }
 
+/// Whether `value` is below the `AtomicUsize` at `OFFSET` bytes into `base` (a field's
+/// `offset_of!`), reading it as a relaxed atomic load. The field is named by its offset so
+/// that the compare addresses it from `base`, which the caller has in a register anyway.
+///
+/// # Safety
+/// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
+#[inline(always)]
+pub(crate) unsafe fn below_field<const OFFSET: usize, T>(value: usize, base: &T) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's contract); the
+        // block only reads it (one aligned 8-byte load: atomic on x86_64) and the flags, and
+        // jumps to the label when `value` is below it.
+        unsafe {
+            core::arch::asm!(
+                "cmp {value}, qword ptr [{base} + {offset}]",
+                "jb {below}",
+                value = in(reg) value,
+                base = in(reg) base as *const T,
+                offset = const OFFSET,
+                below = label { return true },
+                options(nostack, readonly)
+            );
+        }
+        false
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: as above.
+        let word = unsafe {
+            &*(base as *const T)
+                .cast::<u8>()
+                .add(OFFSET)
+                .cast::<AtomicUsize>()
+        };
+        value < word.load(Ordering::Relaxed)
+    }
+}
+
 /// Whether `word` is 0, reading it as a relaxed atomic load.
 #[inline(always)]
 pub(crate) fn is_zero(word: &AtomicUsize) -> bool {
@@ -66,6 +106,29 @@ pub(crate) fn is_zero(word: &AtomicUsize) -> bool {
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
+
+    #[test]
+    fn below_field_compares_like_a_load() {
+        struct Pair {
+            _other: usize,
+            word: AtomicUsize,
+        }
+        const WORD: usize = std::mem::offset_of!(Pair, word);
+        let pair = Pair {
+            _other: 7,
+            word: AtomicUsize::new(100),
+        };
+        // SAFETY (each call): `WORD` is the offset of `Pair::word`, an `AtomicUsize`.
+        let below = |value| unsafe { below_field::<WORD, _>(value, &pair) };
+        assert!(below(99));
+        assert!(!below(100));
+        assert!(!below(usize::MAX));
+        pair.word.store(0, Ordering::Relaxed);
+        assert!(!below(0));
+        pair.word.store(usize::MAX, Ordering::Relaxed);
+        assert!(below(usize::MAX - 1));
+        assert!(!below(usize::MAX));
+    }
 
     #[test]
     fn compares_like_a_load() {
