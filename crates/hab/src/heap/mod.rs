@@ -221,6 +221,7 @@ impl Heap {
             self.config(),
             end - start,
             registry.allocating_threads.average(),
+            self.allocator.space.lab_reserve_bytes(),
         );
         let counters = Counters::default();
         counters

@@ -243,10 +243,10 @@ impl SlowPath<'_> {
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { self.cell.running_parts() };
         let space = &allocator.space;
-        let tlab_bytes = local.sizer.steady_bytes();
-        if bytes + space.lab_reserve_bytes() > tlab_bytes || local.sizer.keeps(tlab.free_bytes()) {
+        if bytes > local.sizer.steady_object_bytes() || local.sizer.keeps(tlab.free_bytes()) {
             return 0;
         }
+        let tlab_bytes = local.sizer.steady_bytes();
         let retired = if tlab.holds_objects_only() {
             // Counted as objects alone (0 for an empty TLAB): the figures that are 0 are
             // known here, and not added.

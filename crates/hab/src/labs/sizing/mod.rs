@@ -131,12 +131,23 @@ pub(crate) struct TlabSizer {
     /// The size of every TLAB until the desired size changes, for the slow path's short
     /// refill: the desired size, or 0 where a refill changes it (the growing policy).
     steady_bytes: usize,
+    /// The bytes kept free below a TLAB's end (`Space::lab_reserve_bytes`).
+    reserve_bytes: usize,
+    /// The largest object a TLAB of `steady_bytes` holds: `steady_bytes` less the reserve
+    /// (0 where that is 0), one compare for the short refill.
+    steady_object_bytes: usize,
 }
 
 impl TlabSizer {
     /// A new thread's sizer, for an allocation range of `capacity_bytes` shared by an average
-    /// of `allocating_threads` threads.
-    pub(crate) fn new(config: &HeapConfig, capacity_bytes: usize, allocating_threads: f64) -> Self {
+    /// of `allocating_threads` threads, in a space that keeps `reserve_bytes` free below a
+    /// TLAB's end.
+    pub(crate) fn new(
+        config: &HeapConfig,
+        capacity_bytes: usize,
+        allocating_threads: f64,
+        reserve_bytes: usize,
+    ) -> Self {
         let mut policy = policy(config);
         let desired = policy.initial_bytes(config, capacity_bytes, allocating_threads);
         let mut sizer = TlabSizer {
@@ -145,6 +156,8 @@ impl TlabSizer {
             refill_waste_limit_bytes: 0,
             initial_waste_limit_bytes: 0,
             steady_bytes: 0,
+            reserve_bytes,
+            steady_object_bytes: 0,
         };
         sizer.set_desired(config, desired);
         sizer
@@ -193,6 +206,14 @@ impl TlabSizer {
         self.steady_bytes
     }
 
+    /// The largest object a TLAB of [`steady_bytes`](TlabSizer::steady_bytes) holds, past
+    /// the reserve kept below its end; 0 where `steady_bytes` is (every object then takes the
+    /// full path).
+    #[inline]
+    pub(crate) fn steady_object_bytes(&self) -> usize {
+        self.steady_object_bytes
+    }
+
     /// The thread took a new TLAB of [`steady_bytes`](TlabSizer::steady_bytes): what
     /// [`record_refill`](TlabSizer::record_refill) does for a policy that keeps its size.
     #[inline]
@@ -229,6 +250,7 @@ impl TlabSizer {
         } else {
             self.desired_bytes
         };
+        self.steady_object_bytes = self.steady_bytes.saturating_sub(self.reserve_bytes);
         self.reset_waste_limit();
     }
 
@@ -290,9 +312,31 @@ mod tests {
     }
 
     #[test]
+    fn the_steady_object_bound_leaves_the_reserve() {
+        let fixed = config(TlabPolicy::Fixed(256));
+        let sizer = TlabSizer::new(&fixed, 64 << 20, 1.0, 24);
+        assert_eq!(sizer.steady_bytes(), 256);
+        assert_eq!(sizer.steady_object_bytes(), 232);
+        let no_room = TlabSizer::new(&fixed, 64 << 20, 1.0, 4096);
+        assert_eq!(no_room.steady_object_bytes(), 0);
+        let growing = TlabSizer::new(&config(TlabPolicy::Growing), 64 << 20, 1.0, 24);
+        assert_eq!(
+            (growing.steady_bytes(), growing.steady_object_bytes()),
+            (0, 0)
+        );
+        // Resized at a collection, the bound follows.
+        let mut adaptive = TlabSizer::new(&config(TlabPolicy::Adaptive), 64 << 20, 1.0, 24);
+        adaptive.record_collection(
+            &config(TlabPolicy::Adaptive),
+            feedback(32 << 20, 32 << 20, 64 << 20),
+        );
+        assert_eq!(adaptive.steady_object_bytes(), adaptive.steady_bytes() - 24);
+    }
+
+    #[test]
     fn growing_follows_agesen() {
         let config = config(TlabPolicy::Growing);
-        let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0);
+        let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0, 0);
         let mut words = vec![];
         for _ in 0..4 {
             words.push(sizer.desired_bytes() / 8);
@@ -316,14 +360,14 @@ mod tests {
     fn adaptive_initial_size_shares_the_space_among_threads() {
         let config = config(TlabPolicy::Adaptive);
         // 64 MiB / (1 thread × 50 refills) = 1342177 bytes, aligned down to 8.
-        let one = TlabSizer::new(&config, 64 << 20, 1.0);
+        let one = TlabSizer::new(&config, 64 << 20, 1.0, 0);
         assert_eq!(one.desired_bytes(), 1_342_176);
         assert_eq!(one.refill_waste_limit_bytes(), 1_342_176 / 64);
         // 4 threads: a quarter.
-        let four = TlabSizer::new(&config, 64 << 20, 4.0);
+        let four = TlabSizer::new(&config, 64 << 20, 4.0, 0);
         assert_eq!(four.desired_bytes(), 335_544);
         // 1000 threads: below the 2 KiB minimum, so clamped.
-        let many = TlabSizer::new(&config, 64 << 20, 1000.0);
+        let many = TlabSizer::new(&config, 64 << 20, 1000.0, 0);
         assert_eq!(many.desired_bytes(), 2048);
     }
 
@@ -331,7 +375,7 @@ mod tests {
     fn adaptive_follows_the_allocation_fraction() {
         let config = config(TlabPolicy::Adaptive);
         let capacity = 64 << 20;
-        let mut sizer = TlabSizer::new(&config, capacity, 4.0);
+        let mut sizer = TlabSizer::new(&config, capacity, 4.0, 0);
         // Initial fraction sample: 335544 × 50 / 64 MiB = 0.25.
         // The thread did all the allocation this time: fraction 1.0, weight max(35, 100/2) %.
         sizer.record_collection(&config, feedback(48 << 20, 48 << 20, capacity));
@@ -351,7 +395,7 @@ mod tests {
     #[test]
     fn refill_waste_limit_grows_by_the_increment_and_resets_at_refill() {
         let config = config(TlabPolicy::Fixed(64 << 10));
-        let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0);
+        let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0, 0);
         assert_eq!(sizer.desired_bytes(), 64 << 10);
         assert_eq!(sizer.refill_waste_limit_bytes(), 1024);
         sizer.record_slow_allocation(&config);
