@@ -52,7 +52,7 @@ fn levels_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
 #[cold]
 #[inline(never)]
 fn zeroing_step_line(path: SlowPath<'_>, bytes: usize) -> usize {
-    path.tlab_miss(bytes, |_, _| 0)
+    path.tlab_miss(bytes, |_, _, _| 0)
 }
 
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
@@ -114,7 +114,7 @@ impl SlowPath<'_> {
     /// A TLAB mode's short line: the checks, then the zeroing step where the object fits the
     /// TLAB, else `refill`.
     #[inline(always)]
-    fn tlab_miss(self, bytes: usize, refill: impl FnOnce(Self, usize) -> usize) -> usize {
+    fn tlab_miss(self, bytes: usize, refill: impl FnOnce(Self, usize, usize) -> usize) -> usize {
         // A safepoint may be requested, a size checked against another heap may be
         // misaligned for this one, a sample may be due: one test of the size finds any. (It
         // is never 0, and a size past the TLAB's free bytes takes the refill, which bounds
@@ -124,18 +124,20 @@ impl SlowPath<'_> {
         }
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, _) = unsafe { self.cell.running_parts() };
-        if bytes <= tlab.free_bytes() {
+        let free_bytes = tlab.free_bytes();
+        if bytes <= free_bytes {
             return self.zeroing_step(tlab, bytes);
         }
-        refill(self, bytes)
+        refill(self, bytes, free_bytes)
     }
 
     /// The `tlab` mode's [`refill`](SlowPath::refill): one CAS on the global top.
     #[inline(never)]
-    fn refill_from_global<const FILL_FIRST: bool>(self, bytes: usize) -> usize {
+    fn refill_from_global<const FILL_FIRST: bool>(self, bytes: usize, free_bytes: usize) -> usize {
         let global = self.allocator.space.global();
         self.refill::<FILL_FIRST>(
             bytes,
+            free_bytes,
             |local, tlab_bytes| {
                 let start = global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end())?;
                 Some(Chunk {
@@ -151,10 +153,11 @@ impl SlowPath<'_> {
     /// carve inlined (the section or the compare-and-swap keeps enough values that this line
     /// saves registers all the same: 6).
     #[inline(never)]
-    fn refill_from_levels<const FILL_FIRST: bool>(self, bytes: usize) -> usize {
+    fn refill_from_levels<const FILL_FIRST: bool>(self, bytes: usize, free_bytes: usize) -> usize {
         let levels = self.allocator.levels();
         self.refill::<FILL_FIRST>(
             bytes,
+            free_bytes,
             |local, tlab_bytes| self.carve_at_home(levels, local, tlab_bytes),
             Self::refill_from_levels::<true>,
         )
@@ -223,7 +226,8 @@ impl SlowPath<'_> {
     /// object, raises the soft end. 0 for everything else (the growing policy, a TLAB kept,
     /// a large object, no room at the first place looked): nothing was counted and the TLAB
     /// is as it was, for [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) to do
-    /// in full.
+    /// in full. `free_bytes` is the old TLAB's free bytes as the line found them (less than
+    /// `bytes`), handed on in a register rather than read again.
     ///
     /// What needs a call leaves the line, so that it saves no register when nothing does:
     /// an old TLAB with a free tail (or gaps before aligned objects, which count apart) goes
@@ -236,14 +240,15 @@ impl SlowPath<'_> {
     fn refill<const FILL_FIRST: bool>(
         self,
         bytes: usize,
+        free_bytes: usize,
         carve: impl FnOnce(&MutatorLocal, usize) -> Option<Chunk>,
-        fill_first: fn(Self, usize) -> usize,
+        fill_first: fn(Self, usize, usize) -> usize,
     ) -> usize {
         let allocator = self.allocator;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { self.cell.running_parts() };
         let space = &allocator.space;
-        if bytes > local.sizer.steady_object_bytes() || local.sizer.keeps(tlab.free_bytes()) {
+        if bytes > local.sizer.steady_object_bytes() || local.sizer.keeps(free_bytes) {
             return 0;
         }
         let tlab_bytes = local.sizer.steady_bytes();
@@ -253,7 +258,7 @@ impl SlowPath<'_> {
             Some(Retired::objects_only(tlab.used_bytes()))
         } else {
             if !FILL_FIRST {
-                return fill_first(self, bytes);
+                return fill_first(self, bytes, free_bytes);
             }
             let held = tlab.held();
             let tail_bytes = held.map_or(0, |held| held.tail_bytes);
