@@ -220,6 +220,21 @@ impl Tlab {
         reserve: usize,
         zero_ahead: bool,
     ) -> usize {
+        self.gap_bytes.set(0);
+        self.install_without_gaps(start, len, reserve, zero_ahead)
+    }
+
+    /// [`install`](Tlab::install) where the TLAB replaced had no gap before an aligned object
+    /// (the caller saw [`holds_objects_only`](Tlab::holds_objects_only)): one store fewer.
+    #[inline(always)]
+    pub(crate) fn install_without_gaps(
+        &self,
+        start: usize,
+        len: usize,
+        reserve: usize,
+        zero_ahead: bool,
+    ) -> usize {
+        debug_assert_eq!(self.gap_bytes.get(), 0);
         let limit = start + len - reserve;
         let zeroed_end = if zero_ahead { start } else { limit };
         self.top.set(start);
@@ -228,7 +243,6 @@ impl Tlab {
         self.chunk_end.set(start + len);
         self.zeroed_end.set(zeroed_end);
         self.sample_at.set(usize::MAX);
-        self.gap_bytes.set(0);
         self.check_invariants();
         zeroed_end
     }

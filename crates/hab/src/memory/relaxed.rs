@@ -1,10 +1,11 @@
 //! Relaxed atomic loads folded into the compare that uses them.
 //!
 //! The TLAB fast path compares the new top with a soft end that other threads may lower at
-//! any time, the safepoint poll tests a word other threads set, and the slow path compares a
-//! chunk's start with where reused memory ends (`GlobalHeap::needs_zeroing`), so each must
-//! load atomically; LLVM does not fold an atomic load into a compare (it costs one more instruction
-//! and one more register). On x86_64 the compare is written out, with the word read as its
+//! any time, the safepoint poll tests a word other threads set, the slow path's short line
+//! tests the size against a word a safepoint request sets (`MutatorCell::takes_full_path`)
+//! and compares a chunk's start with where reused memory ends (`GlobalHeap::needs_zeroing`),
+//! so each must load atomically; LLVM does not fold an atomic load into a compare (it costs
+//! one more instruction and one more register). On x86_64 the compare is written out, with the word read as its
 //! memory operand: an aligned 8-byte read, which is a relaxed atomic load on this
 //! architecture. Elsewhere it is a relaxed load.
 
@@ -77,6 +78,47 @@ pub(crate) unsafe fn below_field<const OFFSET: usize, T>(value: usize, base: &T)
     }
 }
 
+/// Whether `value` shares a set bit with the `AtomicUsize` at `OFFSET` bytes into `base` (a
+/// field's `offset_of!`), reading it as a relaxed atomic load folded into the test.
+///
+/// # Safety
+/// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
+#[inline(always)]
+pub(crate) unsafe fn shares_bits_with_field<const OFFSET: usize, T>(
+    value: usize,
+    base: &T,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's contract); the
+        // block only reads it (one aligned 8-byte load: atomic on x86_64) and the flags, and
+        // jumps to the label when a bit is set in both.
+        unsafe {
+            core::arch::asm!(
+                "test qword ptr [{base} + {offset}], {value}",
+                "jnz {shared}",
+                value = in(reg) value,
+                base = in(reg) base as *const T,
+                offset = const OFFSET,
+                shared = label { return true },
+                options(nostack, readonly)
+            );
+        }
+        false
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: as above.
+        let word = unsafe {
+            &*(base as *const T)
+                .cast::<u8>()
+                .add(OFFSET)
+                .cast::<AtomicUsize>()
+        };
+        value & word.load(Ordering::Relaxed) != 0
+    }
+}
+
 /// Whether `word` is 0, reading it as a relaxed atomic load.
 #[inline(always)]
 pub(crate) fn is_zero(word: &AtomicUsize) -> bool {
@@ -128,6 +170,28 @@ mod tests {
         pair.word.store(usize::MAX, Ordering::Relaxed);
         assert!(below(usize::MAX - 1));
         assert!(!below(usize::MAX));
+    }
+
+    #[test]
+    fn shares_bits_with_field_tests_like_a_load() {
+        struct Pair {
+            _other: usize,
+            word: AtomicUsize,
+        }
+        const WORD: usize = std::mem::offset_of!(Pair, word);
+        let pair = Pair {
+            _other: usize::MAX,
+            word: AtomicUsize::new(0b0111),
+        };
+        // SAFETY (each call): `WORD` is the offset of `Pair::word`, an `AtomicUsize`.
+        let shares = |value| unsafe { shares_bits_with_field::<WORD, _>(value, &pair) };
+        assert!(shares(1));
+        assert!(shares(0b1100));
+        assert!(!shares(0b1000));
+        assert!(!shares(0));
+        pair.word.store(usize::MAX, Ordering::Relaxed);
+        assert!(shares(1 << 63));
+        assert!(!shares(0));
     }
 
     #[test]

@@ -183,6 +183,16 @@ impl MutatorCell {
     /// line's only check before its work.
     #[inline(always)]
     pub(crate) fn takes_full_path(&self, bytes: usize) -> bool {
+        const BITS: usize = std::mem::offset_of!(MutatorCell, full_path_bits);
+        // SAFETY: `BITS` is the offset of `full_path_bits`, an `AtomicUsize`.
+        unsafe { relaxed::shares_bits_with_field::<BITS, _>(bytes, self) }
+    }
+
+    /// [`takes_full_path`](MutatorCell::takes_full_path) with the word loaded apart, for the
+    /// `shared` mode's line: there the folded test made the compiler merge the line's two
+    /// ways out of it through one more register (two instructions more per object).
+    #[inline(always)]
+    pub(crate) fn takes_full_path_loaded(&self, bytes: usize) -> bool {
         bytes & self.full_path_bits.load(Ordering::Relaxed) != 0
     }
 

@@ -178,11 +178,11 @@ impl SlowPath<'_> {
 
     /// The `shared` mode's short line, jumped to before any register is saved: when no
     /// safepoint is requested, sampling is off and the size is aligned (one test,
-    /// [`MutatorCell::takes_full_path`]), an object carved from the global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
+    /// [`MutatorCell::takes_full_path_loaded`]), an object carved from the global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
     /// bounds the size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
     #[inline(always)]
     fn shared_object(self, bytes: usize) -> usize {
-        if self.cell.takes_full_path(bytes) {
+        if self.cell.takes_full_path_loaded(bytes) {
             return 0;
         }
         self.carve_object(bytes).unwrap_or(0)
@@ -280,7 +280,13 @@ impl SlowPath<'_> {
         if space.global().needs_zeroing(start) {
             return self.finish_refill(start, len, bytes);
         }
-        let limit = tlab.install(start, len, space.lab_reserve_bytes(), false);
+        // Without `FILL_FIRST` the old TLAB held objects alone: it had no gaps to forget.
+        let reserve = space.lab_reserve_bytes();
+        let limit = if FILL_FIRST {
+            tlab.install(start, len, reserve, false)
+        } else {
+            tlab.install_without_gaps(start, len, reserve, false)
+        };
         let object = tlab.bump_first(bytes);
         self.raise_soft_end_to(tlab, limit);
         object
