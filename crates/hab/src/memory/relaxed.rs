@@ -39,85 +39,68 @@ pub(crate) fn at_most(value: usize, word: &AtomicUsize) -> bool {
     }
 }
 
-/// Whether `value` is below the `AtomicUsize` at `OFFSET` bytes into `base` (a field's
-/// `offset_of!`), reading it as a relaxed atomic load. The field is named by its offset so
-/// that the compare addresses it from `base`, which the caller has in a register anyway.
-///
-/// # Safety
-/// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
-#[inline(always)]
-pub(crate) unsafe fn below_field<const OFFSET: usize, T>(value: usize, base: &T) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's contract); the
-        // block only reads it (one aligned 8-byte load: atomic on x86_64) and the flags, and
-        // jumps to the label when `value` is below it.
-        unsafe {
-            core::arch::asm!(
-                "cmp {value}, qword ptr [{base} + {offset}]",
-                "jb {below}",
-                value = in(reg) value,
-                base = in(reg) base as *const T,
-                offset = const OFFSET,
-                below = label { return true },
-                options(nostack, readonly)
-            );
+/// Defines `unsafe fn $name<const OFFSET: usize, T>(value: usize, base: &T) -> bool`: an
+/// instruction that reads the `AtomicUsize` at `OFFSET` bytes into `base` (a field's
+/// `offset_of!`) as its memory operand, then a jump to `{hit}` (true). The field is named by
+/// its offset so that the instruction addresses it from `base`, which the caller has in a
+/// register anyway. Elsewhere than x86_64, `$fallback(value, word)` on a relaxed load.
+macro_rules! field_test {
+    ($(#[$attr:meta])* $name:ident, $instruction:literal, $jump:literal, $fallback:expr) => {
+        $(#[$attr])*
+        ///
+        /// # Safety
+        /// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
+        #[inline(always)]
+        pub(crate) unsafe fn $name<const OFFSET: usize, T>(value: usize, base: &T) -> bool {
+            #[cfg(target_arch = "x86_64")]
+            {
+                // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's
+                // contract); the block only reads it (one aligned 8-byte load: atomic on
+                // x86_64) and the flags, and jumps to the label when the test holds.
+                unsafe {
+                    core::arch::asm!(
+                        $instruction,
+                        $jump,
+                        value = in(reg) value,
+                        base = in(reg) base as *const T,
+                        offset = const OFFSET,
+                        hit = label { return true },
+                        options(nostack, readonly)
+                    );
+                }
+                false
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                // SAFETY: as above.
+                let word = unsafe {
+                    &*(base as *const T)
+                        .cast::<u8>()
+                        .add(OFFSET)
+                        .cast::<AtomicUsize>()
+                };
+                let fallback: fn(usize, usize) -> bool = $fallback;
+                fallback(value, word.load(Ordering::Relaxed))
+            }
         }
-        false
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        // SAFETY: as above.
-        let word = unsafe {
-            &*(base as *const T)
-                .cast::<u8>()
-                .add(OFFSET)
-                .cast::<AtomicUsize>()
-        };
-        value < word.load(Ordering::Relaxed)
-    }
+    };
 }
 
-/// Whether `value` shares a set bit with the `AtomicUsize` at `OFFSET` bytes into `base` (a
-/// field's `offset_of!`), reading it as a relaxed atomic load folded into the test.
-///
-/// # Safety
-/// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
-#[inline(always)]
-pub(crate) unsafe fn shares_bits_with_field<const OFFSET: usize, T>(
-    value: usize,
-    base: &T,
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's contract); the
-        // block only reads it (one aligned 8-byte load: atomic on x86_64) and the flags, and
-        // jumps to the label when a bit is set in both.
-        unsafe {
-            core::arch::asm!(
-                "test qword ptr [{base} + {offset}], {value}",
-                "jnz {shared}",
-                value = in(reg) value,
-                base = in(reg) base as *const T,
-                offset = const OFFSET,
-                shared = label { return true },
-                options(nostack, readonly)
-            );
-        }
-        false
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        // SAFETY: as above.
-        let word = unsafe {
-            &*(base as *const T)
-                .cast::<u8>()
-                .add(OFFSET)
-                .cast::<AtomicUsize>()
-        };
-        value & word.load(Ordering::Relaxed) != 0
-    }
-}
+field_test!(
+    /// Whether `value` is below the field.
+    below_field,
+    "cmp {value}, qword ptr [{base} + {offset}]",
+    "jb {hit}",
+    |value, word| value < word
+);
+
+field_test!(
+    /// Whether `value` shares a set bit with the field.
+    shares_bits_with_field,
+    "test qword ptr [{base} + {offset}], {value}",
+    "jnz {hit}",
+    |value, word| value & word != 0
+);
 
 /// Whether `word` is 0, reading it as a relaxed atomic load.
 #[inline(always)]
