@@ -573,8 +573,8 @@ pub fn render_runs(runs: &Runs) -> String {
         let _ = writeln!(
             text,
             "\n**{threads} threads: collections** (what the JVM's collectors counted in the timed \
-             compiles, per repetition: median (min–max) and the total; for HABs, the rounds with fewer and with more than \
-             stock's run of the same round).\n"
+             compiles, per repetition: median (min–max) and the total; for HABs, the rounds \
+             with fewer and with more than stock's run of the same round).\n"
         );
         table_header(&mut text, &["TLAB", "stock"], &habs);
         for &tlab in &grid.tlab_bytes {

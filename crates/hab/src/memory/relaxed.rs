@@ -5,9 +5,9 @@
 //! tests the size against a word a safepoint request sets (`MutatorCell::takes_full_path`)
 //! and compares a chunk's start with where reused memory ends (`GlobalHeap::needs_zeroing`),
 //! so each must load atomically; LLVM does not fold an atomic load into a compare (it costs
-//! one more instruction and one more register). On x86_64 the compare is written out, with the word read as its
-//! memory operand: an aligned 8-byte read, which is a relaxed atomic load on this
-//! architecture. Elsewhere it is a relaxed load.
+//! one more instruction and one more register). On x86_64 the compare is written out, with
+//! the word read as its memory operand: an aligned 8-byte read, which is a relaxed atomic
+//! load on this architecture. Elsewhere it is a relaxed load.
 
 use std::sync::atomic::AtomicUsize;
 #[cfg(not(target_arch = "x86_64"))]

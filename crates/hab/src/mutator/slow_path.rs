@@ -178,8 +178,9 @@ impl SlowPath<'_> {
 
     /// The `shared` mode's short line, jumped to before any register is saved: when no
     /// safepoint is requested, sampling is off and the size is aligned (one test,
-    /// [`MutatorCell::takes_full_path_loaded`]), an object carved from the global heap with one compare-and-swap ([`carve_object`](SlowPath::carve_object), which
-    /// bounds the size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
+    /// [`MutatorCell::takes_full_path_loaded`]), an object carved from the global heap with
+    /// one compare-and-swap ([`carve_object`](SlowPath::carve_object), which bounds the
+    /// size). 0: take [`alloc`](SlowPath::alloc), the full slow path.
     #[inline(always)]
     fn shared_object(self, bytes: usize) -> usize {
         if self.cell.takes_full_path_loaded(bytes) {
