@@ -15,8 +15,10 @@
 
 use crate::levels::chunk::{check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread};
 use crate::levels::sideline::Sideline;
+use crate::levels::stats::LevelCounters;
+use crate::memory::space::Space;
 use crate::memory::words;
-use crate::platform::rseq::{self, CpuSlots, Outcome, PackedWord};
+use crate::platform::rseq::{self, CpuSlots, HomeBump, Outcome, PackedWord};
 
 /// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
 /// install.
@@ -158,6 +160,42 @@ pub(crate) fn carve_at_home(
         _ => None,
     };
     (chunk, aborts)
+}
+
+/// The short refill's carve where every thread's rseq area sits at `area_offset` from its
+/// thread pointer: `bytes` bumped in one try in the buffer of the thread's index
+/// ([`CpuSlots::bump_at_home`]), counted in `counters` (the allocation, or the abort). `None`
+/// for anything but a commit: the full path's [`carve`] then starts over and counts what it
+/// meets. The space's base is read after the section, so that it is not held in a register
+/// across it.
+///
+/// # Safety
+/// `area_offset` is `rseq::fixed_area_offset()`.
+#[inline(always)]
+pub(crate) unsafe fn carve_at_fixed_home(
+    buffers: &CpuBuffers,
+    area_offset: isize,
+    space: &Space,
+    counters: &LevelCounters,
+    bytes: usize,
+) -> Option<Chunk> {
+    let want_words = words::words(bytes);
+    // SAFETY: forwarded.
+    match unsafe { buffers.slots.bump_at_home(area_offset, want_words) } {
+        HomeBump::Done(before) => {
+            check_bump(before, want_words);
+            counters.allocs.add(1);
+            Some(Chunk {
+                start: words::address(space.base(), before.offset_words()),
+                len: bytes,
+            })
+        }
+        HomeBump::Refused => None,
+        HomeBump::Aborted => {
+            counters.rseq_aborts.add(1);
+            None
+        }
+    }
 }
 
 /// Takes a sidelined chunk, or one from above, and installs it as `cpu`'s buffer if the buffer

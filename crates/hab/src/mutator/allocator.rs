@@ -17,6 +17,7 @@ use crate::config::{HeapConfig, Mode};
 use crate::labs::cpu_labs::CpuLabs;
 use crate::labs::end_of_cycle::EndOfCycle;
 use crate::labs::flip::{CycleWaste, FlipPolicy};
+use crate::levels::cpu_buffers::CpuBuffers;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
 use crate::memory::space::Space;
@@ -24,6 +25,7 @@ use crate::mutator::safepoint::Safepoints;
 use crate::mutator::sampling::Sampling;
 use crate::mutator::slow_path::{ShortLine, SlowPath};
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
+use crate::platform::rseq;
 use crate::platform::topology::Topology;
 
 /// Where a mutator's TLABs come from.
@@ -58,6 +60,10 @@ pub(crate) struct Allocator {
     pub(crate) safepoints: Safepoints,
     /// The allocation sampler, if any.
     pub(crate) sampling: Sampling,
+    /// The offset of every thread's rseq area from its thread pointer where the short line
+    /// bumps the lowest level's restartable buffers ([`CommonMiss::RefillFromCpuBuffers`]),
+    /// else 0 (never read then).
+    home_area_offset: isize,
     /// The short slow path ([`SlowPath::common_miss`]) for what it may do in this mode (a
     /// [`CommonMiss`]), called through this pointer: no miss tests the mode.
     pub(crate) short_line: ShortLine,
@@ -74,6 +80,10 @@ pub(crate) enum CommonMiss {
     /// TLABs from the middle levels (`hab`), on the CPUs the kernel numbers: zeroing steps
     /// and refills.
     RefillFromLevels,
+    /// TLABs from the middle levels (`hab`) whose lowest is the restartable `cpu` level, where
+    /// every thread's rseq area sits at one offset from its thread pointer: zeroing steps and
+    /// refills, the buffer bumped in one try through `fs`.
+    RefillFromCpuBuffers,
     /// TLABs beside per-CPU LABs (`flip`), or from the levels on simulated CPUs: zeroing
     /// steps only.
     ZeroingStep,
@@ -111,9 +121,23 @@ impl Allocator {
                 false,
             ),
         };
+        let levels: Box<[MiddleLevel]> = match tlab_source {
+            Some(TlabSource::Levels) => levels(),
+            _ => Box::default(),
+        };
+        // Where every thread's rseq area sits at one offset from its thread pointer (glibc's
+        // registration), a restartable lowest level is bumped through `fs` in one try.
+        let fixed_area_offset = rseq::fixed_area_offset().filter(|_| {
+            levels
+                .first()
+                .is_some_and(|level| level.cpu_buffers().is_some())
+        });
         let common = match (&tlab_source, &cpu_labs) {
             (None, None) => CommonMiss::SharedObject,
             (Some(TlabSource::GlobalHeap), None) => CommonMiss::RefillFromGlobal,
+            (Some(TlabSource::Levels), None) if fixed_area_offset.is_some() => {
+                CommonMiss::RefillFromCpuBuffers
+            }
             // A simulated thread's migrations belong to the full path's carve.
             (Some(TlabSource::Levels), None)
                 if !matches!(cpu_id.source(), CpuIdSource::Simulated { .. }) =>
@@ -122,13 +146,10 @@ impl Allocator {
             }
             _ => CommonMiss::ZeroingStep,
         };
-        let levels = match tlab_source {
-            Some(TlabSource::Levels) => levels(),
-            _ => Box::default(),
-        };
         let sampling = Sampling::new(config.alignment_bytes());
         Allocator {
             short_line: SlowPath::short_line(common),
+            home_area_offset: fixed_area_offset.unwrap_or(0),
             end_of_cycle: EndOfCycle::new(
                 config.end_of_cycle(),
                 config.allocation_weight_percent(),
@@ -151,6 +172,25 @@ impl Allocator {
     #[inline]
     pub(crate) fn levels(&self) -> &[MiddleLevel] {
         &self.levels
+    }
+
+    /// The lowest level's restartable buffers and the offset of every thread's rseq area
+    /// from its thread pointer, for the short line of [`CommonMiss::RefillFromCpuBuffers`]:
+    /// two loads, no test.
+    ///
+    /// # Safety
+    /// Only where the heap's common misses are [`CommonMiss::RefillFromCpuBuffers`] (its
+    /// short line is the one that calls this), which the heap picks only where both exist.
+    #[inline(always)]
+    pub(crate) unsafe fn home_cpu_buffers(&self) -> (&CpuBuffers, isize) {
+        debug_assert_ne!(self.home_area_offset, 0);
+        // SAFETY: the caller's contract: the heap picked that line because the first level
+        // has restartable buffers (and the area a fixed offset, stored then).
+        let buffers = unsafe {
+            let home = self.levels.get_unchecked(0);
+            home.cpu_buffers().unwrap_unchecked()
+        };
+        (buffers, self.home_area_offset)
     }
 
     /// What a refill through the levels reads.

@@ -11,6 +11,7 @@ use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
 use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::{Retired, Tlab, Waste};
 use crate::levels::chunk::Chunk;
+use crate::levels::cpu_buffers;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill;
 use crate::memory::reservation::address_to_pointer;
@@ -20,6 +21,7 @@ use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::cpu_lab_cursor::{CpuLabCursor, SlowResult};
 use crate::mutator::sampling::AllocationSample;
 use crate::platform::fence;
+use crate::platform::topology::Level;
 
 /// A heap's short line ([`SlowPath::common_miss`]), chosen for its mode.
 pub(crate) type ShortLine = for<'a> fn(SlowPath<'a>, usize) -> usize;
@@ -45,6 +47,15 @@ fn global_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
 #[inline(never)]
 fn levels_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
     path.tlab_miss(bytes, SlowPath::refill_from_levels::<false>)
+}
+
+/// The `hab` mode's short line where the lowest level is the restartable `cpu` level (and
+/// every thread's rseq area sits at one offset): a zeroing step or a refill from the buffer of
+/// the thread's CPU.
+#[cold]
+#[inline(never)]
+fn cpu_buffers_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
+    path.tlab_miss(bytes, SlowPath::refill_from_cpu_buffers::<false>)
 }
 
 /// The short line where TLABs are not refilled on it (`flip`, or levels on simulated CPUs):
@@ -107,6 +118,7 @@ impl SlowPath<'_> {
             CommonMiss::SharedObject => shared_line,
             CommonMiss::RefillFromGlobal => global_refill_line,
             CommonMiss::RefillFromLevels => levels_refill_line,
+            CommonMiss::RefillFromCpuBuffers => cpu_buffers_refill_line,
             CommonMiss::ZeroingStep => zeroing_step_line,
         }
     }
@@ -146,6 +158,7 @@ impl SlowPath<'_> {
                 })
             },
             Self::refill_from_global::<true>,
+            false,
         )
     }
 
@@ -160,6 +173,33 @@ impl SlowPath<'_> {
             free_bytes,
             |local, tlab_bytes| self.carve_at_home(levels, local, tlab_bytes),
             Self::refill_from_levels::<true>,
+            false,
+        )
+    }
+
+    /// The `hab` mode's [`refill`](SlowPath::refill) where the lowest level is the restartable
+    /// `cpu` level: one try of a restartable bump addressed through `fs`
+    /// ([`cpu_buffers::carve_at_fixed_home`]), its counters at a fixed place.
+    #[inline(never)]
+    fn refill_from_cpu_buffers<const FILL_FIRST: bool>(
+        self,
+        bytes: usize,
+        free_bytes: usize,
+    ) -> usize {
+        // SAFETY: this refill is reached only from `cpu_buffers_refill_line`, the short line
+        // of a heap whose common misses are `RefillFromCpuBuffers`.
+        let (buffers, area_offset) = unsafe { self.allocator.home_cpu_buffers() };
+        let space = &self.allocator.space;
+        let counters = &self.cell.counters.levels[Level::Cpu.index()];
+        self.refill::<FILL_FIRST>(
+            bytes,
+            free_bytes,
+            // SAFETY: `area_offset` is the fixed offset the heap found.
+            |_, tlab_bytes| unsafe {
+                cpu_buffers::carve_at_fixed_home(buffers, area_offset, space, counters, tlab_bytes)
+            },
+            Self::refill_from_cpu_buffers::<true>,
+            true,
         )
     }
 
@@ -228,7 +268,10 @@ impl SlowPath<'_> {
     /// a large object, no room at the first place looked): nothing was counted and the TLAB
     /// is as it was, for [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) to do
     /// in full. `free_bytes` is the old TLAB's free bytes as the line found them (less than
-    /// `bytes`), handed on in a register rather than read again.
+    /// `bytes`), handed on in a register rather than read again. With `late_old` (a constant
+    /// at each refill) the old TLAB's used bytes are read after the carve rather than kept in
+    /// a register across it: one load more, which pays where the carve (a restartable
+    /// section) needs the registers.
     ///
     /// What needs a call leaves the line, so that it saves no register when nothing does:
     /// an old TLAB with a free tail (or gaps before aligned objects, which count apart) goes
@@ -244,6 +287,7 @@ impl SlowPath<'_> {
         free_bytes: usize,
         carve: impl FnOnce(&MutatorLocal, usize) -> Option<Chunk>,
         fill_first: fn(Self, usize, usize) -> usize,
+        late_old: bool,
     ) -> usize {
         let allocator = self.allocator;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
@@ -253,25 +297,32 @@ impl SlowPath<'_> {
             return 0;
         }
         let tlab_bytes = local.sizer.steady_bytes();
-        let retired = if tlab.holds_objects_only() {
-            // Counted as objects alone (0 for an empty TLAB): the figures that are 0 are
-            // known here, and not added.
-            Some(Retired::objects_only(tlab.used_bytes()))
-        } else {
+        let objects_only = tlab.holds_objects_only();
+        let used_before = (!late_old).then(|| tlab.used_bytes());
+        let mut held = None;
+        if !objects_only {
             if !FILL_FIRST {
                 return fill_first(self, bytes, free_bytes);
             }
-            let held = tlab.held();
+            held = tlab.held();
             let tail_bytes = held.map_or(0, |held| held.tail_bytes);
             if tail_bytes != 0 {
                 // SAFETY: [top, chunk_end) is the unused tail of this thread's TLAB; the
                 // reserve keeps it at least one filler long.
                 unsafe { space.write_filler(tlab.top(), tail_bytes) };
             }
-            held
-        };
+        }
         let Some(Chunk { start, len }) = carve(local, tlab_bytes) else {
             return 0;
+        };
+        let retired = if objects_only {
+            // Counted as objects alone (0 for an empty TLAB): the figures that are 0 are
+            // known here, and not added. Read after the carve where it is `late_old` (the
+            // thread's own fields, as they were).
+            let used_bytes = used_before.unwrap_or_else(|| tlab.used_bytes());
+            Some(Retired::objects_only(used_bytes))
+        } else {
+            held
         };
         let counters = &self.cell.counters;
         counters.count_retired(retired, Waste::Refill);

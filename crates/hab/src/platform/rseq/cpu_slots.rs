@@ -27,6 +27,30 @@ pub(crate) enum Outcome {
     GaveUp,
 }
 
+/// What the short refill's one-try bump ([`CpuSlots::bump_at_home`]) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HomeBump {
+    /// Committed: `before` is the slot's word before the commit.
+    Done(PackedWord),
+    /// Too few words left, or an index at or beyond the slots: nothing written.
+    Refused,
+    /// Interrupted (a preemption, a migration, a signal): nothing written.
+    Aborted,
+}
+
+impl HomeBump {
+    /// The section's outputs read: `before` (0 unless committed) and the slot's address
+    /// (0 after an abort).
+    #[inline(always)]
+    fn read(before: u64, slot: usize) -> HomeBump {
+        match (before, slot) {
+            (0, 0) => HomeBump::Aborted,
+            (0, _) => HomeBump::Refused,
+            (word, _) => HomeBump::Done(PackedWord::from_raw(word)),
+        }
+    }
+}
+
 /// What the bump section subtracts from a slot's word to take `words` (at least 1, fewer
 /// than 2^22) from its upper field (what is left) and add them to its offset: one
 /// subtraction, which borrows exactly when fewer than `words` are left (offsets stay below
@@ -149,6 +173,44 @@ impl CpuSlots {
     pub(crate) unsafe fn bump_widened(&self, area: *mut u8, words: u64) -> (Outcome, u64) {
         // SAFETY: forwarded.
         unsafe { imp::bump_widened(area, self.base, bump_delta(words)) }
+    }
+
+    /// The short refill's bump: takes `words` (at least 1, fewer than 2^22) from the slot of
+    /// the thread's index if it has that many left, in one try (no retry, no status
+    /// register: [`HomeBump`] is read off the section's two outputs). The section adds the
+    /// negated [`bump_delta`], whose carry says that the words were there.
+    ///
+    /// # Safety
+    /// `area_offset` is [`fixed_area_offset`]: every thread's area at that offset from its
+    /// thread pointer, registered (or, with [`RseqMechanism::Unregistered`], one thread
+    /// allocating).
+    ///
+    /// [`RseqMechanism::Unregistered`]: super::RseqMechanism::Unregistered
+    #[inline(always)]
+    pub(crate) unsafe fn bump_at_home(&self, area_offset: isize, words: u64) -> HomeBump {
+        // SAFETY: forwarded; `base` points to these live slots.
+        let (before, slot) =
+            unsafe { imp::home_bump(area_offset, self.base, bump_delta(words).wrapping_neg()) };
+        HomeBump::read(before, slot)
+    }
+
+    /// [`bump_at_home`](CpuSlots::bump_at_home) with an abort injected at instruction
+    /// boundary `inject_at`.
+    ///
+    /// # Safety
+    /// As for [`bump_at_home`](CpuSlots::bump_at_home).
+    #[cfg(test)]
+    pub(crate) unsafe fn bump_at_home_injected(
+        &self,
+        area_offset: isize,
+        words: u64,
+        inject_at: u64,
+    ) -> HomeBump {
+        let negated = bump_delta(words).wrapping_neg();
+        // SAFETY: forwarded.
+        let (before, slot) =
+            unsafe { imp::home_bump_injected(area_offset, self.base, negated, inject_at) };
+        HomeBump::read(before, slot)
     }
 
     /// Replaces the slot of `cpu` (< `cpus()`) by `new` if the thread still runs on `cpu` and

@@ -57,6 +57,15 @@ pub(super) unsafe fn lab_bump(_: isize, _: *mut usize, _: u32, _: usize) -> usiz
     0
 }
 
+pub(super) unsafe fn home_bump(_: isize, _: *mut u64, _: u64) -> (u64, usize) {
+    (0, 1)
+}
+
+#[cfg(test)]
+pub(super) unsafe fn home_bump_injected(_: isize, _: *mut u64, _: u64, _: u64) -> (u64, usize) {
+    (0, 1)
+}
+
 pub(super) unsafe fn cpu_hint(_: isize) -> u32 {
     0
 }

@@ -368,6 +368,72 @@ fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
     .unwrap();
 }
 
+/// The short refill's one-try bump, on one pinned CPU: takes words while the slot of the
+/// thread's CPU has them, and refuses, writing nothing, when it has too few (an empty slot
+/// among them). Every point where an abort can land ends `Aborted` with the slot as it was.
+#[test]
+fn the_home_bump_takes_words_in_one_try() {
+    std::thread::spawn(|| {
+        let Some(offset) = fixed_area_offset() else {
+            eprintln!("no fixed rseq area offset here: {}", mechanism());
+            return;
+        };
+        if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
+            return;
+        }
+        assert!(pin(0));
+        let slots = CpuSlots::new(online_cpus(), SlotIndex::Cpu);
+        // SAFETY: `offset` is glibc's area offset; the slots are live.
+        let bump = |words| unsafe { slots.bump_at_home(offset, words) };
+        assert_eq!(bump(2), HomeBump::Refused, "an empty slot refuses");
+        slots.store(0, PackedWord::new(100, 5));
+        assert_eq!(bump(2), HomeBump::Done(PackedWord::new(100, 5)));
+        assert_eq!(bump(3), HomeBump::Done(PackedWord::new(102, 3)));
+        assert_eq!(bump(1), HomeBump::Refused, "too few words left");
+        assert_eq!(slots.load(0), PackedWord::new(105, 0));
+        if online_cpus() > 1 {
+            assert_eq!(slots.load(1), PackedWord::from_raw(0), "another CPU's slot");
+        }
+
+        // An abort at each of the body's points (ten for a bump that fits, nine for one that
+        // is refused); one past the last is no abort at all.
+        let initial = PackedWord::new(100, 5);
+        for (words, points, expected, after) in [
+            (2, 10, HomeBump::Done(initial), PackedWord::new(102, 3)),
+            (6, 9, HomeBump::Refused, initial),
+        ] {
+            for k in 1..=points + 1 {
+                let (outcome, slot) = (0..3)
+                    .map(|_| {
+                        slots.store(0, initial);
+                        // SAFETY: as above.
+                        let outcome = unsafe { slots.bump_at_home_injected(offset, words, k) };
+                        (outcome, slots.load(0))
+                    })
+                    // An injected abort always lands; a real preemption may abort a try
+                    // without one: keep the first that did not abort there.
+                    .find(|&(outcome, _)| k <= points || outcome != HomeBump::Aborted)
+                    .expect("three tries");
+                if k <= points {
+                    assert_eq!(
+                        (outcome, slot),
+                        (HomeBump::Aborted, initial),
+                        "{words} words, point {k}"
+                    );
+                } else {
+                    assert_eq!(
+                        (outcome, slot),
+                        (expected, after),
+                        "{words} words, no abort"
+                    );
+                }
+            }
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// A LAB installs into an empty slot (a new heap's, or one a collection emptied) and into a
 /// claimed one, whatever the filler reserve, and not over a LAB that owns memory, even one
 /// bumped to its end whose not-yet-zeroed rest runs further (its limit).
@@ -679,6 +745,12 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
         let (outcome, _) = unsafe { slots.bump(area, 2) };
         assert_eq!(outcome, Outcome::OutOfRange);
         assert_eq!(slots.load(0), PackedWord::new(100, 5));
+        if let (Some(offset), RseqMechanism::Glibc { .. }) = (fixed_area_offset(), mechanism()) {
+            // SAFETY: `offset` is glibc's area offset.
+            let home = unsafe { slots.bump_at_home(offset, 2) };
+            assert_eq!(home, HomeBump::Refused);
+            assert_eq!(slots.load(0), PackedWord::new(100, 5));
+        }
 
         let labs = CpuLabSlots::new(1, SlotIndex::Cpu);
         labs.store(0, (1000, 1040));

@@ -511,6 +511,107 @@ pub(super) unsafe fn lab_bump_injected(
     }
 }
 
+/// The short refill's bump: the slot of the thread's index (read through `fs`) gives up
+/// `words` if it has them, with no retry loop and no status register (eleven instructions,
+/// four registers). A refusal (too few words left, an index at or beyond the slots) leaves
+/// `before` 0; an abort leaves `before` 0 and `slot` 0 (the slot's address is never 0). The
+/// section never restarts, so it may write its inputs: `slot` becomes the slot's address
+/// and `new` (the negated delta, see `CpuSlots::bump_at_home`) the committed word. The
+/// committed `before` is never 0: a word that gave up words held some.
+macro_rules! home_bump_section {
+    ([$($injection:expr),*], [$($extra:tt)*], $area_offset:expr, $base:expr,
+     $negated_delta:expr) => {{
+        let (before, slot): (u64, usize);
+        asm!(
+            descriptor!(),
+            "lea {before}, [rip + 3b]",
+            "mov qword ptr fs:[{area} + 8], {before}",
+            "4:",
+            $($injection,)*
+            "mov {before}, qword ptr [{slot} - 8]",
+            $($injection,)*
+            "mov {before:e}, dword ptr fs:[{area} + {before}]",
+            $($injection,)*
+            "cmp {before}, qword ptr [{slot} - 16]",
+            $($injection,)*
+            "jae 7f",
+            $($injection,)*
+            "shl {before}, {slot_shift}",
+            $($injection,)*
+            "add {slot}, {before}",
+            $($injection,)*
+            "mov {before}, qword ptr [{slot}]",
+            $($injection,)*
+            "add {new}, {before}",
+            $($injection,)*
+            "jnc 7f",
+            $($injection,)*
+            "mov qword ptr [{slot}], {new}",
+            "5:",
+            ".pushsection .text.hab_rseq_abort, \"ax\"",
+            "7:",
+            "xor {before:e}, {before:e}",
+            "jmp 5b",
+            abort_signature!(),
+            "6:",
+            "xor {before:e}, {before:e}",
+            "xor {slot:e}, {slot:e}",
+            "jmp 5b",
+            ".popsection",
+            area = in(reg) $area_offset,
+            slot = inout(reg) $base => slot,
+            new = inout(reg) $negated_delta => _,
+            before = out(reg) before,
+            signature = const SIGNATURE,
+            slot_shift = const SLOT_SHIFT,
+            $($extra)*
+            options(nostack),
+        );
+        (before, slot)
+    }};
+}
+
+/// See `CpuSlots::bump_at_home`.
+///
+/// # Safety
+/// `area_offset` is the fixed offset of every thread's registered area from its thread
+/// pointer; `base` points to live slots, preceded by their count and the index field's offset.
+#[inline(always)]
+pub(super) unsafe fn home_bump(
+    area_offset: isize,
+    base: *mut u64,
+    negated_delta: u64,
+) -> (u64, usize) {
+    // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only the
+    // slot of the index it read, after checking it against the count, with its last
+    // instruction.
+    unsafe { home_bump_section!([], [], area_offset, base, negated_delta) }
+}
+
+/// `home_bump` with an abort injected at instruction boundary `inject_at` (as in
+/// `section!`).
+///
+/// # Safety
+/// As for `home_bump`.
+#[cfg(test)]
+pub(super) unsafe fn home_bump_injected(
+    area_offset: isize,
+    base: *mut u64,
+    negated_delta: u64,
+    inject_at: u64,
+) -> (u64, usize) {
+    // SAFETY: as in `home_bump`; the injection points touch only `rcx`.
+    unsafe {
+        home_bump_section!(
+            [injection_point!()],
+            [inout("rcx") inject_at => _,],
+            area_offset,
+            base,
+            negated_delta
+        )
+    }
+}
+
 /// See `super::cpu_hint`.
 ///
 /// # Safety
