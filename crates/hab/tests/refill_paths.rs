@@ -49,11 +49,12 @@ fn a_growing_policy_and_sampling_take_the_full_path() {
 }
 
 /// Where the lowest level is the restartable `cpu` level (glibc's registration: every thread's
-/// area at one offset), a fixed size refills on the short line from the thread's CPU buffer:
-/// only the refills that find that buffer empty (one in 64 here, with 4 KiB TLABs and 256 KiB
-/// buffers, and the first) take the full path, and every TLAB is counted at the level.
+/// area at one offset) or a compare-and-swap `core` level (the CPU read from that area), a
+/// fixed size refills on the short line from the thread's buffer: only the refills that find
+/// that buffer empty (one in 64 here, with 4 KiB TLABs and 256 KiB buffers, and the first)
+/// take the full path, and every TLAB is counted at the level.
 #[test]
-fn a_restartable_lowest_level_refills_on_the_short_line() {
+fn a_lowest_level_refills_on_the_short_line() {
     if !matches!(hab::rseq_mechanism(), hab::RseqMechanism::Glibc { .. }) {
         eprintln!(
             "skipped: no glibc rseq registration here ({})",
@@ -61,31 +62,36 @@ fn a_restartable_lowest_level_refills_on_the_short_line() {
         );
         return;
     }
-    let config = HeapConfig::builder()
-        .capacity("64MiB")
-        .mode(hab::Mode::Hab)
-        .middle("cpu:256KiB")
-        .tlab(TlabPolicy::Fixed(4096))
-        .build()
-        .unwrap();
-    let heap = Heap::new(config, HeaderWordModel).unwrap();
-    let mut mutator = heap.attach();
-    for _ in 0..200_000 {
-        let object = mutator.alloc(16).unwrap();
-        // SAFETY: 16 fresh bytes of this thread's.
-        unsafe { HeaderWordModel::write_header(object, 16) };
+    for (middle, level) in [
+        ("cpu:256KiB", hab::Level::Cpu),
+        ("core:256KiB", hab::Level::Core),
+    ] {
+        let config = HeapConfig::builder()
+            .capacity("64MiB")
+            .mode(hab::Mode::Hab)
+            .middle(middle)
+            .tlab(TlabPolicy::Fixed(4096))
+            .build()
+            .unwrap();
+        let heap = Heap::new(config, HeaderWordModel).unwrap();
+        let mut mutator = heap.attach();
+        for _ in 0..200_000 {
+            let object = mutator.alloc(16).unwrap();
+            // SAFETY: 16 fresh bytes of this thread's.
+            unsafe { HeaderWordModel::write_header(object, 16) };
+        }
+        let stats = mutator.stats();
+        assert!(stats.refills > 500, "{middle}: {} refills", stats.refills);
+        assert!(
+            stats.full_path_refills * 32 < stats.refills,
+            "{middle}: {} of {} refills took the full path",
+            stats.full_path_refills,
+            stats.refills
+        );
+        assert_eq!(
+            stats.levels[level.index()].allocs,
+            stats.refills,
+            "{middle}: every TLAB came from the level"
+        );
     }
-    let stats = mutator.stats();
-    let cpu = &stats.levels[hab::Level::Cpu.index()];
-    assert!(stats.refills > 500, "{} refills", stats.refills);
-    assert!(
-        stats.full_path_refills * 32 < stats.refills,
-        "{} of {} refills took the full path",
-        stats.full_path_refills,
-        stats.refills
-    );
-    assert_eq!(
-        cpu.allocs, stats.refills,
-        "every TLAB came from the cpu level"
-    );
 }

@@ -24,6 +24,7 @@ use crate::levels::chunk::{
 use crate::levels::cpu_buffers::{self, CpuBuffers};
 use crate::memory::global::CachePadded;
 use crate::memory::packed::PackedWord;
+use crate::memory::space::Space;
 use crate::memory::words;
 use crate::platform::sync::{AtomicU64, Ordering};
 use crate::platform::topology::{Level, Topology};
@@ -101,6 +102,42 @@ impl CasBuffer {
         }
     }
 
+    /// The short refill's carve: exactly `bytes` with one compare-and-swap, leaving at least
+    /// `min_tail_words` in the buffer. `None` when the buffer is being refilled or has too
+    /// little left: the whole protocol ([`carve`]) then decides, with [`try_carve`]'s
+    /// portions and claims.
+    ///
+    /// [`try_carve`]: CasBuffer::try_carve
+    /// Returns the carve's first word (an offset from the heap's base).
+    #[inline(always)]
+    fn try_carve_exact(&self, want_words: u64, min_tail_words: u64) -> Option<u64> {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if state == REFILLING {
+                return None;
+            }
+            let top = top_of(state);
+            let end = self.end_words.load(Ordering::Relaxed);
+            if top + want_words + min_tail_words > end {
+                return None;
+            }
+            // As in `try_carve`: the top grows within the lower field, and the end read
+            // belongs to this generation when the exchange succeeds.
+            match self.state.compare_exchange_weak(
+                state,
+                state + want_words,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    check_buffer(top + want_words, end, min_tail_words);
+                    return Some(top);
+                }
+                Err(now) => state = now,
+            }
+        }
+    }
+
     /// Claims a buffer seen exhausted in `seen` for refilling. Returns its free tail (in words),
     /// or `None` if another thread carved from or claimed it first.
     fn claim(&self, seen: u64) -> Option<(u64, u64)> {
@@ -142,6 +179,10 @@ pub(crate) struct MiddleLevel {
     /// The `cpu` level's restartable per-CPU buffers, where rseq works (see `cpu_buffers.rs`);
     /// `buffers` then serve only threads that fall back.
     cpu_buffers: Option<CpuBuffers>,
+    /// The buffer of each CPU's domain, by CPU number (the domain, or the domain modulo the
+    /// buffers where the topology numbers more domains than the level has): one load for the
+    /// short refill ([`carve_exact_at_home`]). Empty for a level made without a topology.
+    homes: Box<[u32]>,
 }
 
 impl MiddleLevel {
@@ -166,7 +207,24 @@ impl MiddleLevel {
             shape: LevelShape::new(level, buffers.len(), buffer_bytes, min_tail_bytes),
             buffers,
             cpu_buffers: None,
+            homes: Box::default(),
         }
+    }
+
+    /// Gives the level its table of each CPU's buffer in `topology` (for
+    /// [`carve_exact_at_home`]).
+    pub(crate) fn with_homes(mut self, topology: &Topology) -> Self {
+        let (level, buffers) = (self.level(), self.buffers.len());
+        self.homes = (0..topology.cpu_slots())
+            .map(|cpu| (topology.domain_of(cpu, level) % buffers) as u32)
+            .collect();
+        self
+    }
+
+    /// The buffer the domain of `cpu` uses, where the level has a table and `cpu` is in it.
+    #[inline(always)]
+    pub(crate) fn home_of(&self, cpu: usize) -> Option<usize> {
+        self.homes.get(cpu).map(|&home| home as usize)
     }
 
     /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
@@ -321,6 +379,34 @@ pub(crate) fn carve_at_shared_home(
         Attempt::Carved(chunk) => Some(SharedHome { chunk, home, cpu }),
         Attempt::Busy | Attempt::Exhausted(_) => None,
     }
+}
+
+/// The short refill's carve at a compare-and-swap level for a thread that read `cpu`:
+/// exactly `bytes` from the buffer of the CPU's domain ([`MiddleLevel::home_of`]) with one
+/// compare-and-swap. Returns the chunk and that buffer's index; counts nothing. `None` when
+/// `cpu` is beyond the table (a negative reading too), or the buffer is being refilled, has
+/// too little left or would keep too short a tail: [`carve`] then runs the whole protocol.
+/// The space's base is read after the compare-and-swap, so that it is not held in a register
+/// across it.
+#[inline(always)]
+pub(crate) fn carve_exact_at_home(
+    level: &MiddleLevel,
+    space: &Space,
+    cpu: usize,
+    bytes: usize,
+) -> Option<(Chunk, usize)> {
+    debug_assert!(level.cpu_buffers.is_none());
+    let home = level.home_of(cpu)?;
+    let want_words = words::words(bytes);
+    let top = level.buffers[home]
+        .0
+        .try_carve_exact(want_words, level.min_tail_words())?;
+    // The length from the words, which the loop held anyway (a TLAB is whole words).
+    let chunk = Chunk {
+        start: words::address(space.base(), top),
+        len: words::bytes(want_words),
+    };
+    Some((chunk, home))
 }
 
 /// Claims the exhausted buffer of `domain`, retires its tail, refills it from the level above
@@ -612,6 +698,56 @@ mod tests {
         assert_eq!(portion(100, 200, 16), 100);
     }
 
+    /// The short refill's carve takes exactly what it is asked, and only while the buffer is
+    /// not being refilled and keeps at least the smallest tail after it: everything else is
+    /// left to the whole protocol, with the buffer as it was.
+    #[test]
+    fn the_exact_carve_takes_exactly_or_leaves_the_buffer_alone() {
+        let buffer = CasBuffer::new();
+        assert_eq!(buffer.try_carve_exact(4, 0), None, "an empty buffer");
+        buffer.install(PackedWord::new(0, 1).raw(), 100, 120);
+        let state = |buffer: &CasBuffer| buffer.state.load(Ordering::Relaxed);
+        let installed = state(&buffer);
+        assert_eq!(buffer.try_carve_exact(4, 2), Some(100));
+        assert_eq!(state(&buffer), installed + 4, "the generation stays");
+        assert_eq!(buffer.try_carve_exact(10, 2), Some(104));
+        // 6 words left: 5 would leave 1, shorter than the tail of 2; 4 leave 2; 6 leave 0
+        // but the rule asks for the tail (the whole protocol takes such a rest).
+        assert_eq!(buffer.try_carve_exact(5, 2), None);
+        assert_eq!(buffer.try_carve_exact(6, 2), None);
+        assert_eq!(buffer.try_carve_exact(4, 2), Some(114));
+        assert_eq!(
+            buffer.try_carve_exact(2, 0),
+            Some(118),
+            "to the end, with no tail"
+        );
+        assert_eq!(buffer.try_carve_exact(1, 0), None, "nothing left");
+        let full = state(&buffer);
+        assert_eq!(buffer.claim(full), Some((120, 120)));
+        assert_eq!(buffer.try_carve_exact(1, 0), None, "being refilled");
+        assert_eq!(state(&buffer), REFILLING);
+    }
+
+    /// A level's table gives each CPU its domain's buffer, the domain modulo the buffers
+    /// where the level has fewer; a CPU beyond the table has none.
+    #[test]
+    fn each_cpu_finds_its_domains_buffer_in_the_table() {
+        let topology = Topology::simulated("2x2x2").unwrap();
+        let level = MiddleLevel::new(Level::Core, 1024, topology.domains(Level::Core), 0)
+            .with_homes(&topology);
+        let homes: Vec<_> = (0..9).map(|cpu| level.home_of(cpu)).collect();
+        let cores = |cpu| Some(topology.domain_of(cpu, Level::Core));
+        assert_eq!(homes, (0..8).map(cores).chain([None]).collect::<Vec<_>>());
+        assert_eq!(homes[..4], [Some(0), Some(0), Some(1), Some(1)]);
+        let narrow = MiddleLevel::new(Level::Core, 1024, 3, 0).with_homes(&topology);
+        assert_eq!(
+            narrow.home_of(7),
+            Some(3 % 3),
+            "core 3 of a level with 3 buffers"
+        );
+        assert_eq!(MiddleLevel::new(Level::Core, 1024, 4, 0).home_of(0), None);
+    }
+
     #[test]
     fn installs_advance_the_generation_and_the_marker_is_not_a_state() {
         use crate::memory::packed::{MAX_OFFSET_WORDS, MAX_UPPER};
@@ -693,13 +829,16 @@ mod model_check {
     const PREEMPTIONS: usize = 3;
 
     /// Every byte of the global heap handed out ends up exactly once in a chunk, a retired tail or
-    /// a buffer's final free tail: no overlap, nothing lost, and no marker left behind.
+    /// a buffer's final free tail: no overlap, nothing lost, and no marker left behind. With
+    /// `exact_first`, each request first tries the short refill's exact carve of 16 bytes
+    /// from its domain's buffer, and runs the protocol only when that finds nothing.
     fn check(
         threads: usize,
         requests: usize,
         domains: usize,
         buffer_bytes: usize,
         global_bytes: u64,
+        exact_first: bool,
     ) {
         let mut builder = ::loom::model::Builder::new();
         builder.preemption_bound = Some(PREEMPTIONS);
@@ -720,8 +859,15 @@ mod model_check {
                         };
                         let mut pieces = vec![];
                         for _ in 0..requests {
-                            if let Some(chunk) =
-                                carve(&levels[..], 0, 8, 16, Request::Tlab, &mut env)
+                            let exact = exact_first
+                                .then(|| levels[0].buffers[env.domain].0.try_carve_exact(2, 0))
+                                .flatten()
+                                .map(|top| Chunk {
+                                    start: words::address(0, top),
+                                    len: 16,
+                                });
+                            if let Some(chunk) = exact
+                                .or_else(|| carve(&levels[..], 0, 8, 16, Request::Tlab, &mut env))
                             {
                                 pieces.push((chunk.start, chunk.start + chunk.len));
                             }
@@ -751,16 +897,22 @@ mod model_check {
 
     #[test]
     fn two_threads_one_domain() {
-        check(2, 3, 1, 32, 96);
+        check(2, 3, 1, 32, 96, false);
     }
 
     #[test]
     fn two_threads_two_domains() {
-        check(2, 2, 2, 32, 64);
+        check(2, 2, 2, 32, 64, false);
     }
 
     #[test]
     fn three_threads_two_domains() {
-        check(3, 1, 2, 24, 48);
+        check(3, 1, 2, 24, 48, false);
+    }
+
+    /// The short refill's exact carve beside the whole protocol's carves, claims and refills.
+    #[test]
+    fn two_threads_one_domain_exact_carve_first() {
+        check(2, 3, 1, 32, 96, true);
     }
 }

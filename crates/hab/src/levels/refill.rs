@@ -236,7 +236,8 @@ pub(crate) fn middle_level(
         spec.buffer_bytes,
         topology.domains(spec.level),
         reserve_bytes,
-    );
+    )
+    .with_homes(topology);
     // The restartable buffers keep a reserve past their end where the smallest filler is
     // longer than a word (see `cpu_buffers`), so that every tail can hold one.
     if restartable

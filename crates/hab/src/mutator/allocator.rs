@@ -64,6 +64,10 @@ pub(crate) struct Allocator {
     /// bumps the lowest level's restartable buffers ([`CommonMiss::RefillFromCpuBuffers`]),
     /// else 0 (never read then).
     home_area_offset: isize,
+    /// The offset of `cpu_id` from the thread pointer where the short line carves from the
+    /// lowest level's compare-and-swap buffers ([`CommonMiss::RefillFromSharedHome`]), else 0
+    /// (never read then).
+    home_cpu_id_offset: isize,
     /// The short slow path ([`SlowPath::common_miss`]) for what it may do in this mode (a
     /// [`CommonMiss`]), called through this pointer: no miss tests the mode.
     pub(crate) short_line: ShortLine,
@@ -84,6 +88,10 @@ pub(crate) enum CommonMiss {
     /// every thread's rseq area sits at one offset from its thread pointer: zeroing steps and
     /// refills, the buffer bumped in one try through `fs`.
     RefillFromCpuBuffers,
+    /// TLABs from the middle levels (`hab`) whose lowest has compare-and-swap buffers, where
+    /// the CPU is read from the rseq area: zeroing steps and refills, the CPU read once and
+    /// its buffer found in a table.
+    RefillFromSharedHome,
     /// TLABs beside per-CPU LABs (`flip`), or from the levels on simulated CPUs: zeroing
     /// steps only.
     ZeroingStep,
@@ -132,11 +140,19 @@ impl Allocator {
                 .first()
                 .is_some_and(|level| level.cpu_buffers().is_some())
         });
+        // Where the CPU is read from the rseq area, a compare-and-swap lowest level is found
+        // by the CPU read there, with one table load.
+        let home_cpu_id_offset = cpu_id
+            .rseq_cpu_id_offset()
+            .filter(|_| levels.first().is_some_and(|level| !level.is_restartable()));
         let common = match (&tlab_source, &cpu_labs) {
             (None, None) => CommonMiss::SharedObject,
             (Some(TlabSource::GlobalHeap), None) => CommonMiss::RefillFromGlobal,
             (Some(TlabSource::Levels), None) if fixed_area_offset.is_some() => {
                 CommonMiss::RefillFromCpuBuffers
+            }
+            (Some(TlabSource::Levels), None) if home_cpu_id_offset.is_some() => {
+                CommonMiss::RefillFromSharedHome
             }
             // A simulated thread's migrations belong to the full path's carve.
             (Some(TlabSource::Levels), None)
@@ -150,6 +166,7 @@ impl Allocator {
         Allocator {
             short_line: SlowPath::short_line(common),
             home_area_offset: fixed_area_offset.unwrap_or(0),
+            home_cpu_id_offset: home_cpu_id_offset.unwrap_or(0),
             end_of_cycle: EndOfCycle::new(
                 config.end_of_cycle(),
                 config.allocation_weight_percent(),
@@ -191,6 +208,20 @@ impl Allocator {
             home.cpu_buffers().unwrap_unchecked()
         };
         (buffers, self.home_area_offset)
+    }
+
+    /// The lowest level (of compare-and-swap buffers) and the offset of `cpu_id` from the
+    /// thread pointer, for the short line of [`CommonMiss::RefillFromSharedHome`]: one load
+    /// each, no test.
+    ///
+    /// # Safety
+    /// Only where the heap's common misses are [`CommonMiss::RefillFromSharedHome`], which
+    /// the heap picks only where both exist.
+    #[inline(always)]
+    pub(crate) unsafe fn shared_home(&self) -> (&MiddleLevel, isize) {
+        // SAFETY: the caller's contract: the heap picked that line because it has a level.
+        let home = unsafe { self.levels.get_unchecked(0) };
+        (home, self.home_cpu_id_offset)
     }
 
     /// What a refill through the levels reads.

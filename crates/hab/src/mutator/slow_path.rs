@@ -12,14 +12,16 @@ use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::{Retired, Tlab, Waste};
 use crate::levels::chunk::Chunk;
 use crate::levels::cpu_buffers;
-use crate::levels::middle::MiddleLevel;
+use crate::levels::middle::{self, MiddleLevel};
 use crate::levels::refill;
+use crate::levels::stats::LevelCounters;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::{Allocator, CommonMiss, TlabSource};
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::cpu_lab_cursor::{CpuLabCursor, SlowResult};
 use crate::mutator::sampling::AllocationSample;
+use crate::platform::cpu_id::read_rseq_cpu;
 use crate::platform::fence;
 use crate::platform::topology::Level;
 
@@ -58,12 +60,32 @@ fn cpu_buffers_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
     path.tlab_miss(bytes, SlowPath::refill_from_cpu_buffers::<false>)
 }
 
+/// The `hab` mode's short line where the lowest level has compare-and-swap buffers and the
+/// CPU is read from the rseq area: a zeroing step or a refill from the buffer of the thread's
+/// domain.
+#[cold]
+#[inline(never)]
+fn shared_home_refill_line(path: SlowPath<'_>, bytes: usize) -> usize {
+    path.tlab_miss(bytes, SlowPath::refill_from_shared_home::<false>)
+}
+
 /// The short line where TLABs are not refilled on it (`flip`, or levels on simulated CPUs):
 /// a zeroing step.
 #[cold]
 #[inline(never)]
 fn zeroing_step_line(path: SlowPath<'_>, bytes: usize) -> usize {
     path.tlab_miss(bytes, |_, _, _| 0)
+}
+
+/// After a short refill from the buffer `home` of a compare-and-swap level, by a thread that
+/// now runs on `cpu`, another CPU than the one it read: counts the carve foreign when `cpu`
+/// belongs to another buffer's domain.
+#[cold]
+#[inline(never)]
+fn count_if_foreign(level: &MiddleLevel, counters: &LevelCounters, cpu: usize, home: usize) {
+    if level.home_of(cpu) != Some(home) {
+        counters.foreign_allocs.add(1);
+    }
 }
 
 /// A running mutator as its slow path sees it: the heap's allocation side and the mutator's
@@ -119,6 +141,7 @@ impl SlowPath<'_> {
             CommonMiss::RefillFromGlobal => global_refill_line,
             CommonMiss::RefillFromLevels => levels_refill_line,
             CommonMiss::RefillFromCpuBuffers => cpu_buffers_refill_line,
+            CommonMiss::RefillFromSharedHome => shared_home_refill_line,
             CommonMiss::ZeroingStep => zeroing_step_line,
         }
     }
@@ -199,6 +222,44 @@ impl SlowPath<'_> {
                 cpu_buffers::carve_at_fixed_home(buffers, area_offset, space, counters, tlab_bytes)
             },
             Self::refill_from_cpu_buffers::<true>,
+            true,
+        )
+    }
+
+    /// The `hab` mode's [`refill`](SlowPath::refill) where the lowest level has
+    /// compare-and-swap buffers: the CPU read once, its buffer from the level's table, one
+    /// compare-and-swap for exactly the TLAB ([`middle::carve_exact_at_home`]); the carve is
+    /// counted foreign when the thread ran on a CPU of another domain by the time it
+    /// committed (the CPU read again: one load and a compare).
+    #[inline(never)]
+    fn refill_from_shared_home<const FILL_FIRST: bool>(
+        self,
+        bytes: usize,
+        free_bytes: usize,
+    ) -> usize {
+        // SAFETY: this refill is reached only from `shared_home_refill_line`, the short line
+        // of a heap whose common misses are `RefillFromSharedHome`.
+        let (level, cpu_id_offset) = unsafe { self.allocator.shared_home() };
+        let space = &self.allocator.space;
+        self.refill::<FILL_FIRST>(
+            bytes,
+            free_bytes,
+            |_, tlab_bytes| {
+                // SAFETY (both): the offset is the heap's CPU-id reader's.
+                let cpu = unsafe { read_rseq_cpu(cpu_id_offset) };
+                let (chunk, home) = middle::carve_exact_at_home(level, space, cpu, tlab_bytes)?;
+                // Found again after the compare-and-swap, rather than held across it.
+                // SAFETY: as above.
+                let (level, cpu_id_offset) = unsafe { self.allocator.shared_home() };
+                let counters = &self.cell.counters.levels[level.level().index()];
+                counters.allocs.add(1);
+                let now = unsafe { read_rseq_cpu(cpu_id_offset) };
+                if now != cpu {
+                    count_if_foreign(level, counters, now, home);
+                }
+                Some(chunk)
+            },
+            Self::refill_from_shared_home::<true>,
             true,
         )
     }

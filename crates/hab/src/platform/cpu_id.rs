@@ -207,6 +207,13 @@ impl CpuIdReader {
         self.source
     }
 
+    /// For the `Rseq` source, the offset of `cpu_id` from the thread pointer, valid in every
+    /// thread of the process, for a caller that reads the CPU itself
+    /// ([`read_rseq_cpu`]); `None` for the other sources.
+    pub(crate) fn rseq_cpu_id_offset(&self) -> Option<isize> {
+        self.reads_rseq.then_some(self.rseq_cpu_id_offset)
+    }
+
     /// The CPU the calling thread runs on now, in `0..cpu_slots`.
     ///
     /// `thread` is the calling thread's state; only the simulated source reads it. For `Rseq`
@@ -323,6 +330,26 @@ impl CpuIdReader {
 #[inline(never)]
 fn unregistered_thread_cpu() -> usize {
     sched_getcpu_or_zero()
+}
+
+/// One reading of the calling thread's `cpu_id` at `cpu_id_offset` from its thread pointer
+/// (a [`CpuIdReader::rseq_cpu_id_offset`]): its CPU, or, in a thread whose area is not
+/// registered, a number above every CPU (the negative reading as an unsigned one). One load.
+///
+/// # Safety
+/// `cpu_id_offset` came from [`CpuIdReader::rseq_cpu_id_offset`].
+#[inline(always)]
+pub(crate) unsafe fn read_rseq_cpu(cpu_id_offset: isize) -> usize {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        // SAFETY: the reader found glibc's area at this offset in every thread.
+        unsafe { rseq::read_cpu_id(cpu_id_offset) as u32 as usize }
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        let _ = cpu_id_offset;
+        usize::MAX
+    }
 }
 
 /// `sched_getcpu()`, or −1 where the C library has none.
