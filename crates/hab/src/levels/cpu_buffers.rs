@@ -182,11 +182,10 @@ pub(crate) unsafe fn carve_at_fixed_home(
     let want_words = words::words(bytes);
     // SAFETY: forwarded.
     match unsafe { buffers.slots.bump_at_home(area_offset, want_words) } {
-        HomeBump::Done(before) => {
-            check_bump(before, want_words);
+        HomeBump::Done { offset_bytes } => {
             counters.allocs.add(1);
             Some(Chunk {
-                start: words::address(space.base(), before.offset_words()),
+                start: space.base() + offset_bytes,
                 len: bytes,
             })
         }

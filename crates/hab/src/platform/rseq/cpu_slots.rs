@@ -30,8 +30,9 @@ pub(crate) enum Outcome {
 /// What the short refill's one-try bump ([`CpuSlots::bump_at_home`]) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HomeBump {
-    /// Committed: `before` is the slot's word before the commit.
-    Done(PackedWord),
+    /// Committed: the words taken start at this offset from the heap's base, in bytes (the
+    /// offset the slot's word held, never 0).
+    Done { offset_bytes: usize },
     /// Too few words left, or an index at or beyond the slots: nothing written.
     Refused,
     /// Interrupted (a preemption, a migration, a signal): nothing written.
@@ -39,14 +40,16 @@ pub(crate) enum HomeBump {
 }
 
 impl HomeBump {
-    /// The section's outputs read: `before` (0 unless committed) and the slot's address
-    /// (0 after an abort).
+    /// The section's outputs read: the offset in bytes (0 unless committed) and the slot's
+    /// address (0 after an abort).
     #[inline(always)]
-    fn read(before: u64, slot: usize) -> HomeBump {
-        match (before, slot) {
+    fn read(offset_bytes: u64, slot: usize) -> HomeBump {
+        match (offset_bytes, slot) {
             (0, 0) => HomeBump::Aborted,
             (0, _) => HomeBump::Refused,
-            (word, _) => HomeBump::Done(PackedWord::from_raw(word)),
+            (offset_bytes, _) => HomeBump::Done {
+                offset_bytes: offset_bytes as usize,
+            },
         }
     }
 }
@@ -178,7 +181,8 @@ impl CpuSlots {
     /// The short refill's bump: takes `words` (at least 1, fewer than 2^22) from the slot of
     /// the thread's index if it has that many left, in one try (no retry, no status
     /// register: [`HomeBump`] is read off the section's two outputs). The section adds the
-    /// negated [`bump_delta`], whose carry says that the words were there.
+    /// negated [`bump_delta`], whose carry says that the words were there, and gives the
+    /// offset of the words taken in bytes.
     ///
     /// # Safety
     /// `area_offset` is [`fixed_area_offset`]: every thread's area at that offset from its

@@ -387,8 +387,8 @@ fn the_home_bump_takes_words_in_one_try() {
         let bump = |words| unsafe { slots.bump_at_home(offset, words) };
         assert_eq!(bump(2), HomeBump::Refused, "an empty slot refuses");
         slots.store(0, PackedWord::new(100, 5));
-        assert_eq!(bump(2), HomeBump::Done(PackedWord::new(100, 5)));
-        assert_eq!(bump(3), HomeBump::Done(PackedWord::new(102, 3)));
+        assert_eq!(bump(2), HomeBump::Done { offset_bytes: 800 });
+        assert_eq!(bump(3), HomeBump::Done { offset_bytes: 816 });
         assert_eq!(bump(1), HomeBump::Refused, "too few words left");
         assert_eq!(slots.load(0), PackedWord::new(105, 0));
         if online_cpus() > 1 {
@@ -399,7 +399,12 @@ fn the_home_bump_takes_words_in_one_try() {
         // is refused); one past the last is no abort at all.
         let initial = PackedWord::new(100, 5);
         for (words, points, expected, after) in [
-            (2, 10, HomeBump::Done(initial), PackedWord::new(102, 3)),
+            (
+                2,
+                10,
+                HomeBump::Done { offset_bytes: 800 },
+                PackedWord::new(102, 3),
+            ),
             (6, 9, HomeBump::Refused, initial),
         ] {
             for k in 1..=points + 1 {

@@ -6,6 +6,8 @@
 
 use std::arch::asm;
 
+use crate::memory::packed::OFFSET_BITS;
+
 pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
 use super::{
     LabBump, LabInstall, Outcome, PackedWord, LAB_INDEX_FIELD_OFFSET, LAB_LIMIT_OFFSET, MAX_ABORTS,
@@ -513,11 +515,13 @@ pub(super) unsafe fn lab_bump_injected(
 
 /// The short refill's bump: the slot of the thread's index (read through `fs`) gives up
 /// `words` if it has them, with no retry loop and no status register (eleven instructions,
-/// four registers). A refusal (too few words left, an index at or beyond the slots) leaves
-/// `before` 0; an abort leaves `before` 0 and `slot` 0 (the slot's address is never 0). The
-/// section never restarts, so it may write its inputs: `slot` becomes the slot's address
-/// and `new` (the negated delta, see `CpuSlots::bump_at_home`) the committed word. The
-/// committed `before` is never 0: a word that gave up words held some.
+/// four registers), and turns the word it read into its offset in bytes (two shifts after
+/// the commit, outside the section). A refusal (too few words left, an index at or beyond
+/// the slots) leaves that offset 0; an abort leaves it 0 and `slot` 0 (the slot's address
+/// is never 0). The section never restarts, so it may write its inputs: `slot` becomes the
+/// slot's address and `new` (the negated delta, see `CpuSlots::bump_at_home`) the
+/// committed word. A committed offset is never 0: an installed buffer starts past the
+/// first TLAB of its chunk, and chunks start at or past the base.
 macro_rules! home_bump_section {
     ([$($injection:expr),*], [$($extra:tt)*], $area_offset:expr, $base:expr,
      $negated_delta:expr) => {{
@@ -548,6 +552,8 @@ macro_rules! home_bump_section {
             $($injection,)*
             "mov qword ptr [{slot}], {new}",
             "5:",
+            "shl {before}, {upper_bits}",
+            "shr {before}, {upper_bits} - 3",
             ".pushsection .text.hab_rseq_abort, \"ax\"",
             "7:",
             "xor {before:e}, {before:e}",
@@ -564,6 +570,7 @@ macro_rules! home_bump_section {
             before = out(reg) before,
             signature = const SIGNATURE,
             slot_shift = const SLOT_SHIFT,
+            upper_bits = const 64 - OFFSET_BITS,
             $($extra)*
             options(nostack),
         );
