@@ -244,7 +244,7 @@ impl SlowPath<'_> {
         self.refill::<FILL_FIRST>(
             bytes,
             free_bytes,
-            |_, tlab_bytes| {
+            |local, tlab_bytes| {
                 // SAFETY (both): the offset is the heap's CPU-id reader's.
                 let cpu = unsafe { read_rseq_cpu(cpu_id_offset) };
                 let (chunk, home) = middle::carve_exact_at_home(level, space, cpu, tlab_bytes)?;
@@ -257,7 +257,11 @@ impl SlowPath<'_> {
                 if now != cpu {
                     count_if_foreign(level, counters, now, home);
                 }
-                Some(chunk)
+                // The length read again too (the sizer's, which the carve was asked for).
+                Some(Chunk {
+                    len: local.sizer.steady_bytes(),
+                    ..chunk
+                })
             },
             Self::refill_from_shared_home::<true>,
             true,
