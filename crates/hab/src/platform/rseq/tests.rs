@@ -14,6 +14,19 @@ fn area() -> Option<*mut u8> {
     area
 }
 
+/// The offset of every thread's area from its thread pointer, where glibc registered the
+/// areas (the sections addressed through `fs` need a registration: an unregistered area is
+/// never aborted); else `None`, saying why.
+fn glibc_registered_offset() -> Option<isize> {
+    match (fixed_area_offset(), mechanism()) {
+        (Some(offset), RseqMechanism::Glibc { .. }) => Some(offset),
+        (_, mechanism) => {
+            eprintln!("no glibc registration at a fixed offset here: {mechanism}");
+            None
+        }
+    }
+}
+
 fn pin(cpu: usize) -> bool {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
     unsafe {
@@ -342,13 +355,9 @@ fn lab_sections_with_injected_aborts(index: SlotIndex) {
 #[test]
 fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
     std::thread::spawn(|| {
-        let Some(offset) = fixed_area_offset() else {
-            eprintln!("no fixed rseq area offset here: {}", mechanism());
+        let Some(offset) = glibc_registered_offset() else {
             return;
         };
-        if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
-            return;
-        }
         assert!(pin(0));
         let slots = CpuLabSlots::new(online_cpus().max(2), SlotIndex::Cpu);
         slots.store(0, (1000, 1064));
@@ -374,13 +383,9 @@ fn the_inline_lab_bump_checks_the_cpu_and_the_end() {
 #[test]
 fn the_home_bump_takes_words_in_one_try() {
     std::thread::spawn(|| {
-        let Some(offset) = fixed_area_offset() else {
-            eprintln!("no fixed rseq area offset here: {}", mechanism());
+        let Some(offset) = glibc_registered_offset() else {
             return;
         };
-        if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
-            return;
-        }
         assert!(pin(0));
         let slots = CpuSlots::new(online_cpus(), SlotIndex::Cpu);
         // SAFETY: `offset` is glibc's area offset; the slots are live.
@@ -678,13 +683,9 @@ fn abort_at_every_boundary(area: *mut u8, index: SlotIndex) {
     }
 
     // The inline bump gives up at once on an abort: the caller's slow path retries.
-    let Some(offset) = fixed_area_offset() else {
-        eprintln!("no fixed rseq area offset here: {}", mechanism());
+    let Some(offset) = glibc_registered_offset() else {
         return;
     };
-    if !matches!(mechanism(), RseqMechanism::Glibc { .. }) {
-        return;
-    }
     for k in 1..=INLINE_POINTS as u64 + 1 {
         let (object, lab, counted) = (0..3)
             .map(|_| {
@@ -750,7 +751,7 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
         let (outcome, _) = unsafe { slots.bump(area, 2) };
         assert_eq!(outcome, Outcome::OutOfRange);
         assert_eq!(slots.load(0), PackedWord::new(100, 5));
-        if let (Some(offset), RseqMechanism::Glibc { .. }) = (fixed_area_offset(), mechanism()) {
+        if let Some(offset) = glibc_registered_offset() {
             // SAFETY: `offset` is glibc's area offset.
             let home = unsafe { slots.bump_at_home(offset, 2) };
             assert_eq!(home, HomeBump::Refused);
@@ -773,7 +774,7 @@ fn a_cpu_beyond_the_slots_touches_no_slot() {
             labs.slot_of(1),
             "the empty slot past the array"
         );
-        if let (Some(offset), RseqMechanism::Glibc { .. }) = (fixed_area_offset(), mechanism()) {
+        if let Some(offset) = glibc_registered_offset() {
             // SAFETY: `offset` is glibc's area offset; `slot_of` gives a live slot.
             let object = unsafe { lab_bump(offset, labs.slot_of(cpu as u32), cpu as u32, 16) };
             assert_eq!(object, 0);
