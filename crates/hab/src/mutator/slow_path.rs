@@ -245,14 +245,15 @@ impl SlowPath<'_> {
             bytes,
             free_bytes,
             |local, tlab_bytes| {
-                // SAFETY (both): the offset is the heap's CPU-id reader's.
+                // SAFETY: the offset is the heap's CPU-id reader's.
                 let cpu = unsafe { read_rseq_cpu(cpu_id_offset) };
                 let (chunk, home) = middle::carve_exact_at_home(level, space, cpu, tlab_bytes)?;
                 // Found again after the compare-and-swap, rather than held across it.
-                // SAFETY: as above.
+                // SAFETY: as for the first `shared_home` above.
                 let (level, cpu_id_offset) = unsafe { self.allocator.shared_home() };
                 let counters = &self.cell.counters.levels[level.level().index()];
                 counters.allocs.add(1);
+                // SAFETY: as for the first reading.
                 let now = unsafe { read_rseq_cpu(cpu_id_offset) };
                 if now != cpu {
                     count_if_foreign(level, counters, now, home);
