@@ -135,11 +135,8 @@ impl Allocator {
         };
         // Where every thread's rseq area sits at one offset from its thread pointer (glibc's
         // registration), a restartable lowest level is bumped through `fs` in one try.
-        let fixed_area_offset = rseq::fixed_area_offset().filter(|_| {
-            levels
-                .first()
-                .is_some_and(|level| level.cpu_buffers().is_some())
-        });
+        let fixed_area_offset = rseq::fixed_area_offset()
+            .filter(|_| levels.first().is_some_and(|level| level.is_restartable()));
         // Where the CPU is read from the rseq area, a compare-and-swap lowest level is found
         // by the CPU read there, with one table load.
         let home_cpu_id_offset = cpu_id

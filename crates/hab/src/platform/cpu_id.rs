@@ -262,9 +262,8 @@ impl CpuIdReader {
         if self.reads_rseq {
             // SAFETY: as in `rseq_cpu`: this reader was made for `Rseq` after finding glibc's
             // registration, so the offset locates `cpu_id` in every thread's area.
-            let raw = unsafe { rseq::read_cpu_id(self.rseq_cpu_id_offset) };
             // An unregistered area's negative reading never equals a CPU in `0..cpu_slots`.
-            if raw as usize == cpu {
+            if unsafe { read_rseq_cpu(self.rseq_cpu_id_offset) } == cpu {
                 return None;
             }
         }
