@@ -9,12 +9,16 @@
 //!    domains of the level round-robin (a *foreign* allocation);
 //! 4. then the level above, and finally the global heap.
 //!
-//! A buffer is two words on a cache line of its own: `state` is a [`PackedWord`] of the top (an
-//! offset in words from the heap's base) and a generation that every refill increments, so a compare-and-swap
-//! on a stale top can never succeed after the buffer was refilled in between (no ABA); `end` is
-//! written only while `state` holds the marker and published by the release store that installs
-//! the new state. No lock anywhere; a thread that stops while holding the marker only sends the
-//! others to foreign domains.
+//! A buffer is three words on a cache line of its own. `state` holds the top (an offset in
+//! words from the heap's base) above a generation that every refill increments, so a
+//! compare-and-swap on a stale top can never succeed after the buffer was refilled in between
+//! (no ABA). A carve adds its words shifted past the generation: the generation stays, and no
+//! mask is needed to bump. `end_words` and `carve_limit` (the highest state a carve may leave:
+//! the end less the smallest tail, over all-ones generation bits) are written only while
+//! `state` holds the marker, and published by the release store that installs the new state.
+//! The marker is above every limit, so the short refill's carve tests busy, exhausted and too
+//! short a tail with one compare ([`CasBuffer::try_carve_exact`]). No lock anywhere; a thread
+//! that stops while holding the marker only sends the others to foreign domains.
 //!
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
@@ -23,19 +27,40 @@ use crate::levels::chunk::{
 };
 use crate::levels::cpu_buffers::{self, CpuBuffers};
 use crate::memory::global::CachePadded;
-use crate::memory::packed::PackedWord;
 use crate::memory::space::Space;
 use crate::memory::words;
 use crate::platform::sync::{AtomicU64, Ordering};
 use crate::platform::topology::{Level, Topology};
 
-/// `state` while one thread refills the buffer. Its offset bits (all ones) exceed any offset
-/// in a heap of at most 16 TiB, so no real state equals it.
-const REFILLING: u64 = u64::MAX;
+/// Low bits of a `state`: the generation. The top, in words, is the 42 bits above them.
+const GENERATION_BITS: u32 = 22;
+/// The generation's bits of a `state`.
+const GENERATION_MASK: u64 = (1 << GENERATION_BITS) - 1;
+
+/// `state` while one thread refills the buffer: a top of 2^41 words, beyond any offset in a
+/// heap of at most 16 TiB, so no real state equals it, and it plus any carve's step is above
+/// every `carve_limit`.
+const REFILLING: u64 = 1 << 63;
+
+/// The state of a buffer whose top is `top_words`, in generation `generation` (wrapping).
+fn state_of(top_words: u64, generation: u64) -> u64 {
+    debug_assert!(top_words < REFILLING >> GENERATION_BITS);
+    top_words << GENERATION_BITS | generation & GENERATION_MASK
+}
 
 /// The top of a buffer whose `state` is not the marker.
 fn top_of(state: u64) -> u64 {
-    PackedWord::from_raw(state).offset_words()
+    state >> GENERATION_BITS
+}
+
+/// The generation of a `state`.
+fn generation_of(state: u64) -> u64 {
+    state & GENERATION_MASK
+}
+
+/// What a carve of `words` adds to a state.
+fn step_of(words: u64) -> u64 {
+    words << GENERATION_BITS
 }
 
 /// What one attempt on a buffer gave.
@@ -53,6 +78,9 @@ enum Attempt {
 pub(crate) struct CasBuffer {
     state: AtomicU64,
     end_words: AtomicU64,
+    /// The highest `state` an exact carve may leave in this generation:
+    /// `state_of(end - min_tail, all ones)` (0 when that is negative).
+    carve_limit: AtomicU64,
 }
 
 impl CasBuffer {
@@ -60,6 +88,7 @@ impl CasBuffer {
         CasBuffer {
             state: AtomicU64::new(0),
             end_words: AtomicU64::new(0),
+            carve_limit: AtomicU64::new(0),
         }
     }
 
@@ -77,13 +106,9 @@ impl CasBuffer {
                 return Attempt::Exhausted(state);
             }
             let take = portion(available, desired_words, min_tail_words);
-            // The top grows within the lower field (to at most the end): the generation above
-            // it stays as it is.
-            let next = state + take;
-            debug_assert_eq!(
-                next,
-                PackedWord::new(top + take, PackedWord::from_raw(state).upper()).raw()
-            );
+            // The top grows above the generation (to at most the end): the generation stays.
+            let next = state + step_of(take);
+            debug_assert_eq!(next, state_of(top + take, generation_of(state)));
             match self
                 .state
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
@@ -102,36 +127,34 @@ impl CasBuffer {
         }
     }
 
-    /// The short refill's carve: exactly `bytes` with one compare-and-swap, leaving at least
-    /// `min_tail_words` in the buffer. `None` when the buffer is being refilled or has too
-    /// little left: the whole protocol ([`carve`]) then decides, with [`try_carve`]'s
-    /// portions and claims.
+    /// The short refill's carve: exactly the words of `step` ([`step_of`]) with one
+    /// compare-and-swap, leaving at least the level's smallest tail in the buffer. One compare
+    /// with the carve limit refuses a buffer being refilled (the marker is above every limit)
+    /// and one with too little left. `None` then: the whole protocol ([`carve`]) decides,
+    /// with [`try_carve`]'s portions and claims. Returns the carve's first word (an offset
+    /// from the heap's base).
     ///
     /// [`try_carve`]: CasBuffer::try_carve
-    /// Returns the carve's first word (an offset from the heap's base).
     #[inline(always)]
-    fn try_carve_exact(&self, want_words: u64, min_tail_words: u64) -> Option<u64> {
+    fn try_carve_exact(&self, step: u64) -> Option<u64> {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            if state == REFILLING {
+            let next = state + step;
+            // Read after the state: it belongs to the state's generation or a later one,
+            // and in a later one the exchange fails.
+            if next > self.carve_limit.load(Ordering::Relaxed) {
                 return None;
             }
-            let top = top_of(state);
-            let end = self.end_words.load(Ordering::Relaxed);
-            if top + want_words + min_tail_words > end {
-                return None;
-            }
-            // As in `try_carve`: the top grows within the lower field, and the end read
-            // belongs to this generation when the exchange succeeds.
-            match self.state.compare_exchange_weak(
-                state,
-                state + want_words,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {
-                    check_buffer(top + want_words, end, min_tail_words);
-                    return Some(top);
+                    debug_assert!(
+                        top_of(next) <= self.end_words.load(Ordering::Relaxed),
+                        "an exact carve past its buffer's end"
+                    );
+                    return Some(top_of(state));
                 }
                 Err(now) => state = now,
             }
@@ -147,13 +170,17 @@ impl CasBuffer {
         Some((top_of(seen), self.end_words.load(Ordering::Relaxed)))
     }
 
-    /// Ends a claim: the buffer now spans `[top, end)` (words), in a new generation.
-    fn install(&self, seen: u64, top_words: u64, end_words: u64) {
+    /// Ends a claim: the buffer now spans `[top, end)` (words), in a new generation, and
+    /// exact carves leave at least `min_tail_words` before its end.
+    fn install(&self, seen: u64, top_words: u64, end_words: u64, min_tail_words: u64) {
         debug_assert!(top_words <= end_words);
         self.end_words.store(end_words, Ordering::Relaxed);
-        let generation = PackedWord::from_raw(seen).upper() + 1;
-        let state = PackedWord::wrapping(top_words, generation);
-        self.state.store(state.raw(), Ordering::Release);
+        let limit = end_words
+            .checked_sub(min_tail_words)
+            .map_or(0, |limit_words| state_of(limit_words, GENERATION_MASK));
+        self.carve_limit.store(limit, Ordering::Relaxed);
+        let state = state_of(top_words, generation_of(seen) + 1);
+        self.state.store(state, Ordering::Release);
     }
 
     /// Empties the buffer at a collection and returns its free tail `[top, end)` in words.
@@ -163,11 +190,11 @@ impl CasBuffer {
         if state == REFILLING {
             // Only in a process forked while a thread of its parent was refilling this
             // buffer: that thread does not exist here, and its claimed tail is lost with it.
-            self.install(state, 0, 0);
+            self.install(state, 0, 0, 0);
             return (0, 0);
         }
         let tail = (top_of(state), self.end_words.load(Ordering::Relaxed));
-        self.install(state, 0, 0);
+        self.install(state, 0, 0, 0);
         tail
     }
 }
@@ -180,9 +207,23 @@ pub(crate) struct MiddleLevel {
     /// `buffers` then serve only threads that fall back.
     cpu_buffers: Option<CpuBuffers>,
     /// The buffer of each CPU's domain, by CPU number (the domain, or the domain modulo the
-    /// buffers where the topology numbers more domains than the level has): one load for the
-    /// short refill ([`carve_exact_at_home`]). Empty for a level made without a topology.
-    homes: Box<[u32]>,
+    /// buffers where the topology numbers more domains than the level has), as its byte
+    /// offset in `buffers`: one load for the short refill ([`carve_exact_at_home`]), and no
+    /// bound to check. Empty for a level made without a topology.
+    homes: Box<[Home]>,
+}
+
+/// One buffer of a level, as the table of homes holds it: its byte offset in the level's
+/// array of buffers. Made only by [`MiddleLevel::with_homes`], so always within the array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Home(u32);
+
+impl Home {
+    /// The buffer's index in its level.
+    #[cfg(test)]
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize / std::mem::size_of::<CachePadded<CasBuffer>>()
+    }
 }
 
 impl MiddleLevel {
@@ -215,16 +256,28 @@ impl MiddleLevel {
     /// [`carve_exact_at_home`]).
     pub(crate) fn with_homes(mut self, topology: &Topology) -> Self {
         let (level, buffers) = (self.level(), self.buffers.len());
+        let buffer_bytes = std::mem::size_of::<CachePadded<CasBuffer>>();
         self.homes = (0..topology.cpu_slots())
-            .map(|cpu| (topology.domain_of(cpu, level) % buffers) as u32)
+            .map(|cpu| {
+                let offset = topology.domain_of(cpu, level) % buffers * buffer_bytes;
+                Home(u32::try_from(offset).expect("fewer than 2^25 buffers in a level"))
+            })
             .collect();
         self
     }
 
     /// The buffer the domain of `cpu` uses, where the level has a table and `cpu` is in it.
     #[inline(always)]
-    pub(crate) fn home_of(&self, cpu: usize) -> Option<usize> {
-        self.homes.get(cpu).map(|&home| home as usize)
+    pub(crate) fn home_of(&self, cpu: usize) -> Option<Home> {
+        self.homes.get(cpu).copied()
+    }
+
+    /// The buffer `home` stands for.
+    #[inline(always)]
+    fn home_buffer(&self, home: Home) -> &CasBuffer {
+        // SAFETY: a `Home` is the byte offset of one of this level's buffers (the table, the
+        // only maker of homes, is built from this level's array, which never changes).
+        unsafe { &(*self.buffers.as_ptr().byte_add(home.0 as usize)).0 }
     }
 
     /// Gives the level restartable per-CPU buffers for `cpus` CPUs.
@@ -383,7 +436,7 @@ pub(crate) fn carve_at_shared_home(
 
 /// The short refill's carve at a compare-and-swap level for a thread that read `cpu`:
 /// exactly `bytes` from the buffer of the CPU's domain ([`MiddleLevel::home_of`]) with one
-/// compare-and-swap. Returns the chunk and that buffer's index; counts nothing. `None` when
+/// compare-and-swap. Returns the chunk and that buffer; counts nothing. `None` when
 /// `cpu` is beyond the table (a negative reading too), or the buffer is being refilled, has
 /// too little left or would keep too short a tail: [`carve`] then runs the whole protocol.
 /// The space's base is read after the compare-and-swap, so that it is not held in a register
@@ -394,13 +447,13 @@ pub(crate) fn carve_exact_at_home(
     space: &Space,
     cpu: usize,
     bytes: usize,
-) -> Option<(Chunk, usize)> {
+) -> Option<(Chunk, Home)> {
     debug_assert!(level.cpu_buffers.is_none());
     let home = level.home_of(cpu)?;
     let want_words = words::words(bytes);
-    let top = level.buffers[home]
-        .0
-        .try_carve_exact(want_words, level.min_tail_words())?;
+    let top = level
+        .home_buffer(home)
+        .try_carve_exact(step_of(want_words))?;
     // The length from the words, which the loop held anyway (a TLAB is whole words).
     let chunk = Chunk {
         start: words::address(space.base(), top),
@@ -435,7 +488,7 @@ fn refill(
     );
     let buffer_bytes = env.buffer_refill_bytes(&level.shape, min);
     let Some(chunk) = carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env) else {
-        buffer.install(seen, tail_end, tail_end);
+        buffer.install(seen, tail_end, tail_end, level.min_tail_words());
         return None;
     };
     if buffer_bytes < level.buffer_bytes().max(min) {
@@ -447,7 +500,7 @@ fn refill(
         words::offset(base, chunk.start + chunk.len),
     );
     check_buffer(top_words, end_words, level.min_tail_words());
-    buffer.install(seen, top_words, end_words);
+    buffer.install(seen, top_words, end_words, level.min_tail_words());
     Some(Chunk {
         start: chunk.start,
         len: take,
@@ -704,28 +757,31 @@ mod tests {
     #[test]
     fn the_exact_carve_takes_exactly_or_leaves_the_buffer_alone() {
         let buffer = CasBuffer::new();
-        assert_eq!(buffer.try_carve_exact(4, 0), None, "an empty buffer");
-        buffer.install(PackedWord::new(0, 1).raw(), 100, 120);
+        let carve = |words| buffer.try_carve_exact(step_of(words));
+        assert_eq!(carve(4), None, "an empty buffer");
+        buffer.install(state_of(0, 1), 100, 120, 2);
         let state = |buffer: &CasBuffer| buffer.state.load(Ordering::Relaxed);
         let installed = state(&buffer);
-        assert_eq!(buffer.try_carve_exact(4, 2), Some(100));
-        assert_eq!(state(&buffer), installed + 4, "the generation stays");
-        assert_eq!(buffer.try_carve_exact(10, 2), Some(104));
+        assert_eq!(generation_of(installed), 2);
+        assert_eq!(carve(4), Some(100));
+        assert_eq!(state(&buffer), state_of(104, 2), "the generation stays");
+        assert_eq!(carve(10), Some(104));
         // 6 words left: 5 would leave 1, shorter than the tail of 2; 4 leave 2; 6 leave 0
         // but the rule asks for the tail (the whole protocol takes such a rest).
-        assert_eq!(buffer.try_carve_exact(5, 2), None);
-        assert_eq!(buffer.try_carve_exact(6, 2), None);
-        assert_eq!(buffer.try_carve_exact(4, 2), Some(114));
-        assert_eq!(
-            buffer.try_carve_exact(2, 0),
-            Some(118),
-            "to the end, with no tail"
-        );
-        assert_eq!(buffer.try_carve_exact(1, 0), None, "nothing left");
+        assert_eq!(carve(5), None);
+        assert_eq!(carve(6), None);
+        assert_eq!(carve(4), Some(114));
+        assert_eq!(state(&buffer), state_of(118, 2));
+        buffer.install(state(&buffer), 118, 120, 0);
+        assert_eq!(carve(2), Some(118), "to the end, with no tail");
+        assert_eq!(carve(1), None, "nothing left");
         let full = state(&buffer);
         assert_eq!(buffer.claim(full), Some((120, 120)));
-        assert_eq!(buffer.try_carve_exact(1, 0), None, "being refilled");
+        assert_eq!(carve(1), None, "being refilled");
         assert_eq!(state(&buffer), REFILLING);
+        // A tail longer than the buffer: no carve fits.
+        buffer.install(full, 0, 3, 4);
+        assert_eq!(carve(1), None);
     }
 
     /// A level's table gives each CPU its domain's buffer, the domain modulo the buffers
@@ -735,13 +791,15 @@ mod tests {
         let topology = Topology::simulated("2x2x2").unwrap();
         let level = MiddleLevel::new(Level::Core, 1024, topology.domains(Level::Core), 0)
             .with_homes(&topology);
-        let homes: Vec<_> = (0..9).map(|cpu| level.home_of(cpu)).collect();
+        let homes: Vec<_> = (0..9)
+            .map(|cpu| level.home_of(cpu).map(Home::index))
+            .collect();
         let cores = |cpu| Some(topology.domain_of(cpu, Level::Core));
         assert_eq!(homes, (0..8).map(cores).chain([None]).collect::<Vec<_>>());
         assert_eq!(homes[..4], [Some(0), Some(0), Some(1), Some(1)]);
         let narrow = MiddleLevel::new(Level::Core, 1024, 3, 0).with_homes(&topology);
         assert_eq!(
-            narrow.home_of(7),
+            narrow.home_of(7).map(Home::index),
             Some(3 % 3),
             "core 3 of a level with 3 buffers"
         );
@@ -750,20 +808,29 @@ mod tests {
 
     #[test]
     fn installs_advance_the_generation_and_the_marker_is_not_a_state() {
-        use crate::memory::packed::{MAX_OFFSET_WORDS, MAX_UPPER};
         let buffer = CasBuffer::new();
-        buffer.install(PackedWord::new(0, 7).raw(), 12345, 20000);
+        buffer.install(state_of(0, 7), 12345, 20000, 0);
         let state = buffer.state.load(Ordering::Relaxed);
-        assert_eq!(top_of(state), 12345);
-        assert_eq!(PackedWord::from_raw(state).upper(), 8);
-        assert_ne!(
-            PackedWord::new(MAX_OFFSET_WORDS >> 1, MAX_UPPER).raw(),
-            REFILLING
+        assert_eq!((top_of(state), generation_of(state)), (12345, 8));
+        // The highest real top (a heap of 16 TiB) in the last generation is not the marker,
+        // and the marker plus one word is above the highest limit.
+        let highest = state_of((REFILLING >> GENERATION_BITS) - 1, GENERATION_MASK);
+        assert!(highest < REFILLING);
+        assert!(REFILLING + step_of(1) > highest);
+        buffer.install(state_of(0, GENERATION_MASK), 5, 20000, 0);
+        let state = buffer.state.load(Ordering::Relaxed);
+        assert_eq!(
+            (top_of(state), generation_of(state)),
+            (5, 0),
+            "generations wrap"
         );
-        buffer.install(PackedWord::new(0, MAX_UPPER).raw(), 5, 20000);
+        buffer.install(REFILLING, 5, 20000, 0);
         let state = buffer.state.load(Ordering::Relaxed);
-        assert_eq!(top_of(state), 5, "generations wrap");
-        assert_eq!(PackedWord::from_raw(state).upper(), 0);
+        assert_eq!(
+            (top_of(state), generation_of(state)),
+            (5, 1),
+            "after the marker"
+        );
     }
 }
 
@@ -860,7 +927,9 @@ mod model_check {
                         let mut pieces = vec![];
                         for _ in 0..requests {
                             let exact = exact_first
-                                .then(|| levels[0].buffers[env.domain].0.try_carve_exact(2, 0))
+                                .then(|| {
+                                    levels[0].buffers[env.domain].0.try_carve_exact(step_of(2))
+                                })
                                 .flatten()
                                 .map(|top| Chunk {
                                     start: words::address(0, top),

@@ -1,16 +1,16 @@
 //! One 64-bit word holding an offset in words from a heap's base (the low [`OFFSET_BITS`] bits)
 //! and a second count (the high bits), so that both change with one store or one
-//! compare-and-swap. Three structures use it:
+//! compare-and-swap. Two structures use it:
 //!
 //! | user                                  | offset            | upper                    |
 //! |---------------------------------------|-------------------|--------------------------|
-//! | a middle level's CAS buffer (`state`) | the buffer's top  | a generation (wraps)     |
 //! | a sidelined chunk                     | the chunk's start | its length in words      |
 //! | a per-CPU buffer (restartable)        | the buffer's top  | the words left after it  |
 //!
 //! 42 offset bits cover 2^42 words (32 TiB), and the carry of a bump that fills a buffer up to
 //! its end; the upper 22 bits count up to 4 Mi words (32 MiB) per buffer or chunk. Cost: a
-//! shift and a mask to read either field.
+//! shift and a mask to read either field. (A middle level's compare-and-swap buffer packs its
+//! top and generation the other way round, the top above: see `levels/middle.rs`.)
 
 /// Bits of the offset field.
 pub(crate) const OFFSET_BITS: u32 = 42;
@@ -31,13 +31,6 @@ impl PackedWord {
     pub(crate) fn new(offset_words: u64, upper: u64) -> PackedWord {
         debug_assert!(offset_words <= MAX_OFFSET_WORDS && upper <= MAX_UPPER);
         PackedWord(upper << OFFSET_BITS | offset_words)
-    }
-
-    /// As [`PackedWord::new`], keeping only the low bits of `upper`: for a generation
-    /// counter, which may wrap.
-    #[inline]
-    pub(crate) fn wrapping(offset_words: u64, upper: u64) -> PackedWord {
-        PackedWord::new(offset_words, upper & MAX_UPPER)
     }
 
     /// The word as stored.
@@ -80,9 +73,5 @@ mod tests {
         );
         assert_eq!(max.raw(), u64::MAX);
         assert_eq!(PackedWord::from_raw(word.raw()), word);
-        assert_eq!(
-            PackedWord::wrapping(5, MAX_UPPER + 1),
-            PackedWord::new(5, 0)
-        );
     }
 }

@@ -12,7 +12,7 @@ use crate::labs::cpu_labs::{self, Requester};
 use crate::labs::tlab::{Retired, Tlab, Waste};
 use crate::levels::chunk::Chunk;
 use crate::levels::cpu_buffers;
-use crate::levels::middle::{self, MiddleLevel};
+use crate::levels::middle::{self, Home, MiddleLevel};
 use crate::levels::refill;
 use crate::levels::stats::LevelCounters;
 use crate::memory::reservation::address_to_pointer;
@@ -79,10 +79,10 @@ fn zeroing_step_line(path: SlowPath<'_>, bytes: usize) -> usize {
 
 /// After a short refill from the buffer `home` of a compare-and-swap level, by a thread that
 /// now runs on `cpu`, another CPU than the one it read: counts the carve foreign when `cpu`
-/// belongs to another buffer's domain.
-#[cold]
-#[inline(never)]
-fn count_if_foreign(level: &MiddleLevel, counters: &LevelCounters, cpu: usize, home: usize) {
+/// belongs to another buffer's domain. Inline, and calling nothing: a call here, however
+/// rare, made the refill save four registers on every run (10 instructions).
+#[inline(always)]
+fn count_if_foreign(level: &MiddleLevel, counters: &LevelCounters, cpu: usize, home: Home) {
     if level.home_of(cpu) != Some(home) {
         counters.foreign_allocs.add(1);
     }
