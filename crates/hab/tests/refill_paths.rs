@@ -48,6 +48,39 @@ fn a_growing_policy_and_sampling_take_the_full_path() {
     );
 }
 
+/// An object allocated outside a kept TLAB raises the refill waste limit; the refill after it
+/// is a full one (which resets the limit), and the short line serves the refills after that.
+#[test]
+fn the_refill_after_a_kept_tlab_takes_the_full_path() {
+    let config = HeapConfig::builder()
+        .capacity("16MiB")
+        .tlab(TlabPolicy::Fixed(4096))
+        .build()
+        .unwrap();
+    let heap = Heap::new(config, HeaderWordModel).unwrap();
+    let mut mutator = heap.attach();
+    let mut allocate = |bytes| {
+        let object = mutator.alloc(bytes).unwrap();
+        // SAFETY: `bytes` fresh bytes of this thread's.
+        unsafe { HeaderWordModel::write_header(object, bytes) };
+    };
+    for _ in 0..128 {
+        allocate(16);
+    }
+    // Past the TLAB's free bytes (about 2 KiB), which are above the limit (4096 / 64): the
+    // TLAB is kept.
+    allocate(3000);
+    for _ in 0..10_000 {
+        allocate(16);
+    }
+    let stats = mutator.stats();
+    assert!(stats.refills > 2, "{} refills", stats.refills);
+    assert_eq!(
+        stats.full_path_refills, 1,
+        "only the refill after the kept TLAB"
+    );
+}
+
 /// Where the lowest level is the restartable `cpu` level (glibc's registration: every thread's
 /// area at one offset) or a compare-and-swap `core` level (the CPU read from that area), a
 /// fixed size refills on the short line from the thread's buffer: only the refills that find

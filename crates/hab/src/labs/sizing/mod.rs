@@ -184,11 +184,14 @@ impl TlabSizer {
     }
 
     /// An object was allocated outside a TLAB that was kept: tolerate a little more waste next
-    /// time, so a run of large objects eventually retires the TLAB.
+    /// time, so a run of large objects eventually retires the TLAB. Until a refill resets the
+    /// limit, the short refill takes no object (its largest is 0): the next refill is a full
+    /// one, and the short refill never has to reset the limit itself.
     pub(crate) fn record_slow_allocation(&mut self, config: &HeapConfig) {
         self.refill_waste_limit_bytes = self
             .refill_waste_limit_bytes
             .saturating_add(config.waste_increment_bytes());
+        self.steady_object_bytes = 0;
     }
 
     /// Whether [`record_refill`](TlabSizer::record_refill) changes the desired size (the
@@ -206,20 +209,27 @@ impl TlabSizer {
         self.steady_bytes
     }
 
-    /// The largest object a TLAB of [`steady_bytes`](TlabSizer::steady_bytes) holds, past
-    /// the reserve kept below its end; 0 where `steady_bytes` is (every object then takes the
-    /// full path).
+    /// The largest object the short refill takes: what a TLAB of
+    /// [`steady_bytes`](TlabSizer::steady_bytes) holds past the reserve kept below its end;
+    /// 0 where `steady_bytes` is, or while the refill waste limit is raised (every refill then
+    /// takes the full path).
     #[inline]
     pub(crate) fn steady_object_bytes(&self) -> usize {
         self.steady_object_bytes
     }
 
-    /// The thread took a new TLAB of [`steady_bytes`](TlabSizer::steady_bytes): what
-    /// [`record_refill`](TlabSizer::record_refill) does for a policy that keeps its size.
+    /// The thread took a new TLAB of [`steady_bytes`](TlabSizer::steady_bytes) on the short
+    /// refill: nothing to record. What [`record_refill`](TlabSizer::record_refill) does for a
+    /// policy that keeps its size is to reset the waste limit, and the short refill runs only
+    /// while the limit is at its start (see
+    /// [`record_slow_allocation`](TlabSizer::record_slow_allocation)).
     #[inline]
-    pub(crate) fn record_steady_refill(&mut self) {
+    pub(crate) fn record_steady_refill(&self) {
         debug_assert!(self.steady_bytes != 0);
-        self.reset_waste_limit();
+        debug_assert_eq!(
+            self.refill_waste_limit_bytes,
+            self.initial_waste_limit_bytes
+        );
     }
 
     /// The thread took a new TLAB.
@@ -250,13 +260,14 @@ impl TlabSizer {
         } else {
             self.desired_bytes
         };
-        self.steady_object_bytes = self.steady_bytes.saturating_sub(self.reserve_bytes);
         self.reset_waste_limit();
     }
 
+    /// The limit at its start, and the short refill open again.
     #[inline]
     fn reset_waste_limit(&mut self) {
         self.refill_waste_limit_bytes = self.initial_waste_limit_bytes;
+        self.steady_object_bytes = self.steady_bytes.saturating_sub(self.reserve_bytes);
     }
 }
 
@@ -398,11 +409,19 @@ mod tests {
         let mut sizer = TlabSizer::new(&config, 64 << 20, 1.0, 0);
         assert_eq!(sizer.desired_bytes(), 64 << 10);
         assert_eq!(sizer.refill_waste_limit_bytes(), 1024);
+        let steady_object_bytes = sizer.steady_object_bytes();
+        assert_eq!(steady_object_bytes, 64 << 10);
         sizer.record_slow_allocation(&config);
         sizer.record_slow_allocation(&config);
         assert_eq!(sizer.refill_waste_limit_bytes(), 1024 + 2 * 32);
+        assert_eq!(
+            sizer.steady_object_bytes(),
+            0,
+            "a raised limit closes the short refill"
+        );
         sizer.record_refill(&config);
         assert_eq!(sizer.refill_waste_limit_bytes(), 1024);
+        assert_eq!(sizer.steady_object_bytes(), steady_object_bytes);
         sizer.record_collection(&config, feedback(1, 1, 1));
         assert_eq!(sizer.desired_bytes(), 64 << 10, "fixed never resizes");
     }
