@@ -102,6 +102,45 @@ field_test!(
     |value, word| value & word != 0
 );
 
+/// Whether the `AtomicUsize` at `OFFSET` bytes into `base` (a field's `offset_of!`) is not 0:
+/// one compare of the field, as its memory operand, with 0 (a load, a test and a branch
+/// otherwise). On x86_64 the load is an ordinary aligned load, as a sequentially consistent
+/// one is there; elsewhere a sequentially consistent load.
+///
+/// # Safety
+/// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
+#[inline(always)]
+pub(crate) unsafe fn field_is_nonzero<const OFFSET: usize, T>(base: &T) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's contract);
+        // the block only reads it (one aligned 8-byte load: atomic on x86_64) and the flags,
+        // and jumps to the label when it is not 0.
+        unsafe {
+            core::arch::asm!(
+                "cmp qword ptr [{base} + {offset}], 0",
+                "jne {set}",
+                base = in(reg) base as *const T,
+                offset = const OFFSET,
+                set = label { return true },
+                options(nostack, readonly)
+            );
+        }
+        false
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: as above.
+        let word = unsafe {
+            &*(base as *const T)
+                .cast::<u8>()
+                .add(OFFSET)
+                .cast::<AtomicUsize>()
+        };
+        word.load(Ordering::SeqCst) != 0
+    }
+}
+
 /// Whether `word` is 0, reading it as a relaxed atomic load.
 #[inline(always)]
 pub(crate) fn is_zero(word: &AtomicUsize) -> bool {
@@ -189,6 +228,26 @@ mod tests {
         assert!(!at_most(usize::MAX, &word));
         word.store(usize::MAX, Ordering::Relaxed);
         assert!(at_most(usize::MAX, &word));
+    }
+
+    #[test]
+    fn a_field_tests_for_zero_like_a_load() {
+        struct Pair {
+            _other: usize,
+            word: AtomicUsize,
+        }
+        const WORD: usize = std::mem::offset_of!(Pair, word);
+        let pair = Pair {
+            _other: usize::MAX,
+            word: AtomicUsize::new(0),
+        };
+        // SAFETY (each call): `WORD` is the offset of `Pair::word`, an `AtomicUsize`.
+        let nonzero = || unsafe { field_is_nonzero::<WORD, _>(&pair) };
+        assert!(!nonzero());
+        for value in [1, 2, usize::MAX] {
+            pair.word.store(value, Ordering::Relaxed);
+            assert!(nonzero());
+        }
     }
 
     #[test]

@@ -204,9 +204,12 @@ impl MutatorCell {
     }
 
     /// Whether a safepoint is requested, read after the owner raised its soft end (the other
-    /// half of [`Tlab::trip`]'s handshake).
+    /// half of [`Tlab::trip`]'s handshake): one compare of the poll in memory with 0.
+    #[inline(always)]
     pub(crate) fn safepoint_requested_after_raise(&self) -> bool {
-        self.poll.load(Ordering::SeqCst) != 0
+        const POLL: usize = std::mem::offset_of!(MutatorCell, poll);
+        // SAFETY: `POLL` is the offset of `poll`, an `AtomicUsize`.
+        unsafe { relaxed::field_is_nonzero::<POLL, _>(self) }
     }
 
     /// The TLAB, for the thread running this mutator (the fast path).
