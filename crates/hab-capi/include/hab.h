@@ -37,12 +37,12 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 4
+#define HAB_ABI_VERSION 5
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
 #define HAB_TLAB_SOFT_END_OFFSET 8
-#define HAB_SAFEPOINT_POLL_OFFSET 64
+#define HAB_SAFEPOINT_POLL_OFFSET 56
 
 /* The per-CPU LAB path's layout (cpu-lab mode): CPU c's LAB is the slot at
  * cpu_lab_slots + c * HAB_CPU_LAB_SLOT_BYTES, holding top and end at these offsets; the rseq

@@ -1,4 +1,4 @@
-//! The thread-local allocation buffer: a `[start, chunk_end)` chunk the thread bumps `top`
+//! The thread-local allocation buffer: a chunk up to `chunk_end` the thread bumps `top`
 //! through without synchronisation.
 //!
 //! The fast path touches only `top` and `soft_end`, laid out `#[repr(C)]` at offsets
@@ -45,8 +45,9 @@ pub(crate) struct Tlab {
     soft_end: AtomicUsize,
     /// Objects must end at or below this address.
     limit: Cell<usize>,
-    /// First byte of the chunk.
-    start: Cell<usize>,
+    /// First byte of the chunk, moved up past each gap left before an aligned object (the
+    /// gap is counted when it is left): `top - start_past_gaps` is what the objects hold.
+    start_past_gaps: Cell<usize>,
     /// One past the last byte of the chunk.
     chunk_end: Cell<usize>,
     /// Memory below this address is ready for objects (zeroed, or the heap does not zero it);
@@ -55,8 +56,6 @@ pub(crate) struct Tlab {
     /// Where the thread's next allocation sample falls (`usize::MAX`: none in this TLAB); the
     /// soft end stays at or below it.
     sample_at: Cell<usize>,
-    /// Bytes of the fillers left before aligned objects in this TLAB.
-    gap_bytes: Cell<usize>,
 }
 
 /// Where the free tail of a retired TLAB is counted.
@@ -89,7 +88,7 @@ impl Tlab {
     pub(crate) fn bump_to_limit(&self, bytes: usize) -> Option<usize> {
         let top = self.top.get();
         let new_top = top.checked_add(bytes)?;
-        if self.start.get() != 0 && new_top <= self.limit.get() {
+        if self.start_past_gaps.get() != 0 && new_top <= self.limit.get() {
             self.top.set(new_top);
             self.check_invariants();
             return Some(top);
@@ -117,22 +116,23 @@ impl Tlab {
         self.top.get()
     }
 
-    /// Bytes bumped so far (0 for an empty TLAB).
+    /// Bytes of the objects bumped so far, past the gaps (0 for an empty TLAB).
     #[inline]
     pub(crate) fn used_bytes(&self) -> usize {
-        self.top.get() - self.start.get()
+        self.top.get() - self.start_past_gaps.get()
     }
 
-    /// Whether the TLAB holds objects alone: no free tail, no gap before an aligned object
-    /// (true for an empty TLAB). Retiring such a TLAB writes no filler.
+    /// Whether the TLAB has no free tail (true for an empty TLAB): retiring it writes no
+    /// filler, and it has no free bytes. One compare.
     #[inline]
-    pub(crate) fn holds_objects_only(&self) -> bool {
-        self.top.get() == self.chunk_end.get() && self.gap_bytes.get() == 0
+    pub(crate) fn has_no_tail(&self) -> bool {
+        self.top.get() == self.chunk_end.get()
     }
 
-    /// Counts `bytes` of the TLAB as a filler left before an aligned object.
-    pub(crate) fn count_gap(&self, bytes: usize) {
-        self.gap_bytes.set(self.gap_bytes.get() + bytes);
+    /// Passes `bytes` of a filler just left below `top`, before an aligned object: the caller
+    /// counts them as a gap now, and they are not counted again as objects at retire.
+    pub(crate) fn pass_gap(&self, bytes: usize) {
+        self.start_past_gaps.set(self.start_past_gaps.get() + bytes);
         self.check_invariants();
     }
 
@@ -165,7 +165,7 @@ impl Tlab {
         if end <= zeroed {
             return;
         }
-        debug_assert!(end <= self.limit.get() && zeroed >= self.start.get());
+        debug_assert!(end <= self.limit.get() && zeroed >= self.start_past_gaps.get());
         let new_end = end
             .max(zeroed.saturating_add(step_bytes))
             .min(self.limit.get());
@@ -220,26 +220,11 @@ impl Tlab {
         reserve: usize,
         zero_ahead: bool,
     ) -> usize {
-        self.gap_bytes.set(0);
-        self.install_without_gaps(start, len, reserve, zero_ahead)
-    }
-
-    /// [`install`](Tlab::install) where the TLAB replaced had no gap before an aligned object
-    /// (the caller saw [`holds_objects_only`](Tlab::holds_objects_only)): one store fewer.
-    #[inline(always)]
-    pub(crate) fn install_without_gaps(
-        &self,
-        start: usize,
-        len: usize,
-        reserve: usize,
-        zero_ahead: bool,
-    ) -> usize {
-        debug_assert_eq!(self.gap_bytes.get(), 0);
         let limit = start + len - reserve;
         let zeroed_end = if zero_ahead { start } else { limit };
         self.top.set(start);
         self.limit.set(limit);
-        self.start.set(start);
+        self.start_past_gaps.set(start);
         self.chunk_end.set(start + len);
         self.zeroed_end.set(zeroed_end);
         self.sample_at.set(usize::MAX);
@@ -252,7 +237,7 @@ impl Tlab {
     #[inline]
     pub(crate) fn bump_first(&self, bytes: usize) -> usize {
         let top = self.top.get();
-        debug_assert!(self.start.get() != 0 && bytes <= self.limit.get() - top);
+        debug_assert!(self.start_past_gaps.get() != 0 && bytes <= self.limit.get() - top);
         self.top.set(top + bytes);
         self.check_invariants();
         top
@@ -266,13 +251,9 @@ impl Tlab {
     /// # Safety
     /// As [`retire`](Tlab::retire).
     pub(crate) unsafe fn retire_after_fork(&self, space: &Space) -> Option<Retired> {
-        let (start, top) = (self.start.get(), self.top.get());
+        let (start, top) = (self.start_past_gaps.get(), self.top.get());
         let (limit, chunk_end) = (self.limit.get(), self.chunk_end.get());
-        let consistent = start != 0
-            && start <= top
-            && top <= limit
-            && limit <= chunk_end
-            && self.gap_bytes.get() <= top - start;
+        let consistent = start != 0 && start <= top && top <= limit && limit <= chunk_end;
         if consistent {
             // SAFETY: forwarded.
             return unsafe { self.retire(space) };
@@ -299,14 +280,13 @@ impl Tlab {
     /// `[top, top + tail_bytes)`. `None` for an empty TLAB.
     #[inline(always)]
     pub(crate) fn held(&self) -> Option<Retired> {
-        let start = self.start.get();
+        let start = self.start_past_gaps.get();
         if start == 0 {
             return None;
         }
         let top = self.top.get();
         Some(Retired {
-            used_bytes: top - start - self.gap_bytes.get(),
-            gap_bytes: self.gap_bytes.get(),
+            used_bytes: top - start,
             tail_bytes: self.chunk_end.get() - top,
         })
     }
@@ -330,10 +310,9 @@ impl Tlab {
         for field in [
             &self.top,
             &self.limit,
-            &self.start,
+            &self.start_past_gaps,
             &self.chunk_end,
             &self.zeroed_end,
-            &self.gap_bytes,
         ] {
             field.set(0);
         }
@@ -341,8 +320,8 @@ impl Tlab {
     }
 
     /// Checks, in builds with debug assertions, what the module documentation states after
-    /// every change the owner makes: an empty TLAB is all zero; otherwise `start <= top <=
-    /// limit <= chunk_end`, `start <= zeroed_end <= limit`, and the gaps lie below `top`.
+    /// every change the owner makes: an empty TLAB is all zero; otherwise `start_past_gaps <=
+    /// top <= limit <= chunk_end` and `start_past_gaps <= zeroed_end <= limit`.
     /// (The soft end is not checked here: between a refill's install and the raise that
     /// follows it, it still holds the old TLAB's value, which no fast path reads meanwhile.)
     #[inline]
@@ -350,12 +329,12 @@ impl Tlab {
         if !cfg!(debug_assertions) {
             return;
         }
-        let (start, top, limit) = (self.start.get(), self.top.get(), self.limit.get());
+        let (start, top, limit) = (self.start_past_gaps.get(), self.top.get(), self.limit.get());
         let (chunk_end, zeroed_end) = (self.chunk_end.get(), self.zeroed_end.get());
         if start == 0 {
             assert_eq!(
-                (top, limit, chunk_end, zeroed_end, self.gap_bytes.get()),
-                (0, 0, 0, 0, 0),
+                (top, limit, chunk_end, zeroed_end),
+                (0, 0, 0, 0),
                 "an empty TLAB has every field 0"
             );
             return;
@@ -368,32 +347,24 @@ impl Tlab {
             start <= zeroed_end && zeroed_end <= limit,
             "TLAB zeroed end {zeroed_end:#x} outside [{start:#x}, {limit:#x}]"
         );
-        assert!(
-            self.gap_bytes.get() <= top - start,
-            "TLAB gaps of {} bytes above top",
-            self.gap_bytes.get()
-        );
     }
 }
 
 /// What a retired TLAB held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Retired {
-    /// Bytes of the objects allocated in it.
+    /// Bytes of the objects allocated in it (its gaps were counted when they were left).
     pub(crate) used_bytes: usize,
-    /// Bytes of the fillers left in it before aligned objects.
-    pub(crate) gap_bytes: usize,
     /// Bytes of its free tail, now a filler: waste.
     pub(crate) tail_bytes: usize,
 }
 
 impl Retired {
-    /// A TLAB full of objects, `used_bytes` of them: no gap, no tail.
+    /// A TLAB with no tail, `used_bytes` of objects.
     #[inline]
-    pub(crate) fn objects_only(used_bytes: usize) -> Self {
+    pub(crate) fn without_tail(used_bytes: usize) -> Self {
         Retired {
             used_bytes,
-            gap_bytes: 0,
             tail_bytes: 0,
         }
     }

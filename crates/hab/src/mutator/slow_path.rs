@@ -359,16 +359,22 @@ impl SlowPath<'_> {
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { self.cell.running_parts() };
         let space = &allocator.space;
-        if bytes > local.sizer.steady_object_bytes() || local.sizer.keeps(free_bytes) {
+        if bytes > local.sizer.steady_object_bytes() {
             return 0;
         }
         let tlab_bytes = local.sizer.steady_bytes();
-        let objects_only = tlab.holds_objects_only();
+        // A TLAB without a tail has no free bytes either, so the keep-or-refill rule retires
+        // it: the rule is asked only of one with a tail.
+        let no_tail = tlab.has_no_tail();
+        debug_assert!(!no_tail || free_bytes == 0);
         let used_before = (!late_old).then(|| tlab.used_bytes());
         let mut held = None;
-        if !objects_only {
+        if !no_tail {
             if !FILL_FIRST {
                 return fill_first(self, bytes, free_bytes);
+            }
+            if local.sizer.keeps(free_bytes) {
+                return 0;
             }
             held = tlab.held();
             let tail_bytes = held.map_or(0, |held| held.tail_bytes);
@@ -381,12 +387,12 @@ impl SlowPath<'_> {
         let Some(Chunk { start, len }) = carve(local, tlab_bytes) else {
             return 0;
         };
-        let retired = if objects_only {
-            // Counted as objects alone (0 for an empty TLAB): the figures that are 0 are
-            // known here, and not added. Read after the carve where it is `late_old` (the
-            // thread's own fields, as they were).
+        let retired = if no_tail {
+            // Counted as its objects (0 for an empty TLAB): the tail, 0, is known here and
+            // not added. Read after the carve where it is `late_old` (the thread's own fields,
+            // as they were).
             let used_bytes = used_before.unwrap_or_else(|| tlab.used_bytes());
-            Some(Retired::objects_only(used_bytes))
+            Some(Retired::without_tail(used_bytes))
         } else {
             held
         };
@@ -398,13 +404,7 @@ impl SlowPath<'_> {
         if space.global().needs_zeroing(start) {
             return self.finish_refill(start, len, bytes);
         }
-        // Without `FILL_FIRST` the old TLAB held objects alone: it had no gaps to forget.
-        let reserve = space.lab_reserve_bytes();
-        let limit = if FILL_FIRST {
-            tlab.install(start, len, reserve, false)
-        } else {
-            tlab.install_without_gaps(start, len, reserve, false)
-        };
+        let limit = tlab.install(start, len, space.lab_reserve_bytes(), false);
         let object = tlab.bump_first(bytes);
         self.raise_soft_end_to(tlab, limit);
         object
@@ -590,7 +590,8 @@ impl SlowPath<'_> {
                 // After zeroing: the filler's header must survive it.
                 // SAFETY: `[start, object)` was just bumped through this thread's TLAB.
                 unsafe { space.write_filler(start, gap) };
-                tlab.count_gap(gap);
+                tlab.pass_gap(gap);
+                self.cell.counters.alignment_gap_bytes.add(gap as u64);
                 // SAFETY: a heap address is not null.
                 return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
             }

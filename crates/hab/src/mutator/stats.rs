@@ -184,7 +184,6 @@ impl Counters {
     pub(crate) fn count_retired(&self, retired: Option<Retired>, waste: Waste) {
         let Some(Retired {
             used_bytes,
-            gap_bytes,
             tail_bytes,
         }) = retired
         else {
@@ -192,9 +191,6 @@ impl Counters {
         };
         // What is 0 is not added: a short refill that knows both are 0 counts one figure.
         self.tlab_allocated_bytes.add(used_bytes as u64);
-        if gap_bytes != 0 {
-            self.alignment_gap_bytes.add(gap_bytes as u64);
-        }
         if tail_bytes != 0 {
             self.partial_tlabs.add(1);
             match waste {
