@@ -72,13 +72,8 @@ macro_rules! field_test {
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
-                // SAFETY: as above.
-                let word = unsafe {
-                    &*(base as *const T)
-                        .cast::<u8>()
-                        .add(OFFSET)
-                        .cast::<AtomicUsize>()
-                };
+                // SAFETY: forwarded (the caller's contract).
+                let word = unsafe { field::<OFFSET, T>(base) };
                 let fallback: fn(usize, usize) -> bool = $fallback;
                 fallback(value, word.load(Ordering::Relaxed))
             }
@@ -130,14 +125,27 @@ pub(crate) unsafe fn field_is_nonzero<const OFFSET: usize, T>(base: &T) -> bool 
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        // SAFETY: as above.
-        let word = unsafe {
-            &*(base as *const T)
-                .cast::<u8>()
-                .add(OFFSET)
-                .cast::<AtomicUsize>()
-        };
+        // SAFETY: forwarded (the caller's contract).
+        let word = unsafe { field::<OFFSET, T>(base) };
         word.load(Ordering::SeqCst) != 0
+    }
+}
+
+/// The `AtomicUsize` at `OFFSET` bytes into `base`: the field tests' load, where they have no
+/// instruction that reads it as a memory operand.
+///
+/// # Safety
+/// `OFFSET` is the offset of an `AtomicUsize` field of `T`.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+unsafe fn field<const OFFSET: usize, T>(base: &T) -> &AtomicUsize {
+    // SAFETY: `base + OFFSET` is a live, aligned `AtomicUsize` (the caller's contract), borrowed
+    // as long as `base`.
+    unsafe {
+        &*(base as *const T)
+            .cast::<u8>()
+            .add(OFFSET)
+            .cast::<AtomicUsize>()
     }
 }
 
