@@ -563,6 +563,63 @@ fn a_collection_outlives_the_thread_that_began_it() {
     drop(parked.unpark());
 }
 
+/// A collection outlives the thread that began it, and that thread's kernel id goes to a
+/// new thread: the new thread is not the collector (it used to be refused as one). Runs
+/// where the kernel wraps its thread ids within a few tens of thousands of threads.
+#[test]
+fn a_new_thread_with_the_collectors_reused_kernel_id_is_not_the_collector() {
+    let pid_max: usize = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    if pid_max > 65_536 {
+        eprintln!("pid_max {pid_max}: thread ids do not wrap quickly here; skipped");
+        return;
+    }
+    let _watchdog = watchdog("reused_thread_id", Duration::from_secs(300));
+    let heap = Heap::new(
+        HeapConfig::builder().capacity("4MiB").build().unwrap(),
+        HeaderWordModel,
+    )
+    .unwrap();
+    let gettid = || {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as i64 }
+    };
+    let (collection, collector_tid) = std::thread::scope(|scope| {
+        scope
+            .spawn(|| (heap.collection(), gettid()))
+            .join()
+            .unwrap()
+    });
+    let mut seen = None;
+    for _ in 0..pid_max + 4096 {
+        let (tid, outcome) = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let tid = gettid();
+                    let outcome = (tid == collector_tid)
+                        .then(|| (heap.is_collecting_thread(), heap.try_collection().err()));
+                    (tid, outcome)
+                })
+                .join()
+                .unwrap()
+        });
+        if let Some(outcome) = outcome {
+            seen = Some((tid, outcome));
+            break;
+        }
+    }
+    let Some((_, (collecting, error))) = seen else {
+        eprintln!("thread id {collector_tid} was not handed out again; skipped");
+        return;
+    };
+    assert!(!collecting, "a new thread taken for the collector");
+    assert_eq!(error, Some(CollectionError::InProgress));
+    drop(collection);
+    drop(heap.collection_within(Duration::from_secs(5)).unwrap());
+}
+
 /// Calls that would wait for the calling thread's own collection fail or panic at once with
 /// a message naming them; dropping a parked mutator the caller's collection holds returns.
 #[test]

@@ -1,5 +1,7 @@
 //! One collection at a time. Unlike a mutex held for the collection's duration, the lock
-//! knows which thread began the collection it guards: that thread asking for a second one
+//! knows which thread began the collection it guards (by its `ThreadToken`, which no other
+//! thread is given, not by its kernel id, which a new thread gets once the first one exits):
+//! that thread asking for a second one
 //! is told so instead of waiting for itself, a caller can wait with a deadline, and a forked
 //! child drops a lock whose collector was another thread of its parent (that thread does
 //! not exist in the child and will never finish).

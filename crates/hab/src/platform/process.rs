@@ -12,19 +12,23 @@
 //! allocation paths.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Instant;
 
-/// The thread a mutator last ran on.
+/// The thread a mutator last ran on, or that began a collection.
+///
+/// Which thread it is is told by a [`ThreadToken`], never by the kernel's thread id: the
+/// kernel hands a dead thread's id to a new thread (after about 32 000 thread creations with
+/// Linux's default `pid_max`), and a collection may outlive the thread that began it.
 #[derive(Clone, Debug)]
 pub(crate) struct ThreadIdentity {
+    /// The thread, as no other thread of this process (or of a child forked from it) is.
+    pub(crate) token: ThreadToken,
     /// The process the thread belonged to then.
     pub(crate) pid: i32,
-    /// The kernel's thread id.
+    /// The kernel's thread id (for messages: it may be reused once the thread exits).
     pub(crate) tid: i32,
-    /// `pthread_self()`: the one value a thread keeps across `fork`.
-    pub(crate) pthread: usize,
     /// The thread's name as the kernel knows it (at most 15 bytes: Rust's thread names, cut
     /// there, or what a C runtime set with `pthread_setname_np`), if it has one.
     pub(crate) name: Option<String>,
@@ -36,26 +40,29 @@ impl ThreadIdentity {
     /// The calling thread, running from now.
     pub(crate) fn current() -> ThreadIdentity {
         ThreadIdentity {
+            token: ThreadToken::current(),
             pid: current_pid(),
             tid: current_tid(),
-            pthread: current_pthread(),
             name: current_thread_name(),
             since: Instant::now(),
         }
     }
 
-    /// Whether this is the calling thread.
+    /// Whether this is the calling thread (in a forked child, the forking thread is the
+    /// thread it was in the parent).
     pub(crate) fn is_current(&self) -> bool {
-        self.pid == current_pid() && self.tid == current_tid()
+        self.token == ThreadToken::current()
     }
 
-    /// Whether the thread exists in this process: it is one of its threads now, or the
-    /// thread that forked this process (which keeps its `pthread_self` but not its ids).
+    /// Whether the thread exists in this process: it is one of its threads now (its kernel id
+    /// names a live thread, which after the thread's exit may be another one: an answer for
+    /// messages), or the thread that forked this process (which keeps its token, but not its
+    /// ids; no other thread of the parent exists in the child).
     pub(crate) fn exists_here(&self) -> bool {
         if self.pid == current_pid() {
-            return thread_is_alive(self.tid);
+            return self.is_current() || thread_is_alive(self.tid);
         }
-        self.pthread == FORKED_BY.load(Ordering::Acquire)
+        self.is_current()
     }
 
     /// Whether the thread was in another process (this one's parent, before a `fork`).
@@ -68,6 +75,35 @@ impl ThreadIdentity {
     pub(crate) fn adopt_in_this_process(&mut self) {
         self.pid = current_pid();
         self.tid = current_tid();
+    }
+}
+
+/// A number that names one thread for the life of the process: handed out once, from a
+/// counter, to each thread that asks, and never again (a forked child's counter goes on from
+/// the parent's, past every token the parent had handed out by then). Unlike kernel thread
+/// ids, tokens are not reused when a thread exits. Cost: a thread-local load, and an atomic
+/// increment on a thread's first call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ThreadToken(u64);
+
+/// The next token to hand out (0 is never one: it marks "none yet" in `TOKEN`).
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling thread's token, 0 until it first asks. No destructor, so that a thread
+    /// exiting (a `pthread_key_create` destructor detaching a mutator) can still read it.
+    static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl ThreadToken {
+    /// The calling thread's token.
+    pub(crate) fn current() -> ThreadToken {
+        TOKEN.with(|token| {
+            if token.get() == 0 {
+                token.set(NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
+            }
+            ThreadToken(token.get())
+        })
     }
 }
 
@@ -124,11 +160,6 @@ fn current_thread_name() -> Option<String> {
     Some(name.to_string_lossy().into_owned()).filter(|name| !name.is_empty())
 }
 
-fn current_pthread() -> usize {
-    // SAFETY: pthread_self has no preconditions.
-    unsafe { libc::pthread_self() as usize }
-}
-
 /// Whether thread `tid` of this process still exists.
 #[cfg(target_os = "linux")]
 fn thread_is_alive(tid: i32) -> bool {
@@ -139,10 +170,6 @@ fn thread_is_alive(tid: i32) -> bool {
 fn thread_is_alive(_: i32) -> bool {
     true
 }
-
-/// `pthread_self()` of the thread that forked this process, set in the child; 0 in a process
-/// that was not forked since it first built a heap.
-static FORKED_BY: AtomicUsize = AtomicUsize::new(0);
 
 /// Taken for reading around every short critical section on a heap's shared state, and for
 /// writing by a `fork` while it copies the process.
@@ -173,7 +200,6 @@ extern "C" fn after_fork_in_parent() {
 }
 
 extern "C" fn after_fork_in_child() {
-    FORKED_BY.store(current_pthread(), Ordering::Release);
     FORK_GUARD.with(|slot| drop(slot.borrow_mut().take()));
     let watchers: Vec<_> = FORK_WATCHERS
         .lock()
@@ -276,5 +302,42 @@ impl Epoch {
                 i32::MAX,
             )
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_is_told_by_its_token_not_by_a_reused_kernel_id() {
+        let collector = std::thread::spawn(ThreadIdentity::current).join().unwrap();
+        assert!(!collector.is_current());
+        // The kernel hands the dead thread's id to a new thread: that thread is not it.
+        let newcomer = std::thread::spawn(move || {
+            let mut reused = collector.clone();
+            reused.tid = current_tid();
+            (reused.is_current(), reused.exists_here())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            newcomer,
+            (false, true),
+            "the id names a live thread, not the collector"
+        );
+        let here = ThreadIdentity::current();
+        assert!(here.is_current() && here.exists_here());
+    }
+
+    #[test]
+    fn tokens_are_never_handed_out_twice() {
+        let tokens: Vec<ThreadToken> = (0..64)
+            .map(|_| std::thread::spawn(ThreadToken::current).join().unwrap())
+            .collect();
+        for (i, token) in tokens.iter().enumerate() {
+            assert!(!tokens[i + 1..].contains(token), "{token:?} twice");
+        }
+        assert_eq!(ThreadToken::current(), ThreadToken::current());
     }
 }
