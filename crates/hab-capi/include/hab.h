@@ -343,8 +343,8 @@ hab_status hab_collection_reset(hab_collection *collection);
  * the next allocation range, before any mutator resumes, so no other thread takes the room
  * first. Call it last (after hab_collection_set_range or _reset, which it fixes; the walk
  * still covers the old range). NULL with HAB_OUT_OF_MEMORY when the collection left no room
- * for the object (the runtime is out of memory), HAB_INVALID_ARGUMENT for a bad size or a
- * running mutator. Write the object's header (and root it) before hab_collection_finish:
+ * for the object (the runtime is out of memory), HAB_INVALID_ARGUMENT for a bad size, a
+ * running mutator or one of another heap. Write the object's header (and root it) before hab_collection_finish:
  * another thread's collection may stop this mutator again before its thread runs. */
 void *hab_collection_alloc(hab_collection *collection, hab_mutator *mutator, size_t bytes);
 
@@ -382,16 +382,19 @@ typedef struct hab_levels_thread hab_levels_thread;
 /* The levels Hab picks on this machine ("auto") for a space (eden) of space_bytes whose
  * smallest TLAB is min_tlab_bytes: a restartable cpu level where rseq works, else core; one
  * compare-and-swap level above where the machine has several caches, packages or nodes;
- * buffers a share of the space. Writes the list for hab_levels_new, NUL-terminated, into
- * buffer when its len bytes hold it; returns its length (as snprintf does), 0 on error
- * (HAB_CONFIG_ERROR: a size of 0, or a smallest TLAB larger than the space). */
+ * buffers a share of the space, each within it and a power of two of at least one smallest
+ * TLAB. Writes the list for hab_levels_new, NUL-terminated, into buffer when its len bytes
+ * hold it; returns its length (as snprintf does), 0 on error (HAB_CONFIG_ERROR: a space of 0
+ * or over 16 TiB, a smallest TLAB that is not a positive multiple of 8 or is larger than the
+ * space, or a space that holds no power-of-two buffer of smallest TLABs). */
 size_t hab_levels_auto(size_t space_bytes, size_t min_tlab_bytes, char *buffer, size_t len);
 
 /* Levels from a list like "core:1MiB" or "cpu:256KiB,package:32MiB" (the grammar of the
  * `middle` key), handing out TLABs of at most max_tlab_bytes (0: the lowest level's buffer;
  * each buffer must hold a whole number of the chunks below it), never leaving a tail shorter
- * than min_filler_bytes, over an upstream whose chunks lie at or above base (within 32 TiB).
- * HAB_CONFIG_ERROR names what is wrong with the list or the sizes. */
+ * than min_filler_bytes (a positive multiple of 8; the largest TLAB holds at least four), over
+ * an upstream whose chunks lie at or above base (within 32 TiB). HAB_CONFIG_ERROR names what
+ * is wrong with the list or the sizes. */
 hab_status hab_levels_new(const char *levels, size_t max_tlab_bytes, size_t min_filler_bytes,
                           uintptr_t base, const hab_upstream *upstream, hab_levels **out);
 
@@ -442,10 +445,14 @@ hab_status hab_levels_retire_all(hab_levels *levels);
 
 /* Resizes every level's buffers for the next cycle to follow the allocation, as a heap of
  * Hab's own does with auto levels: each domain that allocates refills its buffer about 16
- * times per cycle; all of a level's buffers hold at most a quarter of space_bytes (the next
- * eden); the lowest level's at least the average TLAB of the last cycle that carved any; a
- * buffer halves at most per call. Call it at a collection, after hab_levels_retire_all; the sizes show as
- * buffer_bytes in hab_level_stats. HAB_INVALID_ARGUMENT for a space of 0. */
+ * times per cycle, to the nearest power of two, within these bounds, the first winning over
+ * the others: (1) the lowest level's buffers are at least the average TLAB of the last cycle
+ * that carved any (at least 8 bytes) and each level's above at least four of the new buffer
+ * below; (2) all of a level's buffers hold at most a quarter of space_bytes (the next eden),
+ * where (1) allows; (3) a buffer halves at most per call, where (2) allows (an eden that shrank
+ * by more than half shrinks the buffers with it). Call it at a collection, after
+ * hab_levels_retire_all; the sizes show as buffer_bytes in hab_level_stats.
+ * HAB_INVALID_ARGUMENT for a space of 0. */
 hab_status hab_levels_resize(hab_levels *levels, size_t space_bytes);
 
 /* The levels' statistics as JSON: a list, lowest level first, of {"level": name, "stats":

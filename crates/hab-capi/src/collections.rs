@@ -201,7 +201,7 @@ pub unsafe extern "C" fn hab_collection_reset(
 
 /// Allocates `bytes` inside the collection for the parked `mutator` (whose allocation failed),
 /// from the next range, before any mutator resumes: NULL with `HAB_OUT_OF_MEMORY` when the
-/// collection left no room.
+/// collection left no room, with `HAB_INVALID_ARGUMENT` for a mutator of another heap.
 ///
 /// # Safety
 /// `collection` and `mutator` are NULL or live; `mutator` is not used by another thread
@@ -229,6 +229,13 @@ pub unsafe extern "C" fn hab_collection_alloc(
             );
             return ptr::null_mut();
         };
+        if !std::ptr::eq(Arc::as_ptr(parked.heap()), collection.heap()) {
+            fail(
+                HAB_INVALID_ARGUMENT,
+                format!("{CALL}: the mutator belongs to another heap than the collection's"),
+            );
+            return ptr::null_mut();
+        }
         match collection.alloc_for(parked.id(), bytes) {
             Ok(object) => object.as_ptr().cast(),
             Err(error) => {

@@ -173,6 +173,19 @@ const CASES: &[(&str, &str)] = &[
         "--out /proc",
     ),
     ("report --quick --full", "cannot be used with"),
+    (
+        "run --mode hab --middle auto,",
+        "auto picks every level, so it stands alone",
+    ),
+    (
+        "run --mode hab --middle auto,auto",
+        "auto picks every level, so it stands alone",
+    ),
+    ("run --mode hab --middle ,", "\",\" has an empty entry"),
+    (
+        "run --mode hab --middle core:1M,",
+        "\"core:1M,\" has an empty entry",
+    ),
     ("cpu-id --calls 0", "--calls 0: must be at least 1"),
     ("topology --topology 99999x99999x99999", "at most 4096"),
 ];
@@ -201,6 +214,37 @@ fn bad_input_is_a_usage_error_naming_the_flag() {
             args.join(" ")
         );
     }
+}
+
+/// An empty `--middle` is an error, not `auto` in disguise; the plain `hab` mode runs with
+/// its default largest TLAB and `auto` levels (auto picked buffers smaller than that TLAB, and
+/// the run failed blaming `--middle`).
+#[test]
+fn the_hab_mode_runs_with_auto_levels_and_an_empty_list_is_refused() {
+    let output = hab(&["run", "--mode", "hab", "--middle", ""], Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--middle: nothing given"), "{stderr}");
+    let args = [
+        "run",
+        "--workload",
+        "alloc-object",
+        "--mode",
+        "hab",
+        "--objects",
+        "100000",
+        "--repeat",
+        "1",
+        "--no-compute",
+    ];
+    let output = hab(&args, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("at first, then resized"), "{stdout}");
 }
 
 /// 4096 threads with one object each end in bounded time: the compute loop that normalises

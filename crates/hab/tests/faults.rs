@@ -673,6 +673,39 @@ fn calls_that_would_wait_for_the_callers_own_collection() {
     assert_eq!(collection.verify().unwrap().objects, 1);
 }
 
+/// Two heaps, each with one parked mutator: a collection of one allocates for its own mutator
+/// only. Ids are unique in the process, so the other heap's mutator's id is not held here
+/// (it used to name this heap's first mutator too, and the object went to the wrong heap).
+#[test]
+fn a_collection_allocates_for_its_own_heaps_mutators_only() {
+    let new_heap = || {
+        Heap::new(
+            HeapConfig::builder().capacity("4MiB").build().unwrap(),
+            HeaderWordModel,
+        )
+        .unwrap()
+    };
+    let (heap_a, heap_b) = (new_heap(), new_heap());
+    let parked_a = heap_a.attach().park();
+    let parked_b = heap_b.attach().park();
+    assert_ne!(parked_a.id(), parked_b.id());
+    let mut collection = heap_a.collection();
+    assert_eq!(
+        collection.alloc_for(parked_b.id(), 16),
+        Err(hab::AllocError::NotHeld {
+            mutator_id: parked_b.id()
+        })
+    );
+    let object = collection.alloc_for(parked_a.id(), 16).unwrap();
+    assert!(heap_a
+        .reserved_range()
+        .contains(&(object.as_ptr() as usize)));
+    write_header(object, 16);
+    drop(collection);
+    assert_eq!(parked_a.stats().slow_allocs, 1);
+    assert_eq!(parked_b.stats().slow_allocs, 0);
+}
+
 /// A thread whose allocation failed gets its object from the collection it asked for, before
 /// other threads resume and take the room: with 4 threads in a small heap, every failed
 /// allocation is served by a collection or the heap is really full.
@@ -727,8 +760,10 @@ fn a_collection_serves_its_requester() {
         let mut collection = heap.collection();
         collection.verify().unwrap();
         assert!(matches!(
-            collection.alloc_for(12345, 16),
-            Err(hab::AllocError::NotHeld { mutator_id: 12345 })
+            collection.alloc_for(u64::MAX, 16),
+            Err(hab::AllocError::NotHeld {
+                mutator_id: u64::MAX
+            })
         ));
         collection.reset();
         let stats = heap.stats().totals;

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{allowed_cpus, pin, watchdog, Rng};
-use hab::{Level, MiddleLevels, Upstream};
+use hab::{Level, MiddleLevelSpec, MiddleLevels, Upstream};
 
 const EDEN_BYTES: usize = 32 << 20;
 const MAX_TLAB_BYTES: usize = 16 << 10;
@@ -308,6 +308,30 @@ fn bad_requests_and_bad_configurations() {
         let error = MiddleLevels::new(levels, max_tlab, 16, start, eden()).unwrap_err();
         assert_eq!(error.field(), field, "{levels}: {error}");
     }
+    // A smallest filler that cannot cover a gap, or that most of a TLAB would be; buffers
+    // smaller than four fillers where they are the largest TLAB.
+    for (levels, max_tlab, min_filler, field) in [
+        ("core:1MiB", MAX_TLAB_BYTES, 0, "min_filler"),
+        ("core:1MiB", MAX_TLAB_BYTES, 12, "min_filler"),
+        ("core:1MiB", MAX_TLAB_BYTES, 1 << 20, "min_filler"),
+        ("core:1MiB", MAX_TLAB_BYTES, 1 << 40, "min_filler"),
+        ("core:1MiB", MAX_TLAB_BYTES, usize::MAX, "min_filler"),
+        ("core:1MiB", MAX_TLAB_BYTES, usize::MAX - 7, "min_filler"),
+        ("cpu:8", 0, 16, "middle"),
+        ("cpu:24", 0, 16, "middle"),
+    ] {
+        let error = MiddleLevels::new(levels, max_tlab, min_filler, start, eden()).unwrap_err();
+        assert_eq!(error.field(), field, "{levels}, {min_filler}: {error}");
+    }
+    assert!(MiddleLevels::new("cpu:64", 0, 16, start, eden()).is_ok());
+    assert!(MiddleLevels::new(
+        "core:1MiB",
+        MAX_TLAB_BYTES,
+        MAX_TLAB_BYTES / 4,
+        start,
+        eden()
+    )
+    .is_ok());
 }
 
 /// An upstream that breaks its contract is named in a panic, not trusted.
@@ -408,4 +432,49 @@ fn one_thread_takes_every_tlab_through_the_lowest_level() {
         );
     }
     drop(memory);
+}
+
+/// What `auto` picks for a space is a list the levels take: within the space, aligned, for
+/// spaces and smallest TLABs at their edges; sizes no buffer can serve are errors.
+#[test]
+fn auto_lists_are_usable_at_the_edges() {
+    let memory = vec![0u64; 1 << 10];
+    let start = memory.as_ptr() as usize;
+    for (space, min_tlab) in [
+        (64, 32),
+        (4096, 2048),
+        (3000, 2048),
+        (16 << 20, 2048),
+        (1 << 30, 1 << 29),
+        (hab::MAX_CAPACITY_BYTES, 2048),
+        (hab::MAX_CAPACITY_BYTES, hab::MAX_CAPACITY_BYTES / 2),
+        (hab::MAX_CAPACITY_BYTES, hab::MAX_CAPACITY_BYTES),
+    ] {
+        let levels = MiddleLevelSpec::auto(space, min_tlab)
+            .unwrap_or_else(|e| panic!("{space}, {min_tlab}: {e}"));
+        for level in &levels {
+            assert!(
+                level.buffer_bytes <= space
+                    && level.buffer_bytes >= min_tlab
+                    && level.buffer_bytes.is_multiple_of(8),
+                "{space}, {min_tlab}: {level:?}"
+            );
+        }
+        let list = MiddleLevelSpec::list_to_string(&levels);
+        MiddleLevels::new(&list, 0, 8, start, Eden::new(start, 8192, 8))
+            .unwrap_or_else(|e| panic!("{space}, {min_tlab}: {list}: {e}"));
+    }
+    for (space, min_tlab, field) in [
+        (0, 2048, "capacity"),
+        (usize::MAX, 2048, "capacity"),
+        (hab::MAX_CAPACITY_BYTES + 8, 2048, "capacity"),
+        (64, 4, "min_tlab"),
+        (64, 0, "min_tlab"),
+        (16 << 20, usize::MAX, "min_tlab"),
+        (16 << 20, (usize::MAX / 4 + 1) & !7, "min_tlab"),
+        (3000, 2560, "min_tlab"),
+    ] {
+        let error = MiddleLevelSpec::auto(space, min_tlab).unwrap_err();
+        assert_eq!(error.field(), field, "{space}, {min_tlab}: {error}");
+    }
 }

@@ -73,10 +73,10 @@ struct Replay {
 }
 
 impl Replay {
-    /// The copy of the virtual CPU of `mutator`, the `mutator.id()`-th of its heap.
-    fn new(mutator: &Mutator) -> Replay {
+    /// The copy of the virtual CPU of `mutator`, the `index`-th attached to its heap.
+    fn new(mutator: &Mutator, index: usize) -> Replay {
         Replay {
-            cpu: SimulatedCpu::new(mutator.heap().cpu_id(), mutator.id()),
+            cpu: SimulatedCpu::new(mutator.heap().cpu_id(), index as u64),
         }
     }
 
@@ -190,7 +190,11 @@ fn tlabs_come_from_the_buffers_of_the_cpu_the_thread_runs_on() {
     let config = heap.config().clone();
     let mut model = Model::new(&heap);
     let mut mutators: Vec<Mutator> = (0..24).map(|_| heap.attach()).collect();
-    let mut replays: Vec<Replay> = mutators.iter().map(Replay::new).collect();
+    let mut replays: Vec<Replay> = mutators
+        .iter()
+        .enumerate()
+        .map(|(index, mutator)| Replay::new(mutator, index))
+        .collect();
     let mut rng = Rng::new(7);
     let mut checked_refills = 0u64;
     let mut objects = 0u64;
@@ -286,13 +290,12 @@ fn run_threads(heap: &Arc<Heap>, threads: usize, allocs: usize) -> Vec<Report> {
     let handles: Vec<_> = (0..threads)
         .map(|index| {
             let mutator = heap.attach();
-            assert_eq!(mutator.id(), index as u64);
             let (heap, levels, start) = (heap.clone(), levels.clone(), start.clone());
             thread::Builder::new()
                 .name(format!("mutator-{index}"))
                 .spawn(move || {
                     let mut mutator = mutator;
-                    let mut replay = Replay::new(&mutator);
+                    let mut replay = Replay::new(&mutator, index);
                     let mut rng = Rng::new(index as u64 + 1);
                     let mut objects = Vec::with_capacity(allocs);
                     let mut home_served: Vec<Vec<u64>> = Level::ALL
@@ -497,7 +500,8 @@ fn a_thread_stopped_in_a_refill_sends_the_others_to_a_foreign_domain() {
         // The CPU of each mutator's first refill.
         let first_cpu: Vec<usize> = mutators
             .iter()
-            .map(|mutator| Replay::new(mutator.as_ref().unwrap()).refill(&heap))
+            .enumerate()
+            .map(|(index, mutator)| Replay::new(mutator.as_ref().unwrap(), index).refill(&heap))
             .collect();
         let x = first_cpu[0];
         let on_x: Vec<usize> = (1..16).filter(|&i| first_cpu[i] == x).collect();

@@ -311,6 +311,93 @@ static void auto_levels(void) {
     hab_levels_free(levels);
 }
 
+/* Lists hab_levels_auto gives at the edges of its inputs are lists hab_levels_new takes, each
+ * buffer within the space; inputs no buffer can serve are refused (they gave cpu:4B, buffers
+ * beyond the space and the 16 TiB limit, and a wrapped 4 * SIZE_MAX). */
+static void auto_levels_at_the_edges(void) {
+    static const size_t usable[][2] = {
+        {64, 32}, {4096, 2048}, {3000, 2048}, {16u << 20, 2048}, {(size_t)1 << 44, 2048},
+        {(size_t)1 << 44, (size_t)1 << 43},
+    };
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
+    for (size_t i = 0; i < sizeof usable / sizeof usable[0]; i++) {
+        char list[128];
+        size_t len = hab_levels_auto(usable[i][0], usable[i][1], list, sizeof list);
+        CHECK(len > 0 && len < sizeof list);
+        hab_levels *levels = NULL;
+        CHECK(hab_levels_new(list, 0, 8, eden.start, &upstream, &levels) == HAB_OK);
+        hab_level_stats stats[5];
+        size_t count = hab_levels_stats(levels, stats, 5);
+        CHECK(count >= 1);
+        for (size_t level = 0; level < count && level < 5; level++) {
+            CHECK(stats[level].buffer_bytes <= usable[i][0]);
+            CHECK(stats[level].buffer_bytes >= usable[i][1]);
+        }
+        hab_levels_free(levels);
+    }
+    static const size_t refused[][2] = {
+        {0, 2048}, {SIZE_MAX, 2048}, {((size_t)1 << 44) + 8, 2048}, {64, 4}, {64, 1},
+        {64, 0}, {16u << 20, SIZE_MAX}, {16u << 20, SIZE_MAX / 4 + 1}, {3000, 2560},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CHECK(hab_levels_auto(refused[i][0], refused[i][1], NULL, 0) == 0);
+        CHECK(hab_last_status() == HAB_CONFIG_ERROR);
+    }
+}
+
+/* The smallest filler is a positive multiple of 8 that the largest TLAB holds four times;
+ * buffers that are the largest TLAB hold four fillers (0, 12, 1 MiB, 2^40 and SIZE_MAX were
+ * taken, SIZE_MAX wrapping to 0; cpu:8 gave "TLABs up to 0K"). */
+static void fillers_and_tiny_buffers(void) {
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
+    hab_levels *levels = NULL;
+    static const size_t fillers[] = {0, 12, 1u << 20, (size_t)1 << 40, SIZE_MAX, SIZE_MAX - 7};
+    for (size_t i = 0; i < sizeof fillers / sizeof fillers[0]; i++) {
+        CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, fillers[i], eden.start, &upstream,
+                             &levels) == HAB_CONFIG_ERROR);
+        CHECK(strstr(hab_last_error(), "min_filler") != NULL);
+    }
+    CHECK(hab_levels_new("cpu:8", 0, 16, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+    CHECK(hab_levels_new("cpu:24", 0, 16, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+    CHECK(strstr(hab_last_error(), "middle") != NULL);
+    CHECK(levels == NULL);
+    CHECK(hab_levels_new("core:1MiB", MAX_TLAB_BYTES, MAX_TLAB_BYTES / 4, eden.start, &upstream,
+                         &levels) == HAB_OK);
+    hab_levels_free(levels);
+}
+
+/* hab_levels_resize keeps the order of bounds hab.h states: the floor (the average TLAB)
+ * over the quarter of the space over the halving. */
+static void resize_keeps_its_contract(void) {
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
+    hab_levels *levels = NULL;
+    atomic_store(&eden.top, eden.start);
+    eden.filler_count = 0;
+    CHECK(hab_levels_new("core:4MiB", 64u << 10, 16, eden.start, &upstream, &levels) == HAB_OK);
+    size_t domains = hab_levels_buffered_bytes(levels) / (4u << 20);
+    CHECK(domains >= 1);
+    hab_levels_thread *thread = hab_levels_thread_new(levels);
+    uintptr_t start = 0;
+    CHECK(hab_levels_carve_tlab(thread, 64u << 10, 64u << 10, &start) == 64u << 10);
+    CHECK(hab_levels_retire_all(levels) == HAB_OK);
+    hab_level_stats stats[1];
+    /* A large space: one refill in the cycle, so the buffer halves, and no more. */
+    CHECK(hab_levels_resize(levels, (size_t)1 << 40) == HAB_OK);
+    CHECK(hab_levels_stats(levels, stats, 1) == 1 && stats[0].buffer_bytes == 2u << 20);
+    /* A space whose quarter over the buffers is 256 KiB each: the share wins over halving. */
+    CHECK(hab_levels_resize(levels, domains * (1u << 20)) == HAB_OK);
+    CHECK(hab_levels_stats(levels, stats, 1) == 1 && stats[0].buffer_bytes == 256u << 10);
+    CHECK(stats[0].buffer_bytes * domains <= domains * (1u << 20) / 4);
+    /* Spaces of 1, 8 and 4096 bytes: the floor, the 64 KiB TLABs, wins over the share. */
+    static const size_t tiny[] = {1, 8, 4096};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(hab_levels_resize(levels, tiny[i]) == HAB_OK);
+        CHECK(hab_levels_stats(levels, stats, 1) == 1 && stats[0].buffer_bytes == 64u << 10);
+    }
+    hab_levels_thread_free(thread);
+    hab_levels_free(levels);
+}
+
 int main(void) {
     void *memory = aligned_alloc(4096, EDEN_BYTES + 4096);
     eden.start = (uintptr_t)memory + 4096;
@@ -325,6 +412,9 @@ int main(void) {
     tile("cpu:256KiB,core:1MiB", 16, "getcpu", 1);
     tile("cpu:64KiB,package:4MiB", 8, "rseq", 1);
     auto_levels();
+    auto_levels_at_the_edges();
+    fillers_and_tiny_buffers();
+    resize_keeps_its_contract();
     free(eden.fillers);
     free(memory);
     return CHECK_EXIT_STATUS;

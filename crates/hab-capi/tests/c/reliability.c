@@ -227,6 +227,35 @@ static void collection_serves_its_requester(void) {
     hab_heap_free(heap);
 }
 
+/* Two heaps, a parked mutator each: a collection of one allocates for its own heap's mutator
+ * only (mutator ids collided across heaps, and the other heap's mutator got an object of
+ * this heap, charged to this heap's mutator of the same id). */
+static void collection_alloc_for_another_heaps_mutator(void) {
+    hab_heap *heap_a = new_heap("1MiB");
+    hab_heap *heap_b = new_heap("1MiB");
+    hab_mutator *mutator_a = hab_attach(heap_a);
+    hab_mutator *mutator_b = hab_attach(heap_b);
+    CHECK(hab_park(mutator_a) == HAB_OK && hab_park(mutator_b) == HAB_OK);
+    hab_collection *collection = NULL;
+    CHECK(hab_collection_begin(heap_a, 0, &collection) == HAB_OK);
+    CHECK(refused(hab_collection_alloc(collection, mutator_b, 64), HAB_INVALID_ARGUMENT));
+    CHECK(strstr(hab_last_error(), "another heap") != NULL);
+    uint64_t *served = hab_collection_alloc(collection, mutator_a, 64);
+    uintptr_t start, end;
+    CHECK(hab_heap_range(heap_a, &start, &end) == HAB_OK);
+    CHECK(served != NULL && (uintptr_t)served >= start && (uintptr_t)served < end);
+    if (served != NULL) {
+        served[0] = 64;
+    }
+    CHECK(hab_collection_finish(collection) == HAB_OK);
+    collect_and_check(heap_a, 1, 0);
+    collect_and_check(heap_b, 0, 0);
+    hab_detach(mutator_a);
+    hab_detach(mutator_b);
+    hab_heap_free(heap_a);
+    hab_heap_free(heap_b);
+}
+
 /* Item 6: calls from a pthread key destructor, which runs after the thread's other
  * thread-locals are gone: failing calls return their status, detach and attach work. */
 static pthread_key_t key;
@@ -347,6 +376,7 @@ int main(int argc, char **argv) {
     collection_outlives_its_thread();
     no_self_deadlock();
     collection_serves_its_requester();
+    collection_alloc_for_another_heaps_mutator();
     calls_from_key_destructors();
     fork_while_collecting();
     printf("%s: reliability checks %s\n", mode, CHECK_EXIT_STATUS == 0 ? "passed" : "FAILED");

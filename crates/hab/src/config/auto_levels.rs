@@ -18,7 +18,8 @@
 //!   cycle's sizes: each collection then resizes the buffers to follow what the domains
 //!   allocate (`levels/buffer_sizing.rs`).
 
-use crate::config::{CpuIdSource, MiddleLevelSpec, TopologySpec};
+use crate::config::{ConfigError, CpuIdSource, MiddleLevelSpec, TopologySpec};
+use crate::memory::size::ByteSize;
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
 
@@ -27,45 +28,90 @@ pub(crate) const MAX_LOWEST_BYTES: usize = 16 << 20;
 /// The largest upper-level buffer `auto` picks.
 pub(crate) const MAX_UPPER_BYTES: usize = 128 << 20;
 
-/// The levels `auto` picks for a heap of `capacity_bytes` whose smallest TLAB is
-/// `min_tlab_bytes`, on the machine `spec` describes, reading CPUs from `cpu_id` (`None`:
-/// the default source). `Err` names a simulated topology that does not parse.
+/// What the levels must fit: the space they carve from and the TLABs they hand out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fit {
+    /// The heap's (or eden's) size.
+    pub(crate) capacity_bytes: usize,
+    /// The smallest TLAB.
+    pub(crate) min_tlab_bytes: usize,
+    /// The largest TLAB where the caller fixed it (`max_tlab`, or a fixed TLAB size): the
+    /// lowest buffer then holds a whole number of them. `None`: the largest TLAB follows
+    /// the lowest buffer.
+    pub(crate) max_tlab_bytes: Option<usize>,
+}
+
+/// The levels `auto` picks for `fit`, on the machine `spec` describes, reading CPUs from
+/// `cpu_id` (`None`: the default source). Errors name a simulated topology that does not
+/// parse, or the setting no buffer within the space can satisfy.
 pub(crate) fn choose(
     spec: &TopologySpec,
     cpu_id: Option<CpuIdSource>,
-    capacity_bytes: usize,
-    min_tlab_bytes: usize,
-) -> Result<Vec<MiddleLevelSpec>, String> {
+    fit: Fit,
+) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
     let topology = match spec {
         TopologySpec::Discover => Topology::discover(),
         TopologySpec::SysfsAt(root) => Topology::discover_from(root),
-        TopologySpec::Simulated(text) => Topology::simulated(text)?,
+        TopologySpec::Simulated(text) => {
+            Topology::simulated(text).map_err(|problem| ConfigError::new("topology", problem))?
+        }
     };
     let restartable = topology.source() == TopologySource::Sysfs
         && !matches!(cpu_id, Some(CpuIdSource::Simulated { .. }))
         && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_));
-    Ok(levels_for(
-        &topology,
-        restartable,
-        capacity_bytes,
-        min_tlab_bytes,
-    ))
+    levels_for(&topology, restartable, fit)
 }
 
 /// [`choose`] on a known machine.
 fn levels_for(
     topology: &Topology,
     restartable: bool,
-    capacity_bytes: usize,
-    min_tlab_bytes: usize,
-) -> Vec<MiddleLevelSpec> {
+    fit: Fit,
+) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
+    let Fit {
+        capacity_bytes,
+        min_tlab_bytes,
+        max_tlab_bytes,
+    } = fit;
     let lowest = if restartable { Level::Cpu } else { Level::Core };
     let lowest_domains = topology.domains(lowest).max(1);
-    let lowest_bytes = power_of_two_within(
-        capacity_bytes / (lowest_domains * 16),
-        4 * min_tlab_bytes,
+    let mut lowest_bytes = power_of_two_within(
+        capacity_bytes / lowest_domains.saturating_mul(16),
+        min_tlab_bytes.saturating_mul(4),
         MAX_LOWEST_BYTES,
     );
+    if lowest_bytes > capacity_bytes {
+        // Four smallest TLABs do not fit the space: the largest buffer that does.
+        lowest_bytes = power_of_two_within(capacity_bytes, 1, capacity_bytes);
+        if lowest_bytes < min_tlab_bytes {
+            return Err(ConfigError::new(
+                "min_tlab",
+                format!(
+                    "auto levels: no buffer of a whole number of smallest TLABs ({}) fits a \
+                     space of {} as a power of two: give a smaller min_tlab or a larger space",
+                    ByteSize::new(min_tlab_bytes),
+                    ByteSize::new(capacity_bytes)
+                ),
+            ));
+        }
+    }
+    if let Some(max_tlab_bytes) = max_tlab_bytes {
+        // The buffer holds whole TLABs of the size the caller fixed.
+        lowest_bytes = lowest_bytes
+            .checked_next_multiple_of(max_tlab_bytes)
+            .filter(|bytes| *bytes <= capacity_bytes)
+            .ok_or_else(|| {
+                ConfigError::new(
+                    "max_tlab",
+                    format!(
+                        "auto levels: a buffer holding whole TLABs of {} does not fit a space of \
+                         {}: give a smaller max_tlab, or the levels",
+                        ByteSize::new(max_tlab_bytes),
+                        ByteSize::new(capacity_bytes)
+                    ),
+                )
+            })?;
+    }
     let mut levels = vec![MiddleLevelSpec {
         level: lowest,
         buffer_bytes: lowest_bytes,
@@ -80,16 +126,23 @@ fn levels_for(
         .map(|(_, level)| level);
     if let Some(level) = upper {
         let domains = topology.domains(level);
-        levels.push(MiddleLevelSpec {
-            level,
-            buffer_bytes: power_of_two_within(
-                capacity_bytes / (domains * 8),
-                4 * lowest_bytes,
-                MAX_UPPER_BYTES.max(4 * lowest_bytes),
-            ),
-        });
+        let floor = lowest_bytes.saturating_mul(4);
+        let upper_bytes = power_of_two_within(
+            capacity_bytes / domains.saturating_mul(8),
+            floor,
+            MAX_UPPER_BYTES.max(floor),
+        )
+        .checked_next_multiple_of(lowest_bytes)
+        .filter(|bytes| *bytes <= capacity_bytes);
+        // Optional: where no buffer of whole lower buffers fits the space, there is none.
+        if let Some(buffer_bytes) = upper_bytes {
+            levels.push(MiddleLevelSpec {
+                level,
+                buffer_bytes,
+            });
+        }
     }
-    levels
+    Ok(levels)
 }
 
 /// The largest power of two at most `bytes`, within `[min, max]` (`min` rounded up to one).
@@ -114,6 +167,25 @@ mod tests {
 
     fn named(levels: &[MiddleLevelSpec]) -> String {
         MiddleLevelSpec::list_to_string(levels)
+    }
+
+    /// What `auto` picks for a space of `capacity_bytes` with 2 KiB smallest TLABs.
+    fn levels_for(
+        topology: &Topology,
+        restartable: bool,
+        capacity_bytes: usize,
+        min_tlab_bytes: usize,
+    ) -> Vec<MiddleLevelSpec> {
+        super::levels_for(
+            topology,
+            restartable,
+            Fit {
+                capacity_bytes,
+                min_tlab_bytes,
+                max_tlab_bytes: None,
+            },
+        )
+        .unwrap()
     }
 
     #[test]
@@ -148,6 +220,49 @@ mod tests {
         assert_eq!(named(&levels), "cpu:128KiB");
         let tiny = levels_for(&machine("1x64x2"), true, MIB, 2048);
         assert_eq!(named(&tiny), "cpu:8KiB", "four smallest TLABs");
+    }
+
+    #[test]
+    fn buffers_hold_whole_tlabs_of_a_given_largest_size() {
+        let fit = |capacity_bytes, max_tlab_bytes| {
+            super::levels_for(
+                &machine("1x2x1"),
+                true,
+                Fit {
+                    capacity_bytes,
+                    min_tlab_bytes: 2048,
+                    max_tlab_bytes: Some(max_tlab_bytes),
+                },
+            )
+        };
+        // 16 MiB over 2 CPUs alone would pick cpu:512KiB: a 1 MiB TLAB needs 1 MiB buffers.
+        assert_eq!(named(&fit(16 * MIB, MIB).unwrap()), "cpu:1MiB");
+        assert_eq!(named(&fit(64 * MIB, 768 << 10).unwrap()), "cpu:2304KiB");
+        assert_eq!(named(&fit(64 * MIB, 64 << 10).unwrap()), "cpu:2MiB");
+        let error = fit(512 << 10, MIB).unwrap_err();
+        assert_eq!(error.field(), "max_tlab", "{error}");
+    }
+
+    #[test]
+    fn buffers_stay_within_the_space() {
+        let fit = |capacity_bytes, min_tlab_bytes| {
+            super::levels_for(
+                &machine("2x8x2"),
+                true,
+                Fit {
+                    capacity_bytes,
+                    min_tlab_bytes,
+                    max_tlab_bytes: None,
+                },
+            )
+        };
+        for (capacity, min) in [(4096, 2048), (16 << 10, 8), (24 << 10, 8 << 10), (8, 8)] {
+            for level in fit(capacity, min).unwrap() {
+                assert!(level.buffer_bytes <= capacity, "{level:?} for {capacity}");
+                assert!(level.buffer_bytes >= min && level.buffer_bytes.is_multiple_of(8));
+            }
+        }
+        assert_eq!(fit(3000, 2560).unwrap_err().field(), "min_tlab");
     }
 
     #[test]

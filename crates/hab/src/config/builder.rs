@@ -109,7 +109,9 @@ impl HeapConfigBuilder {
     /// level below takes from it: the largest TLAB for the lowest level, the buffer of the level
     /// below for the others (the default largest TLAB shrinks to the lowest buffer if needed).
     ///
-    /// `auto`, or no levels at all, picks them from the machine and the heap's capacity: a
+    /// `auto` (or leaving the levels unset) picks them from the machine and the heap's
+    /// capacity, within the other settings (buffers hold whole TLABs of a given `max_tlab` or
+    /// fixed size; an error names the setting no buffer within the heap can satisfy): a
     /// restartable `cpu` level where rseq works (else `core`), a compare-and-swap level
     /// above it where the machine has several caches, packages or nodes, buffers a share of
     /// the heap (see [`HeapConfig::middle`] for what was picked), resized at each collection
@@ -166,9 +168,19 @@ impl HeapConfigBuilder {
         let mode = self.mode.unwrap_or(Mode::Tlab);
         let buffers_follow_allocation = mode == Mode::Hab && middle.is_empty();
         if buffers_follow_allocation {
-            middle =
-                auto_levels::choose(&self.topology, self.cpu_id, capacity_bytes, min_tlab_bytes)
-                    .map_err(|problem| ConfigError::new("topology", problem))?;
+            // A largest TLAB the caller fixed is checked first, and auto's buffers hold it.
+            let max_tlab_bytes = match (tlab, explicit_max) {
+                (TlabPolicy::Fixed(_), _) | (_, Some(_)) => {
+                    Some(limits.max_tlab(tlab, explicit_max, None)?)
+                }
+                _ => None,
+            };
+            let fit = auto_levels::Fit {
+                capacity_bytes,
+                min_tlab_bytes,
+                max_tlab_bytes,
+            };
+            middle = auto_levels::choose(&self.topology, self.cpu_id, fit)?;
         }
         check_buffer_sizes(&middle, &limits)?;
         let lowest_buffer = middle.first().map(|spec| spec.buffer_bytes);

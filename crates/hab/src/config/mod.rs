@@ -300,24 +300,49 @@ pub struct MiddleLevelSpec {
 
 impl MiddleLevelSpec {
     /// Parses a list such as `core:1MiB` or `core:512KiB,package:32MiB` (lowest level first).
-    /// An empty text, and `auto`, are an empty list: the `hab` mode then picks its levels
-    /// from the machine and the heap (see [`HeapConfigBuilder::middle`]).
+    /// `auto`, alone, is an empty list: the `hab` mode then picks its levels from the machine
+    /// and the heap (see [`HeapConfigBuilder::middle`]).
     ///
     /// ```
     /// use hab::{Level, MiddleLevelSpec};
     /// let levels = MiddleLevelSpec::parse_list("core:512KiB,package:32MiB")?;
     /// assert_eq!(levels[1], MiddleLevelSpec { level: Level::Package, buffer_bytes: 32 << 20 });
+    /// assert!(MiddleLevelSpec::parse_list("auto")?.is_empty());
+    /// // Nothing, an empty entry, and auto within a list are errors, not auto.
+    /// for wrong in ["", ",", "core:1MiB,", "auto,core:1MiB", "auto,auto"] {
+    ///     assert_eq!(MiddleLevelSpec::parse_list(wrong).unwrap_err().field(), "middle");
+    /// }
     /// # Ok::<(), hab::ConfigError>(())
     /// ```
     pub fn parse_list(text: &str) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
         let expected = "auto, or a list like core:1MiB or core:512KiB,package:32MiB";
-        if text.trim() == "auto" {
+        let text = text.trim();
+        if text == "auto" {
             return Ok(Vec::new());
+        }
+        if text.is_empty() {
+            return Err(ConfigError::new(
+                "middle",
+                format!("nothing given; expected {expected}"),
+            ));
         }
         text.split(',')
             .map(str::trim)
-            .filter(|item| !item.is_empty())
             .map(|item| {
+                if item.is_empty() {
+                    return Err(ConfigError::new(
+                        "middle",
+                        format!("\"{text}\" has an empty entry: separate levels by single commas"),
+                    ));
+                }
+                if item == "auto" {
+                    return Err(ConfigError::new(
+                        "middle",
+                        format!(
+                            "\"{text}\": auto picks every level, so it stands alone, not in a list"
+                        ),
+                    ));
+                }
                 let (level, size) = item
                     .split_once(':')
                     .ok_or_else(|| ConfigError::invalid("middle", item, expected))?;
@@ -349,28 +374,43 @@ impl MiddleLevelSpec {
     /// # Ok::<(), hab::ConfigError>(())
     /// ```
     ///
-    /// Errors: a capacity or smallest TLAB of 0, or a smallest TLAB larger than the space.
+    /// Every buffer lies within the space and holds whole smallest TLABs.
+    ///
+    /// Errors: a space of 0 or beyond Hab's 16 TiB limit, a smallest TLAB that is not a
+    /// positive multiple of 8 or is larger than the space, or a space that holds no
+    /// power-of-two buffer of smallest TLABs.
     pub fn auto(
         capacity_bytes: usize,
         min_tlab_bytes: usize,
     ) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
-        if capacity_bytes == 0 || min_tlab_bytes == 0 || min_tlab_bytes > capacity_bytes {
+        if capacity_bytes == 0 || capacity_bytes > MAX_CAPACITY_BYTES {
             return Err(ConfigError::new(
-                "middle",
+                "capacity",
                 format!(
-                    "auto needs a space and a smallest TLAB within it, not {} and {}",
-                    ByteSize::new(capacity_bytes),
-                    ByteSize::new(min_tlab_bytes)
+                    "auto needs a space of 1 byte to 16TiB, not {}",
+                    ByteSize::new(capacity_bytes)
                 ),
             ));
         }
-        auto_levels::choose(
-            &TopologySpec::Discover,
-            None,
+        if min_tlab_bytes == 0
+            || !min_tlab_bytes.is_multiple_of(WORD_BYTES)
+            || min_tlab_bytes > capacity_bytes
+        {
+            return Err(ConfigError::new(
+                "min_tlab",
+                format!(
+                    "auto needs a smallest TLAB that is a positive multiple of 8 within the \
+                     space ({}), not {min_tlab_bytes} bytes",
+                    ByteSize::new(capacity_bytes)
+                ),
+            ));
+        }
+        let fit = auto_levels::Fit {
             capacity_bytes,
             min_tlab_bytes,
-        )
-        .map_err(|problem| ConfigError::new("topology", problem))
+            max_tlab_bytes: None,
+        };
+        auto_levels::choose(&TopologySpec::Discover, None, fit)
     }
 
     /// The list as [`parse_list`](MiddleLevelSpec::parse_list) reads it.
@@ -678,6 +718,42 @@ mod tests {
             MiddleLevelSpec::list_to_string(config.middle()),
             "core:512KiB,package:32MiB"
         );
+    }
+
+    /// `auto` honours a largest TLAB given with it (fixed, or `max_tlab`): its buffers hold
+    /// whole TLABs of that size. (Half of these pairs were refused, blaming `middle`.)
+    #[test]
+    fn auto_levels_fit_a_given_largest_tlab() {
+        for capacity in ["4MiB", "16MiB", "64MiB", "1GiB"] {
+            for max_tlab in ["64KiB", "768KiB", "1MiB"] {
+                let config = HeapConfig::builder()
+                    .mode(Mode::Hab)
+                    .capacity(capacity)
+                    .max_tlab(max_tlab)
+                    .build()
+                    .unwrap_or_else(|e| panic!("{capacity}, {max_tlab}: {e}"));
+                let lowest = config.middle()[0].buffer_bytes;
+                assert!(lowest.is_multiple_of(config.max_tlab_bytes()));
+                assert!(config.buffers_follow_allocation());
+            }
+        }
+        let config = HeapConfig::builder()
+            .mode(Mode::Hab)
+            .tlab(TlabPolicy::Fixed(24 << 10))
+            .build()
+            .unwrap();
+        assert!(config.middle()[0].buffer_bytes.is_multiple_of(24 << 10));
+        // Where no buffer of whole TLABs fits the heap, the error names the TLAB's setting.
+        let error = HeapConfig::builder()
+            .mode(Mode::Hab)
+            .capacity("1MiB")
+            .max_tlab("768KiB")
+            .min_tlab("512KiB")
+            .simulated_topology("1x2x1")
+            .build()
+            .unwrap_err();
+        assert_eq!(error.field(), "max_tlab", "{error}");
+        assert!(error.to_string().contains("auto levels"), "{error}");
     }
 
     #[test]

@@ -227,12 +227,12 @@ impl Heap {
         counters
             .desired_size_bytes
             .set(sizer.desired_bytes() as u64);
-        let id = registry.next_id;
+        let id = MutatorCell::next_id();
         let local = MutatorLocal {
             sizer,
             allocated_at_last_collection: 0,
             refills_at_last_collection: 0,
-            simulated_cpu: SimulatedCpu::new(self.cpu_id(), id),
+            simulated_cpu: SimulatedCpu::new(self.cpu_id(), registry.attached),
             in_cpu_labs: false,
             next_sample: NextSample::default(),
             end_of_cycle: self.allocator.end_of_cycle.new_thread(end),
@@ -247,7 +247,7 @@ impl Heap {
         if self.allocator.safepoints.pending() {
             cell.request_safepoint_before_running();
         }
-        registry.next_id += 1;
+        registry.attached += 1;
         registry.mutators.push(cell.clone());
         drop(registry);
         Mutator::new(cell, self.clone())

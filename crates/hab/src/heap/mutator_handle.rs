@@ -278,7 +278,8 @@ impl Mutator {
         self.cell.counters.snapshot()
     }
 
-    /// A number identifying this mutator among the heap's, in attach order.
+    /// A number identifying this mutator among every heap's mutators in this process (never
+    /// handed out twice): what [`Collection::alloc_for`](crate::Collection::alloc_for) takes.
     pub fn id(&self) -> u64 {
         self.cell.id
     }
@@ -438,7 +439,7 @@ impl ParkedMutator {
         self.cell.counters.snapshot()
     }
 
-    /// The mutator's id.
+    /// The mutator's id (see [`Mutator::id`]).
     pub fn id(&self) -> u64 {
         self.cell.id
     }

@@ -36,7 +36,9 @@ pub(crate) struct Registry {
     pub(crate) mutators: Vec<Arc<MutatorCell>>,
     /// A collection is stopping or has stopped the mutators: no new ones may attach.
     pub(crate) stopping: bool,
-    pub(crate) next_id: u64,
+    /// Mutators attached so far: the next one's index in attach order (where a simulated
+    /// CPU starts, so that runs with the same seed migrate alike).
+    pub(crate) attached: u64,
     /// Counters of mutators that detached.
     pub(crate) detached: AllocationStats,
     /// Decaying average of threads that took a TLAB between collections.
@@ -50,7 +52,7 @@ impl Registry {
         Registry {
             mutators: Vec::new(),
             stopping: false,
-            next_id: 0,
+            attached: 0,
             detached: AllocationStats::default(),
             allocating_threads,
             forgotten_after_fork: 0,

@@ -23,6 +23,10 @@
 //! - a buffer shrinks at most by half per collection, so one quiet cycle does not undo what
 //!   the others learned; it grows to its target at once.
 //!
+//! Where the bounds disagree, the floor wins over the share (a buffer smaller than the TLABs
+//! it hands out would send every TLAB past the levels), and the share over the halving (a
+//! space that shrank by more than half takes the buffers down with it).
+//!
 //! Cost: nothing on the allocation paths (a buffer refill reads its level's size with one
 //! load, as before); a few multiplications per level at each collection.
 

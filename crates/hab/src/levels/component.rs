@@ -18,6 +18,7 @@ use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, middle_level, Above, LevelCountersByLevel};
 use crate::levels::stats::LevelStats;
 use crate::memory::packed::MAX_OFFSET_WORDS;
+use crate::memory::size::ByteSize;
 use crate::memory::words::WORD_BYTES;
 use crate::platform::counter::Counter;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
@@ -90,6 +91,44 @@ impl Above for Checked {
     }
 }
 
+/// The smallest filler is a positive multiple of 8, and the largest TLAB holds at least
+/// `FILLERS_PER_TLAB` of them: a filler larger than that would be most of every tail the
+/// levels leave, and one of 0 (or of a size that does not fit a word) cannot cover a gap.
+/// `lowest` is the level whose buffer the largest TLAB is, where the caller gave none.
+fn check_filler(
+    min_filler_bytes: usize,
+    max_tlab_bytes: usize,
+    lowest: Option<&MiddleLevelSpec>,
+) -> Result<(), ConfigError> {
+    if min_filler_bytes == 0 || !min_filler_bytes.is_multiple_of(WORD_BYTES) {
+        return Err(ConfigError::new(
+            "min_filler",
+            format!("{min_filler_bytes} bytes is not a positive multiple of 8"),
+        ));
+    }
+    if min_filler_bytes <= max_tlab_bytes / FILLERS_PER_TLAB {
+        return Ok(());
+    }
+    let held = format!("at least {FILLERS_PER_TLAB} smallest fillers ({min_filler_bytes} bytes)");
+    Err(match lowest {
+        Some(lowest) => ConfigError::new(
+            "middle",
+            format!(
+                "{}:{}: the lowest buffer is the largest TLAB (max_tlab 0), and must hold {held}",
+                lowest.level,
+                ByteSize::new(lowest.buffer_bytes)
+            ),
+        ),
+        None => ConfigError::new(
+            "min_filler",
+            format!("the largest TLAB ({max_tlab_bytes} bytes) must hold {held}"),
+        ),
+    })
+}
+
+/// How many smallest fillers the largest TLAB holds at least.
+const FILLERS_PER_TLAB: usize = 4;
+
 /// Middle levels serving a runtime's own TLABs. Give each thread a [`LevelsThread`] with
 /// [`thread`](MiddleLevels::thread); empty every buffer at collections with
 /// [`retire_all`](MiddleLevels::retire_all).
@@ -156,8 +195,10 @@ impl MiddleLevels {
     /// than `min_filler_bytes` (the runtime's smallest filler), over an upstream whose chunks
     /// lie at or above `base_address` (within 32 TiB of it).
     ///
-    /// Errors: the list does not parse, the levels are not lowest first, or a buffer is not a
-    /// multiple of the chunks the level below takes (the largest TLAB for the lowest level).
+    /// Errors: the list does not parse, the levels are not lowest first, a buffer is not a
+    /// multiple of the chunks the level below takes (the largest TLAB for the lowest level),
+    /// or the smallest filler is not a positive multiple of 8 that the largest TLAB holds four
+    /// times.
     pub fn new(
         levels: &str,
         max_tlab_bytes: usize,
@@ -217,14 +258,13 @@ impl MiddleLevels {
                 format!("{max_tlab_bytes} bytes is not a multiple of 8"),
             ));
         }
-        let max_tlab_bytes = match (max_tlab_bytes, specs.first()) {
-            (0, Some(lowest)) => lowest.buffer_bytes,
-            _ => max_tlab_bytes,
-        };
+        let derived_from = specs.first().filter(|_| max_tlab_bytes == 0);
+        let max_tlab_bytes = derived_from.map_or(max_tlab_bytes, |lowest| lowest.buffer_bytes);
         check_levels(&specs, max_tlab_bytes, WORD_BYTES)?;
         if max_tlab_bytes == 0 {
             return Err(ConfigError::new("max_tlab", "0 bytes with no level"));
         }
+        check_filler(min_filler_bytes, max_tlab_bytes, derived_from)?;
         let topology = Topology::discover();
         let explicit = cpu_id;
         let cpu_id = match cpu_id {
@@ -233,7 +273,7 @@ impl MiddleLevels {
                 .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots())),
         }
         .map_err(|problem| ConfigError::new("cpu_id", problem))?;
-        let min_tail_bytes = min_filler_bytes.max(1).next_multiple_of(WORD_BYTES);
+        let min_tail_bytes = min_filler_bytes;
         let restartable = cpu_id.source() == CpuIdSource::Rseq || explicit.is_none();
         let levels = specs
             .iter()

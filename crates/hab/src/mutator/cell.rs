@@ -60,6 +60,8 @@ pub(crate) struct MutatorCell {
     /// whose value is older than the last collection stayed parked for the whole cycle.
     pub(crate) running_since: AtomicU64,
     pub(crate) counters: Counters,
+    /// The mutator's id: unique among every heap's mutators in the process, so that an id
+    /// (`Collection::alloc_for`) never names another heap's mutator.
     pub(crate) id: u64,
     /// Its handle was dropped while a collection held it: that collection detaches it when it
     /// ends. Written and read with the registry locked.
@@ -96,7 +98,15 @@ pub(crate) struct MutatorLocal {
     pub(crate) end_of_cycle: ThreadShare,
 }
 
+/// The next mutator id (of any heap in the process).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
 impl MutatorCell {
+    /// A new mutator id, never handed out before in this process.
+    pub(crate) fn next_id() -> u64 {
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// A running mutator of the calling thread, numbered `id`, attached when `collections`
     /// collections had finished, in a heap whose full-path size bits are `heap_bits`
     /// (`Sampling::full_path_size_bits`).
