@@ -221,7 +221,10 @@ fn bad_input_is_a_usage_error_naming_the_flag() {
 /// the run failed blaming `--middle`).
 #[test]
 fn the_hab_mode_runs_with_auto_levels_and_an_empty_list_is_refused() {
-    let output = hab(&["run", "--mode", "hab", "--middle", ""], Duration::from_secs(60));
+    let output = hab(
+        &["run", "--mode", "hab", "--middle", ""],
+        Duration::from_secs(60),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--middle: nothing given"), "{stderr}");

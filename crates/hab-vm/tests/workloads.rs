@@ -88,3 +88,27 @@ fn a_thousand_chat_connections_run_under_verification() {
         assert!(!vm.gc_records().is_empty(), "{mode}");
     }
 }
+
+/// A room closes on its first error: in a heap too small for the chat, the connection that
+/// runs out of memory tells its peers, and the run ends with that error (it hung for ever,
+/// the peers blocked waiting for the failed connection's messages).
+#[test]
+fn a_chat_that_runs_out_of_memory_ends_with_the_error() {
+    for (rooms, space_bytes, messages) in [(1, 8 << 10, 20), (5, 64 << 10, 200)] {
+        let vm = Vm::new(VmConfig::new(space_bytes)).unwrap();
+        let spec = Chat {
+            rooms,
+            messages_per_connection: messages,
+        };
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(chat::run(&vm, spec).map(|outcome| outcome.ops)));
+        let result = result
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("{rooms} rooms in {space_bytes} bytes: still running"));
+        let error = result.expect_err("the chat does not fit this heap");
+        assert!(
+            error.to_string().contains("out of memory"),
+            "{rooms} rooms: {error}"
+        );
+    }
+}

@@ -2,7 +2,9 @@
 //! blocked (in a safe region) most of the time, woken by messages. A connection builds each
 //! message it sends as VM objects and broadcasts its bytes to the room; each receiver copies a
 //! message into VM objects, keeps the last few, and drops the rest. Throughput is messages
-//! delivered per second.
+//! delivered per second. A room closes on its first error: the connection that failed (out of
+//! memory, say) tells its peers, which stop waiting for its messages and return, so the run
+//! ends with that error instead of waiting for ever.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Barrier};
@@ -17,8 +19,13 @@ use crate::vm::{Vm, VmError};
 pub const ROOM_SIZE: usize = 20;
 /// A message: its text (a byte array) and the sender's number; its length.
 const MESSAGE: Shape = Shape::new(1, 16);
-/// A message's bytes on their way between connection threads.
-type Wire = Vec<u8>;
+/// What goes between a room's connection threads.
+enum Wire {
+    /// A message's bytes.
+    Text(Vec<u8>),
+    /// The sender failed and stops: the room is closed.
+    Closed,
+}
 
 /// Messages a connection keeps (its history).
 const KEPT: usize = 4;
@@ -55,7 +62,14 @@ pub fn run(vm: &Arc<Vm>, spec: Chat) -> Result<Outcome, VmError> {
                 .spawn(move || {
                     let mut t = vm.attach();
                     start.wait();
-                    connection(&mut t, id, spec, &peers, &inbox)
+                    let result = connection(&mut t, id, spec, &peers, &inbox);
+                    if result.is_err() {
+                        for peer in &peers {
+                            // A peer that already stopped needs no word.
+                            let _ = peer.send(Wire::Closed);
+                        }
+                    }
+                    result
                 })
                 .map_err(|e| VmError::Setup(e.to_string()))?;
             handles.push(handle);
@@ -82,7 +96,8 @@ pub fn run(vm: &Arc<Vm>, spec: Chat) -> Result<Outcome, VmError> {
     })
 }
 
-/// One connection: sends its messages, one per turn, and receives all its peers'.
+/// One connection: sends its messages, one per turn, and receives all its peers', until the
+/// room closes (a peer failed: this connection returns what it received).
 fn connection(
     t: &mut VmThread,
     id: usize,
@@ -99,20 +114,27 @@ fn connection(
             let bytes = t.scope(|t| compose(t, &mut rng, id, sent))?;
             for peer in peers {
                 // A peer that failed has stopped reading: its error is reported by `run`.
-                let _ = peer.send(bytes.clone());
+                let _ = peer.send(Wire::Text(bytes.clone()));
             }
             sent += 1;
         }
         if received < expected {
             // Blocked until a message comes: collections go on without this thread.
-            let Ok(bytes) = t.blocking(|| inbox.recv()) else {
+            let Ok(mut wire) = t.blocking(|| inbox.recv()) else {
                 break;
             };
-            t.scope(|t| deliver(t, history, received, &bytes))?;
-            received += 1;
-            while let Ok(bytes) = inbox.try_recv() {
-                t.scope(|t| deliver(t, history, received, &bytes))?;
-                received += 1;
+            loop {
+                match wire {
+                    Wire::Text(bytes) => {
+                        t.scope(|t| deliver(t, history, received, &bytes))?;
+                        received += 1;
+                    }
+                    Wire::Closed => return Ok(received),
+                }
+                match inbox.try_recv() {
+                    Ok(next) => wire = next,
+                    Err(_) => break,
+                }
             }
         }
     }
@@ -120,7 +142,7 @@ fn connection(
 }
 
 /// Builds an outgoing message in the VM and returns its bytes.
-fn compose(t: &mut VmThread, rng: &mut Rng, id: usize, number: usize) -> Result<Wire, VmError> {
+fn compose(t: &mut VmThread, rng: &mut Rng, id: usize, number: usize) -> Result<Vec<u8>, VmError> {
     let len = 32 + rng.below(160) as usize;
     let text = t.alloc_byte_array(len)?;
     let words = len.div_ceil(WORD_BYTES);
