@@ -649,17 +649,23 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
         println!("warning: {warning}");
     }
     println!();
-    println!("middle levels (lowest first):");
+    let cpu_id_source = heap.cpu_id().source();
+    println!("middle levels of --middle (lowest first), in a 1GiB heap:");
     for info in heap.middle_levels() {
         let sharing = if info.domains == topology.cpu_slots() {
             "one CPU each"
         } else {
             "shared by the CPUs of each domain"
         };
-        let synchronisation = if info.restartable {
-            "restartable sequences, compare-and-swap for threads without rseq"
-        } else {
-            "compare-and-swap"
+        let synchronisation = match (info.restartable, cpu_id_source) {
+            (true, CpuIdSource::Rseq) => {
+                "restartable sequences, compare-and-swap for threads without rseq".to_string()
+            }
+            (true, source) => format!(
+                "restartable sequences, which read the CPU from the rseq area, not {source}; \
+                 compare-and-swap for threads without rseq"
+            ),
+            (false, _) => "compare-and-swap".to_string(),
         };
         println!(
             "  {:<8} {:>4} buffers of {:>7}  ({sharing}; {synchronisation})",
@@ -689,12 +695,28 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
         "  (the first cycle's buffers: each collection resizes them so that each domain that \
          allocates refills its buffer about 16 times per cycle)"
     );
-    println!("CPU id: {}", heap.cpu_id().source());
-    println!("restartable sequences: {}", hab::rseq_mechanism());
+    let restartable = heap.middle_levels().iter().any(|info| info.restartable);
     println!(
-        "restartable per-CPU buffers and LABs indexed by: {}",
-        hab::rseq_slot_index()
+        "CPU id: {cpu_id_source}{}",
+        if restartable && cpu_id_source != CpuIdSource::Rseq {
+            " (the compare-and-swap levels; restartable sections read their own)"
+        } else {
+            ""
+        }
     );
+    println!("restartable sequences: {}", hab::rseq_mechanism());
+    if restartable {
+        println!(
+            "restartable per-CPU buffers and LABs indexed by: {}",
+            hab::rseq_slot_index()
+        );
+    } else {
+        println!(
+            "restartable per-CPU buffers and LABs: none in these levels (where used, indexed by \
+             {})",
+            hab::rseq_slot_index()
+        );
+    }
     Ok(())
 }
 
