@@ -171,4 +171,6 @@ install -m 0755 "$repo/target/release/libhab_capi.so" "$jdk/lib/server/libhab.so
 step "smoke test"
 run "$jdk/bin/java" -XX:+UseParallelGC -XX:+UseHAB -Xlog:gc+tlab=debug -version
 "$jdk/bin/java" -XX:+UseParallelGC -XX:+UseHAB -version 2>&1 | tee -a "$log"
+step "the HAB flags under bad values (jvm/hotspot/flags.sh)"
+JDK="$jdk" run "$here/flags.sh"
 echo "built in $(( $(date +%s) - started )) s: $jdk/bin/java -XX:+UseHAB" | tee -a "$log"

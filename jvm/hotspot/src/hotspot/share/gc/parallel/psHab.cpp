@@ -137,6 +137,16 @@ bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
                         path, (unsigned)_hab_abi_version(), HAB_ABI_VERSION);
     return false;
   }
+  // HotSpot keeps an empty string flag (-XX:HABLevels=) as NULL: say so rather than use it.
+  if (HABLevels == NULL || HABLevels[0] == '\0') {
+    log_error(gc, init)("UseHAB: -XX:HABLevels is empty: give auto, or a list of levels, lowest "
+                        "first, such as cpu:256K,core:2M");
+    return false;
+  }
+  if (HABCpuId == NULL || HABCpuId[0] == '\0') {
+    log_error(gc, init)("UseHAB: -XX:HABCpuId is empty: give rseq or getcpu");
+    return false;
+  }
   // HABLevels=auto (the default): the levels libhab picks for this machine and eden.
   char levels[256];
   const char* chosen = HABLevels;
@@ -169,6 +179,15 @@ bool PSHab::initialize(HeapWord* base, size_t eden_bytes) {
     return true;
   }
   _max_tlab_words = _hab_levels_max_tlab_bytes(_levels) / HeapWordSize;
+  if (_max_tlab_words < ThreadLocalAllocBuffer::min_size()) {
+    // No TLAB would ever go through the levels.
+    log_error(gc, init)("UseHAB: the TLABs -XX:HABLevels=%s hands out (" SIZE_FORMAT " bytes, its "
+                        "lowest buffer) are smaller than the smallest TLAB (" SIZE_FORMAT
+                        " bytes, -XX:MinTLABSize): give larger buffers",
+                        chosen, _max_tlab_words * HeapWordSize,
+                        ThreadLocalAllocBuffer::min_size() * HeapWordSize);
+    return false;
+  }
   if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {
     log_error(gc, init)("UseHAB: no thread-specific key left");
     return false;

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# HotSpot's HAB flags under bad values, on the JVM that build.sh made: each case starts the VM
+# with -XX:+UseParallelGC -XX:+UseHAB and one flag, and checks how it ends (a clean start-up
+# error with a message naming the flag, or a run) and that it never crashes (no signal, no
+# hs_err file). Prints a Markdown table of what each case printed; exit 1 if any case failed.
+#
+#   jvm/hotspot/flags.sh            # after jvm/hotspot/build.sh (which runs it)
+#
+# Environment: JDK (default target/hotspot-hab/jdk).
+set -uo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+java="${JDK:-$repo/target/hotspot-hab/jdk}/bin/java"
+[ -x "$java" ] || { echo "missing $java (jvm/hotspot/build.sh)" >&2; exit 1; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# FLAG<tab>EXPECTED (run: the VM starts with HABs on; fail: start-up fails)<tab>TEXT it prints
+cases=$(cat <<'CASES'
+-XX:HABLevels=	fail	-XX:HABLevels is empty
+-XX:HABLevels:=	fail	-XX:HABLevels is empty
+-XX:HABCpuId=	fail	-XX:HABCpuId is empty
+-XX:HABLevels=core:1M,	fail	has an empty entry
+-XX:HABLevels=,core:1M	fail	has an empty entry
+-XX:HABLevels=auto,	fail	stands alone
+-XX:HABLevels=auto,auto	fail	stands alone
+-XX:HABLevels=banana	fail	-XX:HABLevels=banana
+-XX:HABLevels=core:-1M	fail	-XX:HABLevels=core:-1M
+-XX:HABLevels=core:99999999999999999999	fail	-XX:HABLevels=core:99999999999999999999
+-XX:HABLevels=core:1T	fail	-XX:HABLevels=core:1T
+-XX:HABLevels=cpu:8	fail	must hold at least 4 smallest fillers
+-XX:HABLevels=cpu:24	fail	must hold at least 4 smallest fillers
+-XX:HABLevels=cpu:1K	fail	smaller than the smallest TLAB
+-XX:HABLevels=core:1M,cpu:64K	fail	list levels lowest first
+-XX:HABCpuId=sundial	fail	-XX:HABCpuId=sundial
+-XX:HABCpuId=-1	fail	-XX:HABCpuId=-1
+-XX:HABLibrary=/nonexistent/libhab.so.1	fail	cannot load /nonexistent/libhab.so.1
+-XX:HABLibrary=	run	HAB: levels
+-XX:HABLevels=auto	run	HAB: levels
+-XX:HABLevels=AUTO	fail	-XX:HABLevels=AUTO
+-XX:HABCpuId=getcpu	run	CPU id getcpu
+-Xmx4m	run	HAB: levels
+CASES
+)
+
+failures=0
+echo "| flag | expected | exit | what the JVM printed |"
+echo "| --- | --- | --- | --- |"
+while IFS=$'\t' read -r flag expected text; do
+  rm -f "$work"/hs_err*
+  output=$(cd "$work" && "$java" -XX:+UseParallelGC -XX:+UseHAB "$flag" -Xlog:gc+init -version 2>&1)
+  status=$?
+  problem=""
+  if [ "$status" -gt 128 ] || ls "$work"/hs_err* >/dev/null 2>&1 || grep -q "SIGSEGV\|fatal error" <<<"$output"; then
+    problem="crashed"
+  elif [ "$expected" = run ] && [ "$status" != 0 ]; then
+    problem="did not start"
+  elif [ "$expected" = fail ] && [ "$status" = 0 ]; then
+    problem="started"
+  elif ! grep -qF -- "$text" <<<"$output"; then
+    problem="no \"$text\" in its output"
+  fi
+  said=$(grep -E "UseHAB|HAB:|Error" <<<"$output" | head -2 | sed 's/^\[[^]]*\]\[[^]]*\]\[[^]]*\] *//' | tr '\n' ' ' | sed 's/|/\\|/g; s/ *$//')
+  echo "| \`$flag\` | $expected | $status | ${said:-(nothing)}${problem:+ — **$problem**} |"
+  [ -n "$problem" ] && failures=$((failures + 1))
+done <<<"$cases"
+if [ "$failures" != 0 ]; then
+  echo "$failures case(s) failed" >&2
+  exit 1
+fi
+echo "every case as expected"
