@@ -9,7 +9,7 @@
 # Environment: JDK (default target/hotspot-hab/jdk).
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
-java="${JDK:-$repo/target/hotspot-hab/jdk}/bin/java"
+java="$(realpath -m "${JDK:-$repo/target/hotspot-hab/jdk}")/bin/java"
 [ -x "$java" ] || { echo "missing $java (jvm/hotspot/build.sh)" >&2; exit 1; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
