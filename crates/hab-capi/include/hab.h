@@ -125,7 +125,9 @@ typedef struct hab_object_model {
     void (*write_filler)(void *user, void *address, size_t bytes);
     /* Non-zero when the object at `object` is a filler written by write_filler. */
     int (*is_filler)(void *user, const void *object);
-    /* The smallest gap a filler covers (its header). */
+    /* The smallest gap a filler covers (its header). 0, or any value up to the heap's
+     * alignment, means every aligned gap; a larger one is rounded up to the alignment, and
+     * each TLAB then keeps that much below its end for its tail's filler. */
     size_t min_filler_bytes;
     void *user;
 } hab_object_model;
@@ -152,7 +154,7 @@ hab_status hab_request_collection(hab_heap *heap);
 hab_status hab_wait_for_collection_request(hab_heap *heap, uint64_t timeout_ms);
 
 /* The heap's statistics as JSON, NUL-terminated in buffer when len exceeds their length;
- * returns the length (call with len 0 to size the buffer), 0 on error. */
+ * returns the length (call with len 0, or buffer NULL, to size the buffer), 0 on error. */
 size_t hab_stats_json(hab_heap *heap, char *buffer, size_t len);
 
 /* ---- Mutators ---------------------------------------------------------------------------- */
@@ -456,7 +458,8 @@ hab_status hab_levels_retire_all(hab_levels *levels);
 hab_status hab_levels_resize(hab_levels *levels, size_t space_bytes);
 
 /* The levels' statistics as JSON: a list, lowest level first, of {"level": name, "stats":
- * {allocs, foreign_allocs, refills, waste_bytes, ...}} (the fields of hab_level_stats). */
+ * {allocs, foreign_allocs, refills, waste_bytes, ...}} (the fields of hab_level_stats),
+ * written as hab_stats_json writes (buffer NULL or len 0: the length only); 0 on error. */
 size_t hab_levels_stats_json(hab_levels *levels, char *buffer, size_t len);
 
 /* One level's figures, over every thread and every retire. */

@@ -156,6 +156,22 @@ fn c_middle_levels_over_a_fake_eden() {
     run(&sanitized, "");
 }
 
+/// Every entry point with NULL, wrong-state and foreign handles and sizes at their edges
+/// (`surface.c`), at -O2 and under the sanitizers; prints the table docs/embedding.md shows.
+#[test]
+fn c_every_entry_point_at_its_edges() {
+    let binary = out_dir().join("surface");
+    compile("surface.c", &binary, &[]);
+    run(&binary, "");
+    let sanitized = out_dir().join("surface-sanitized");
+    compile(
+        "surface.c",
+        &sanitized,
+        &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    );
+    run(&sanitized, "");
+}
+
 /// The example runtime's programs (`examples/c/`), built with `runtime.c`.
 fn example(program: &str, extra: &[&str]) -> PathBuf {
     let examples = manifest().join("examples/c");

@@ -376,3 +376,47 @@ fn plab_mode_in_a_container_without_cpu_sysfs_on_cpu_1() {
     let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["objects"].as_u64(), Some(1_000_000));
 }
+
+/// Every flag that takes a value, of every command, given an empty value, garbage, a negative
+/// number and one past `u64::MAX`: a usage error (exit 2) naming nothing but what is wrong,
+/// never a panic, a hang or a run. The flags are read from each command's `--help`, so a new
+/// flag is swept too. (`--out` is left out: any text is a path.)
+#[test]
+fn every_flag_with_empty_garbage_negative_and_huge_values() {
+    let mut tried = 0;
+    for command in ["run", "report", "topology", "cpu-id", "hotspot-hab"] {
+        let help = hab(&[command, "--help"], Duration::from_secs(30));
+        let help = String::from_utf8_lossy(&help.stdout).into_owned();
+        let flags: Vec<&str> = help
+            .lines()
+            .filter_map(|line| {
+                let line = line.trim_start();
+                let (flag, rest) = line.split_once(' ')?;
+                (flag.starts_with("--") && rest.trim_start().starts_with('<')).then_some(flag)
+            })
+            .filter(|flag| *flag != "--out")
+            .collect();
+        for flag in flags {
+            for value in ["", "garbage", "-1", "18446744073709551616"] {
+                let argument = format!("{flag}={value}");
+                let output = hab(&[command, &argument], Duration::from_secs(30));
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                assert_eq!(
+                    output.status.code(),
+                    Some(2),
+                    "hab {command} {argument}: {stderr}"
+                );
+                assert!(
+                    !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
+                    "hab {command} {argument}: {stderr}"
+                );
+                tried += 1;
+            }
+        }
+    }
+    assert!(
+        tried > 100,
+        "only {tried} invocations: is --help read right?"
+    );
+    println!("{tried} invocations, each a usage error");
+}
