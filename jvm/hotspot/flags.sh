@@ -42,6 +42,12 @@ cases=$(cat <<'CASES'
 CASES
 )
 
+# Values longer than any buffer the start-up code keeps (a path, the auto list).
+long=$(printf 'x%.0s' $(seq 5000))
+cases+=$'\n'"-XX:HABLibrary=/$long"$'\t'"fail"$'\t'"UseHAB: cannot load"
+cases+=$'\n'"-XX:HABLevels=core:1M,$long"$'\t'"fail"$'\t'"UseHAB: -XX:HABLevels=core:1M,xx"
+cases+=$'\n'"-XX:HABCpuId=$long"$'\t'"fail"$'\t'"cpu_id must be one of"
+
 failures=0
 echo "| flag | expected | exit | what the JVM printed |"
 echo "| --- | --- | --- | --- |"
@@ -60,7 +66,11 @@ while IFS=$'\t' read -r flag expected text; do
     problem="no \"$text\" in its output"
   fi
   said=$(grep -E "UseHAB|HAB:|Error" <<<"$output" | head -2 | sed 's/^\[[^]]*\]\[[^]]*\]\[[^]]*\] *//' | tr '\n' ' ' | sed 's/|/\\|/g; s/ *$//')
-  echo "| \`$flag\` | $expected | $status | ${said:-(nothing)}${problem:+ — **$problem**} |"
+  # A long value is shown by its start and its length.
+  shown=$flag
+  [ "${#flag}" -gt 80 ] && shown="$(sed -E 's/(.)\1{19,}/\1\1…\1\1/g' <<<"$flag") (${#flag} characters)"
+  said=$(sed -E 's/(.)\1{19,}/\1\1…\1\1/g' <<<"$said")
+  echo "| \`$shown\` | $expected | $status | ${said:-(nothing)}${problem:+ — **$problem**} |"
   [ -n "$problem" ] && failures=$((failures + 1))
 done <<<"$cases"
 if [ "$failures" != 0 ]; then
