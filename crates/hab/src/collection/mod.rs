@@ -407,10 +407,7 @@ impl Drop for Collection<'_> {
             .sample(f64::from(allocating_threads));
         drop(registry);
         let totals = heap.stats().totals;
-        let cycle_totals = totals.since(&std::mem::replace(
-            &mut *heap.totals_at_last_collection(),
-            totals,
-        ));
+        let cycle_totals = totals.since(&heap.swap_totals_at_last_collection(totals));
         let allocator = heap.allocator();
         let cycle_in_cpu_labs = allocator.allocates_in_cpu_labs();
         allocator.end_cycle(CycleWaste {

@@ -16,7 +16,7 @@ pub(crate) mod stats;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::config::ZeroMemory;
 use crate::config::{ConfigError, HeapConfig, TopologySpec};
@@ -65,7 +65,7 @@ pub struct Heap {
     /// Collections that ended a cycle spent in per-CPU LABs.
     cpu_lab_collections: AtomicU64,
     /// Heap-wide counters when the last collection ended, to measure a cycle's waste.
-    totals_at_last_collection: Mutex<AllocationStats>,
+    totals_at_last_collection: process::ForkSafeMutex<AllocationStats>,
     /// Counters of work done by collections rather than by a mutator (middle-level tails
     /// retired at collections).
     collector: Counters,
@@ -188,7 +188,7 @@ impl Heap {
         let heap = Arc::new(Heap {
             allocator: Allocator::new(config, space, topology, cpu_id),
             cpu_lab_collections: AtomicU64::new(0),
-            totals_at_last_collection: Mutex::new(AllocationStats::default()),
+            totals_at_last_collection: process::ForkSafeMutex::new(AllocationStats::default()),
             collector: Counters::default(),
             registry: Mutex::new(Registry::new(allocating_threads)),
             collector_lock: CollectorLock::default(),
@@ -479,10 +479,14 @@ impl Heap {
         self.allocator.cpu_labs.as_ref()
     }
 
-    pub(crate) fn totals_at_last_collection(&self) -> MutexGuard<'_, AllocationStats> {
-        self.totals_at_last_collection
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    /// Records `totals` as the totals at the last collection and returns the previous ones.
+    /// A fork-safe lock, as every lock a forked child may take again: a `fork` never copies
+    /// it held (it did, and the child's first collection waited for ever).
+    pub(crate) fn swap_totals_at_last_collection(
+        &self,
+        totals: AllocationStats,
+    ) -> AllocationStats {
+        std::mem::replace(&mut *self.totals_at_last_collection.lock(), totals)
     }
 
     pub(crate) fn collector(&self) -> &Counters {

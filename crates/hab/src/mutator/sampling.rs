@@ -11,6 +11,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::platform::process::ForkGate;
+
 /// One sampled allocation, as the sampler sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct AllocationSample {
@@ -114,14 +116,17 @@ impl Sampling {
         self.interval_bytes.load(Ordering::Relaxed)
     }
 
-    /// Calls the sampler, if one is still installed, outside the lock.
+    /// Calls the sampler, if one is still installed, outside the lock (which is taken inside
+    /// the fork gate, so that a `fork` never copies it held).
     #[cold]
     pub(crate) fn report(&self, sample: &AllocationSample) {
-        let sampler = self
-            .sampler
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let sampler = {
+            let _fork = ForkGate::enter();
+            self.sampler
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        };
         if let Some(sampler) = sampler {
             (sampler.callback)(sample);
         }

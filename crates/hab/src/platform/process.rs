@@ -190,6 +190,48 @@ impl ForkGate {
     }
 }
 
+/// A mutex that a `fork` never copies held: locking it enters the fork gate first, and the
+/// guard holds both. For a heap's short critical sections outside the registry, which a forked
+/// child may enter again. Not for use while the registry is locked: its guard already holds
+/// the gate, and a read lock of the gate taken again while a `fork` waits for it would wait
+/// for ever.
+#[derive(Debug, Default)]
+pub(crate) struct ForkSafeMutex<T>(std::sync::Mutex<T>);
+
+/// The lock of a [`ForkSafeMutex`]: the mutex's guard, dropped before the gate's.
+pub(crate) struct ForkSafeGuard<'a, T> {
+    guard: std::sync::MutexGuard<'a, T>,
+    _fork: ForkGate,
+}
+
+impl<T> ForkSafeMutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        ForkSafeMutex(std::sync::Mutex::new(value))
+    }
+
+    /// Locks the mutex inside the fork gate (a poisoned lock is taken as it is).
+    pub(crate) fn lock(&self) -> ForkSafeGuard<'_, T> {
+        let fork = ForkGate::enter();
+        ForkSafeGuard {
+            guard: self.0.lock().unwrap_or_else(|e| e.into_inner()),
+            _fork: fork,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for ForkSafeGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for ForkSafeGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
 extern "C" fn before_fork() {
     let guard = FORK_GATE.write().unwrap_or_else(|e| e.into_inner());
     FORK_GUARD.with(|slot| *slot.borrow_mut() = Some(guard));
@@ -328,6 +370,50 @@ mod tests {
         );
         let here = ThreadIdentity::current();
         assert!(here.is_current() && here.exists_here());
+    }
+
+    /// A fork while another thread holds a `ForkSafeMutex` waits until it is released, so the
+    /// child finds it free (a plain mutex is copied held, and the child would wait for ever).
+    #[test]
+    fn a_fork_never_copies_a_fork_safe_mutex_held() {
+        watch_forks();
+        let mutex = std::sync::Arc::new(ForkSafeMutex::new(0u32));
+        let held = std::sync::mpsc::channel();
+        let holder = {
+            let (mutex, held) = (mutex.clone(), held.0);
+            std::thread::spawn(move || {
+                let mut guard = mutex.lock();
+                *guard = 1;
+                held.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                *guard = 2;
+            })
+        };
+        held.1.recv().unwrap();
+        let forked_at = Instant::now();
+        // SAFETY: the child only tries the lock and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // The holder released before the fork: free, and its last write is there.
+            let free = mutex.0.try_lock().map(|value| *value == 2).unwrap_or(false);
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if free { 0 } else { 1 }) };
+        }
+        let waited = forked_at.elapsed();
+        let mut status = 0;
+        // SAFETY: reaps the child just forked.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        holder.join().unwrap();
+        assert!(libc::WIFEXITED(status), "child status {status}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the child found the mutex held"
+        );
+        assert!(
+            waited >= std::time::Duration::from_millis(100),
+            "forked after {waited:?}"
+        );
     }
 
     #[test]
