@@ -144,12 +144,18 @@ fn c_reliability_in_every_mode_and_under_the_sanitizers() {
 
 #[test]
 fn c_middle_levels_over_a_fake_eden() {
-    let binary = out_dir().join("levels");
-    compile("levels.c", &binary, &[]);
+    run_plain_and_sanitized("levels");
+}
+
+/// Builds `tests/c/{name}.c` at -O2 and again under the sanitizers, and runs each once.
+fn run_plain_and_sanitized(name: &str) {
+    let source = format!("{name}.c");
+    let binary = out_dir().join(name);
+    compile(&source, &binary, &[]);
     run(&binary, "");
-    let sanitized = out_dir().join("levels-sanitized");
+    let sanitized = out_dir().join(format!("{name}-sanitized"));
     compile(
-        "levels.c",
+        &source,
         &sanitized,
         &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
     );
@@ -160,16 +166,7 @@ fn c_middle_levels_over_a_fake_eden() {
 /// (`surface.c`), at -O2 and under the sanitizers; prints the table docs/embedding.md shows.
 #[test]
 fn c_every_entry_point_at_its_edges() {
-    let binary = out_dir().join("surface");
-    compile("surface.c", &binary, &[]);
-    run(&binary, "");
-    let sanitized = out_dir().join("surface-sanitized");
-    compile(
-        "surface.c",
-        &sanitized,
-        &["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
-    );
-    run(&sanitized, "");
+    run_plain_and_sanitized("surface");
 }
 
 /// The example runtime's programs (`examples/c/`), built with `runtime.c`.

@@ -194,26 +194,33 @@ const CASES: &[(&str, &str)] = &[
 fn bad_input_is_a_usage_error_naming_the_flag() {
     for (args, expected) in CASES {
         let args: Vec<&str> = args.split(' ').collect();
-        let output = hab(&args, Duration::from_secs(60));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(
-            output.status.code(),
-            Some(2),
-            "hab {}: exit status {:?}, stderr: {stderr}",
-            args.join(" "),
-            output.status
-        );
+        let stderr = usage_error(&args, Duration::from_secs(60));
         assert!(
             stderr.contains(expected),
             "hab {}: expected {expected:?} in: {stderr}",
             args.join(" ")
         );
-        assert!(
-            !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
-            "hab {}: panicked: {stderr}",
-            args.join(" ")
-        );
     }
+}
+
+/// Runs `hab` with `args` and checks that it ended with a usage error (exit 2) and no panic;
+/// returns its stderr.
+fn usage_error(args: &[&str], limit: Duration) -> String {
+    let output = hab(args, limit);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "hab {}: exit status {:?}, stderr: {stderr}",
+        args.join(" "),
+        output.status
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
+        "hab {}: panicked: {stderr}",
+        args.join(" ")
+    );
+    stderr
 }
 
 /// An empty `--middle` is an error, not `auto` in disguise; the plain `hab` mode runs with
@@ -221,12 +228,10 @@ fn bad_input_is_a_usage_error_naming_the_flag() {
 /// the run failed blaming `--middle`).
 #[test]
 fn the_hab_mode_runs_with_auto_levels_and_an_empty_list_is_refused() {
-    let output = hab(
+    let stderr = usage_error(
         &["run", "--mode", "hab", "--middle", ""],
         Duration::from_secs(60),
     );
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--middle: nothing given"), "{stderr}");
     let args = [
         "run",
@@ -399,17 +404,7 @@ fn every_flag_with_empty_garbage_negative_and_huge_values() {
         for flag in flags {
             for value in ["", "garbage", "-1", "18446744073709551616"] {
                 let argument = format!("{flag}={value}");
-                let output = hab(&[command, &argument], Duration::from_secs(30));
-                let stderr = String::from_utf8_lossy(&output.stderr);
-                assert_eq!(
-                    output.status.code(),
-                    Some(2),
-                    "hab {command} {argument}: {stderr}"
-                );
-                assert!(
-                    !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
-                    "hab {command} {argument}: {stderr}"
-                );
+                usage_error(&[command, &argument], Duration::from_secs(30));
                 tried += 1;
             }
         }

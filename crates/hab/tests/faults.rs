@@ -18,6 +18,15 @@ use hab::{
     TlabPolicy, TopologySource,
 };
 
+/// A 4 MiB heap with every other setting at its default.
+fn small_heap() -> Arc<Heap> {
+    Heap::new(
+        HeapConfig::builder().capacity("4MiB").build().unwrap(),
+        HeaderWordModel,
+    )
+    .unwrap()
+}
+
 /// A sysfs tree that knows only CPU 0, as a container or a captured topology may show.
 fn one_cpu_sysfs(name: &str) -> PathBuf {
     let root = std::env::temp_dir().join(format!("hab-faults-{name}-{}", std::process::id()));
@@ -547,11 +556,7 @@ fn wait_for_child(pid: libc::pid_t, deadline: Duration) -> Option<String> {
 #[test]
 fn forks_at_the_end_of_collections_leave_no_lock_held() {
     let _watchdog = watchdog("forks_at_collection_ends", Duration::from_secs(240));
-    let heap = Heap::new(
-        HeapConfig::builder().capacity("4MiB").build().unwrap(),
-        HeaderWordModel,
-    )
-    .unwrap();
+    let heap = small_heap();
     let stop = AtomicBool::new(false);
     let (mut forks, mut hung) = (0, 0);
     std::thread::scope(|scope| {
@@ -587,11 +592,7 @@ fn forks_at_the_end_of_collections_leave_no_lock_held() {
 /// collections ran at once).
 #[test]
 fn a_collection_outlives_the_thread_that_began_it() {
-    let heap = Heap::new(
-        HeapConfig::builder().capacity("4MiB").build().unwrap(),
-        HeaderWordModel,
-    )
-    .unwrap();
+    let heap = small_heap();
     let parked = heap.attach().park();
     let collection = std::thread::scope(|scope| scope.spawn(|| heap.collection()).join().unwrap());
     assert_eq!(
@@ -622,11 +623,7 @@ fn a_new_thread_with_the_collectors_reused_kernel_id_is_not_the_collector() {
         return;
     }
     let _watchdog = watchdog("reused_thread_id", Duration::from_secs(300));
-    let heap = Heap::new(
-        HeapConfig::builder().capacity("4MiB").build().unwrap(),
-        HeaderWordModel,
-    )
-    .unwrap();
+    let heap = small_heap();
     let gettid = || {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::syscall(libc::SYS_gettid) as i64 }
@@ -670,11 +667,7 @@ fn a_new_thread_with_the_collectors_reused_kernel_id_is_not_the_collector() {
 #[test]
 fn calls_that_would_wait_for_the_callers_own_collection() {
     let _watchdog = watchdog("own_collection", Duration::from_secs(60));
-    let heap = Heap::new(
-        HeapConfig::builder().capacity("4MiB").build().unwrap(),
-        HeaderWordModel,
-    )
-    .unwrap();
+    let heap = small_heap();
     let mut first = heap.attach();
     write_header(first.alloc(16).unwrap(), 16);
     let first = first.park();
@@ -723,14 +716,7 @@ fn calls_that_would_wait_for_the_callers_own_collection() {
 /// (it used to name this heap's first mutator too, and the object went to the wrong heap).
 #[test]
 fn a_collection_allocates_for_its_own_heaps_mutators_only() {
-    let new_heap = || {
-        Heap::new(
-            HeapConfig::builder().capacity("4MiB").build().unwrap(),
-            HeaderWordModel,
-        )
-        .unwrap()
-    };
-    let (heap_a, heap_b) = (new_heap(), new_heap());
+    let (heap_a, heap_b) = (small_heap(), small_heap());
     let parked_a = heap_a.attach().park();
     let parked_b = heap_b.attach().park();
     assert_ne!(parked_a.id(), parked_b.id());
