@@ -388,7 +388,7 @@ typedef struct hab_levels_thread hab_levels_thread;
  * TLAB. Writes the list for hab_levels_new, NUL-terminated, into buffer when its len bytes
  * hold it; returns its length (as snprintf does), 0 on error (HAB_CONFIG_ERROR: a space of 0
  * or over 16 TiB, a smallest TLAB that is not a positive multiple of 8 or is larger than the
- * space, or a space that holds no power-of-two buffer of smallest TLABs). */
+ * space, or a space that holds no power-of-two buffer of at least one smallest TLAB). */
 size_t hab_levels_auto(size_t space_bytes, size_t min_tlab_bytes, char *buffer, size_t len);
 
 /* Levels from a list like "core:1MiB" or "cpu:256KiB,package:32MiB" (the grammar of the

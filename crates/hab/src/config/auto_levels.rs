@@ -87,8 +87,8 @@ fn levels_for(
             return Err(ConfigError::new(
                 "min_tlab",
                 format!(
-                    "auto levels: no buffer of a whole number of smallest TLABs ({}) fits a \
-                     space of {} as a power of two: give a smaller min_tlab or a larger space",
+                    "auto levels: no power-of-two buffer of at least the smallest TLAB ({}) \
+                     fits a space of {}: give a smaller min_tlab or a larger space",
                     ByteSize::new(min_tlab_bytes),
                     ByteSize::new(capacity_bytes)
                 ),

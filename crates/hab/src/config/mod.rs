@@ -374,11 +374,11 @@ impl MiddleLevelSpec {
     /// # Ok::<(), hab::ConfigError>(())
     /// ```
     ///
-    /// Every buffer lies within the space and holds whole smallest TLABs.
+    /// Every buffer lies within the space and holds at least one smallest TLAB.
     ///
     /// Errors: a space of 0 or beyond Hab's 16 TiB limit, a smallest TLAB that is not a
     /// positive multiple of 8 or is larger than the space, or a space that holds no
-    /// power-of-two buffer of smallest TLABs.
+    /// power-of-two buffer of at least one smallest TLAB.
     pub fn auto(
         capacity_bytes: usize,
         min_tlab_bytes: usize,
