@@ -391,6 +391,19 @@ typedef struct hab_levels_thread hab_levels_thread;
  * space, or a space that holds no power-of-two buffer of at least one smallest TLAB). */
 size_t hab_levels_auto(size_t space_bytes, size_t min_tlab_bytes, char *buffer, size_t len);
 
+/* A list of levels (the grammar of hab_levels_new; not "auto") brought within a space (eden)
+ * of space_bytes on this machine, for a runtime given explicit sizes that must keep its
+ * buffers at any eden: each level's buffers together hold at most a quarter of the space, and
+ * each at most max_buffer_bytes (the largest piece the space hands out, such as a G1 region;
+ * 0: no bound). A level that does not fit shrinks: the lowest to a power of two of at least
+ * one smallest TLAB (min_tlab_bytes), a level above to a whole number of at least two buffers
+ * below, or it is dropped with every level above it. A list that fits comes back unchanged,
+ * so a caller can compare to tell. Writes the list as hab_levels_auto does; returns its
+ * length, 0 on error (HAB_CONFIG_ERROR: a list that does not parse, a space of 0 or over
+ * 16 TiB, a smallest TLAB that is not a positive multiple of 8 within the space). */
+size_t hab_levels_fit(const char *levels, size_t space_bytes, size_t min_tlab_bytes,
+                      size_t max_buffer_bytes, char *buffer, size_t len);
+
 /* Levels from a list like "core:1MiB" or "cpu:256KiB,package:32MiB" (the grammar of the
  * `middle` key), handing out TLABs of at most max_tlab_bytes (0: the lowest level's buffer;
  * each buffer must hold a whole number of the chunks below it), never leaving a tail shorter
@@ -456,6 +469,11 @@ hab_status hab_levels_retire_all(hab_levels *levels);
  * hab_levels_retire_all; the sizes show as buffer_bytes in hab_level_stats.
  * HAB_INVALID_ARGUMENT for a space of 0. */
 hab_status hab_levels_resize(hab_levels *levels, size_t space_bytes);
+
+/* hab_levels_resize with no buffer above max_buffer_bytes (0: no bound), the largest piece the
+ * runtime's space hands out (a G1 region), unless that is below a level's floor. */
+hab_status hab_levels_resize_within(hab_levels *levels, size_t space_bytes,
+                                    size_t max_buffer_bytes);
 
 /* The levels' statistics as JSON: a list, lowest level first, of {"level": name, "stats":
  * {allocs, foreign_allocs, refills, waste_bytes, ...}} (the fields of hab_level_stats),

@@ -2,7 +2,7 @@
 //! their own").
 
 use crate::prelude::*;
-use hab::{Level, LevelStats, MiddleLevelSpec};
+use hab::{Level, LevelStats, MiddleLevelSpec, MAX_CAPACITY_BYTES};
 
 /// The runtime's eden as C callbacks: `hab_upstream` in `hab.h`.
 #[repr(C)]
@@ -342,20 +342,109 @@ pub unsafe extern "C" fn hab_levels_resize(
     levels: *mut hab_levels,
     space_bytes: usize,
 ) -> hab_status {
+    // SAFETY: the caller's contract.
+    unsafe { resize(levels, space_bytes, 0, "hab_levels_resize") }
+}
+
+/// [`hab_levels_resize`] with no buffer above `max_buffer_bytes` (0: no bound), the largest
+/// piece the runtime's space hands out (a G1 region).
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_resize_within(
+    levels: *mut hab_levels,
+    space_bytes: usize,
+    max_buffer_bytes: usize,
+) -> hab_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        resize(
+            levels,
+            space_bytes,
+            max_buffer_bytes,
+            "hab_levels_resize_within",
+        )
+    }
+}
+
+/// The two resize entries; `max_buffer_bytes` 0 is no bound.
+///
+/// # Safety
+/// `levels` is NULL or live.
+unsafe fn resize(
+    levels: *mut hab_levels,
+    space_bytes: usize,
+    max_buffer_bytes: usize,
+    entry: &str,
+) -> hab_status {
     guarded(|| {
         // SAFETY: the caller's contract.
-        let Ok(levels) = (unsafe { live(levels, "hab_levels_resize", "levels") }) else {
+        let Ok(levels) = (unsafe { live(levels, entry, "levels") }) else {
             return HAB_INVALID_ARGUMENT;
         };
         if space_bytes == 0 {
-            return fail(
-                HAB_INVALID_ARGUMENT,
-                "hab_levels_resize: a space of 0 bytes",
-            );
+            return fail(HAB_INVALID_ARGUMENT, format!("{entry}: a space of 0 bytes"));
         }
-        levels.levels.resize_buffers(space_bytes);
+        let max_buffer_bytes = (max_buffer_bytes != 0).then_some(max_buffer_bytes);
+        levels
+            .levels
+            .resize_buffers_within(space_bytes, max_buffer_bytes);
         HAB_OK
     })
+}
+
+/// Fits a list of levels to a space (`MiddleLevelSpec::fit`): writes the list, fitted, into
+/// `buffer` as [`hab_levels_auto`] does; 0 on error.
+///
+/// # Safety
+/// `levels` is NULL or NUL-terminated; `buffer` NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_fit(
+    levels: *const c_char,
+    space_bytes: usize,
+    min_tlab_bytes: usize,
+    max_buffer_bytes: usize,
+    buffer: *mut c_char,
+    len: usize,
+) -> usize {
+    let mut written = 0;
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let Some(list) = (unsafe { text(levels) }) else {
+            return fail(
+                HAB_INVALID_ARGUMENT,
+                "hab_levels_fit: NULL (or not UTF-8) levels",
+            );
+        };
+        let parsed = match MiddleLevelSpec::parse_list(list) {
+            Ok(parsed) if !parsed.is_empty() => parsed,
+            Ok(_) => {
+                return fail(
+                    HAB_CONFIG_ERROR,
+                    "hab_levels_fit: give a list of levels (hab_levels_auto picks them)",
+                )
+            }
+            Err(error) => return fail(HAB_CONFIG_ERROR, format!("hab_levels_fit: {error}")),
+        };
+        if space_bytes == 0 || space_bytes > MAX_CAPACITY_BYTES {
+            return fail(
+                HAB_CONFIG_ERROR,
+                format!("hab_levels_fit: a space of {space_bytes} bytes (1 byte to 16TiB)"),
+            );
+        }
+        let max_buffer_bytes = (max_buffer_bytes != 0).then_some(max_buffer_bytes);
+        match MiddleLevelSpec::fit(&parsed, space_bytes, min_tlab_bytes, max_buffer_bytes) {
+            Ok(fitted) => {
+                let list = MiddleLevelSpec::list_to_string(&fitted);
+                // SAFETY: the caller's contract.
+                written = unsafe { write_text(&list, buffer, len) };
+                HAB_OK
+            }
+            Err(error) => fail(HAB_CONFIG_ERROR, format!("hab_levels_fit: {error}")),
+        }
+    });
+    written
 }
 
 /// The levels' statistics as JSON, as `hab_stats_json` writes.

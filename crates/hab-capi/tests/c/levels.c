@@ -398,6 +398,52 @@ static void resize_keeps_its_contract(void) {
     hab_levels_free(levels);
 }
 
+/* Explicit levels fitted to a small eden or a region: a list that fits comes back as given,
+ * one that does not shrinks to a list hab_levels_new takes, within the space; a resize within
+ * a largest piece stays below it. */
+static void fitted_levels(void) {
+    char list[128];
+    size_t len = hab_levels_fit("core:64KiB", EDEN_BYTES, 2048, 0, list, sizeof list);
+    CHECK(len > 0 && strcmp(list, "core:64KiB") == 0);
+    len = hab_levels_fit("cpu:1GiB,package:4GiB", EDEN_BYTES, 2048, 256u << 10, list, sizeof list);
+    CHECK(len > 0 && len < sizeof list && strlen(list) == len);
+    CHECK(strstr(list, "GiB") == NULL);
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
+    hab_levels *levels = NULL;
+    CHECK(hab_levels_new(list, 0, 16, eden.start, &upstream, &levels) == HAB_OK);
+    hab_level_stats stats[5];
+    size_t count = hab_levels_stats(levels, stats, 5);
+    CHECK(count >= 1);
+    for (size_t i = 0; i < count; i++) {
+        CHECK(stats[i].buffer_bytes >= 2048 && stats[i].buffer_bytes <= 256u << 10);
+    }
+    hab_levels_free(levels);
+    CHECK(hab_levels_fit("auto", EDEN_BYTES, 2048, 0, list, sizeof list) == 0);
+    CHECK(strstr(hab_last_error(), "hab_levels_fit") != NULL);
+    CHECK(hab_levels_fit(NULL, EDEN_BYTES, 2048, 0, list, sizeof list) == 0);
+    CHECK(hab_levels_fit("core:1MiB", 0, 2048, 0, list, sizeof list) == 0);
+    CHECK(hab_levels_fit("core:1MiB", EDEN_BYTES, 12, 0, list, sizeof list) == 0);
+    CHECK(hab_levels_fit("core:1MiB", 1024, 2048, 0, list, sizeof list) == 0);
+
+    atomic_store(&eden.top, eden.start);
+    eden.filler_count = 0;
+    CHECK(hab_levels_new("core:1MiB", 16u << 10, 8, eden.start, &upstream, &levels) == HAB_OK);
+    hab_levels_thread *thread = hab_levels_thread_new(levels);
+    uintptr_t start = 0;
+    for (int i = 0; i < 512; i++) {
+        CHECK(hab_levels_carve_tlab(thread, 16u << 10, 16u << 10, &start) == 16u << 10);
+    }
+    CHECK(hab_levels_retire_all(levels) == HAB_OK);
+    CHECK(hab_levels_resize_within(levels, EDEN_BYTES, 64u << 10) == HAB_OK);
+    CHECK(hab_levels_stats(levels, stats, 5) == 1);
+    CHECK(stats[0].buffer_bytes == 64u << 10);
+    CHECK(hab_levels_resize_within(levels, 0, 64u << 10) == HAB_INVALID_ARGUMENT);
+    CHECK(strstr(hab_last_error(), "hab_levels_resize_within") != NULL);
+    CHECK(hab_levels_resize_within(NULL, EDEN_BYTES, 0) == HAB_INVALID_ARGUMENT);
+    hab_levels_thread_free(thread);
+    hab_levels_free(levels);
+}
+
 int main(void) {
     void *memory = aligned_alloc(4096, EDEN_BYTES + 4096);
     eden.start = (uintptr_t)memory + 4096;
@@ -415,6 +461,7 @@ int main(void) {
     auto_levels_at_the_edges();
     fillers_and_tiny_buffers();
     resize_keeps_its_contract();
+    fitted_levels();
     free(eden.fillers);
     free(memory);
     return CHECK_EXIT_STATUS;

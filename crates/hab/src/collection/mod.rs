@@ -457,6 +457,7 @@ fn resize_buffers(
         },
         allocating_threads,
         range_bytes,
+        None,
         buffer_floor_bytes,
     );
     for (level, bytes) in levels.iter().zip(sizes) {

@@ -8,10 +8,11 @@ use std::str::FromStr;
 
 use crate::memory::size::{ByteSize, SizeParseError};
 use crate::platform::cpu_id::CpuIdSource;
-use crate::platform::topology::Level;
+use crate::platform::topology::{Level, Topology};
 
 pub(crate) mod auto_levels;
 mod builder;
+pub(crate) mod fit_levels;
 pub(crate) use builder::check_levels;
 pub use builder::HeapConfigBuilder;
 
@@ -411,6 +412,37 @@ impl MiddleLevelSpec {
             max_tlab_bytes: None,
         };
         auto_levels::choose(&TopologySpec::Discover, None, fit)
+    }
+
+    /// `levels` brought within a space of `space_bytes` on this machine, for a runtime that
+    /// was given explicit sizes and must keep its buffers on at any eden: each level's
+    /// buffers together hold at most a quarter of the space and each at most
+    /// `max_buffer_bytes` (the largest piece the space hands out, such as a G1 region;
+    /// `None`: no bound). A level that does not fit shrinks (the lowest to a power of two of
+    /// at least one smallest TLAB, a level above to a whole number of at least two buffers
+    /// below, or it is dropped with those above it); levels that fit come back unchanged.
+    ///
+    /// ```
+    /// use hab::MiddleLevelSpec;
+    /// let asked = MiddleLevelSpec::parse_list("cpu:16MiB")?;
+    /// let fitted = MiddleLevelSpec::fit(&asked, 1 << 20, 2048, None)?;
+    /// assert!(fitted[0].buffer_bytes < 16 << 20);
+    /// # Ok::<(), hab::ConfigError>(())
+    /// ```
+    ///
+    /// Errors: a smallest TLAB that is not a positive multiple of 8 within the space.
+    pub fn fit(
+        levels: &[MiddleLevelSpec],
+        space_bytes: usize,
+        min_tlab_bytes: usize,
+        max_buffer_bytes: Option<usize>,
+    ) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
+        let room = fit_levels::Room {
+            space_bytes,
+            min_tlab_bytes,
+            max_buffer_bytes,
+        };
+        fit_levels::fit(&Topology::discover(), levels, room)
     }
 
     /// The list as [`parse_list`](MiddleLevelSpec::parse_list) reads it.

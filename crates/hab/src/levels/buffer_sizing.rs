@@ -84,13 +84,16 @@ pub(crate) fn next_buffer_bytes(
 
 /// Resizes `levels` (lowest first) for the next cycle: `cycle_refills(level)` is the buffer
 /// refills of `level` in the cycle that ended; the threads that allocated in it, the bytes of
-/// the next range and the lowest level's floor as in [`next_buffer_bytes`]. Returns the sizes
-/// set, lowest first. Only at a collection (a refill meanwhile takes either size).
+/// the next range and the lowest level's floor as in [`next_buffer_bytes`]; no buffer above
+/// `max_buffer_bytes` where given (the largest piece the space hands out) unless a floor is.
+/// Returns the sizes set, lowest first. Only at a collection (a refill meanwhile takes either
+/// size).
 pub(crate) fn resize(
     levels: &[MiddleLevel],
     cycle_refills: impl Fn(Level) -> u64,
     allocating_threads: usize,
     range_bytes: usize,
+    max_buffer_bytes: Option<usize>,
     lowest_floor_bytes: usize,
 ) -> Vec<usize> {
     let cycles: Vec<LevelCycle> = levels
@@ -104,7 +107,8 @@ pub(crate) fn resize(
                 (0, true) => MAX_LOWEST_BYTES.min(rseq::MAX_BUFFER_BYTES),
                 (0, false) => MAX_LOWEST_BYTES,
                 _ => MAX_UPPER_BYTES,
-            },
+            }
+            .min(max_buffer_bytes.unwrap_or(usize::MAX)),
         })
         .collect();
     let sizes = next_buffer_bytes(&cycles, allocating_threads, range_bytes, lowest_floor_bytes);

@@ -337,6 +337,17 @@ impl MiddleLevels {
     /// at a collection, after [`retire_all`](MiddleLevels::retire_all) (a TLAB carved
     /// meanwhile takes either size). Returns the sizes, lowest first.
     pub fn resize_buffers(&self, space_bytes: usize) -> Vec<usize> {
+        self.resize_buffers_within(space_bytes, None)
+    }
+
+    /// [`resize_buffers`](MiddleLevels::resize_buffers) with no buffer above
+    /// `max_buffer_bytes` (the largest piece the runtime's space hands out, such as a G1
+    /// region; `None`: no such bound), unless that is below a level's floor (the floor wins).
+    pub fn resize_buffers_within(
+        &self,
+        space_bytes: usize,
+        max_buffer_bytes: Option<usize>,
+    ) -> Vec<usize> {
         let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         let sum = |count: &dyn Fn(&ThreadCounters) -> u64| -> u64 {
             threads.iter().map(|counters| count(counters)).sum()
@@ -366,6 +377,7 @@ impl MiddleLevels {
             |level| refills(level).saturating_sub(resizing.refills[level.index()]),
             threads.len(),
             space_bytes,
+            max_buffer_bytes,
             resizing.floor_bytes.max(WORD_BYTES),
         );
         for level in self.levels.iter() {
