@@ -129,12 +129,20 @@ if ! cmp -s "$applied" "$here/hab.patch"; then
   (cd "$source_dir" && run patch -p1 --fuzz=0 <"$here/hab.patch")
   cp "$here/hab.patch" "$applied"
 fi
-# jvm/hotspot/src mirrors the source's src/; hab.h comes from libhab's own include/.
+# jvm/hotspot/src mirrors the source's src/; hab.h comes from libhab's own include/. The
+# files copied are listed beside the tree, so that one no longer in jvm/hotspot/src (moved or
+# gone) is removed from it; the first list names the files of the Parallel-only layout.
 copy_if_changed() { cmp -s "$1" "$2" || cp "$1" "$2"; }
+copied="$work/copied.list"
+[ -f "$copied" ] || printf '%s\n' hotspot/share/gc/parallel/psHab.cpp \
+  hotspot/share/gc/parallel/psHab.hpp hotspot/share/gc/parallel/hab.h >"$copied"
+now="$( (cd "$here/src" && find . -type f | sed 's|^\./||'); echo hotspot/share/gc/shared/hab.h)"
+{ grep -vxF -f <(echo "$now") "$copied" || true; } | while read -r gone; do rm -f "$source_dir/src/$gone"; done
+echo "$now" >"$copied"
 (cd "$here/src" && find . -type f) | while read -r new; do
   copy_if_changed "$here/src/$new" "$source_dir/src/$new"
 done
-copy_if_changed "$repo/crates/hab-capi/include/hab.h" "$source_dir/src/hotspot/share/gc/parallel/hab.h"
+copy_if_changed "$repo/crates/hab-capi/include/hab.h" "$source_dir/src/hotspot/share/gc/shared/hab.h"
 
 step "make hotspot (JOBS=${JOBS:-$(nproc)})"
 make_started=$(date +%s)
@@ -170,7 +178,8 @@ install -m 0755 "$repo/target/release/libhab_capi.so" "$jdk/lib/server/libhab.so
 
 step "smoke test"
 run "$jdk/bin/java" -XX:+UseParallelGC -XX:+UseHAB -Xlog:gc+tlab=debug -version
-"$jdk/bin/java" -XX:+UseParallelGC -XX:+UseHAB -version 2>&1 | tee -a "$log"
+run "$jdk/bin/java" -XX:+UseG1GC -XX:+UseHAB -Xlog:gc+tlab=debug -version
+"$jdk/bin/java" -XX:+UseHAB -Xlog:gc+init -version 2>&1 | grep -i "hab\|version" | tee -a "$log"
 step "the HAB flags under bad values (jvm/hotspot/flags.sh)"
 JDK="$jdk" run "$here/flags.sh"
 echo "built in $(( $(date +%s) - started )) s: $jdk/bin/java -XX:+UseHAB" | tee -a "$log"

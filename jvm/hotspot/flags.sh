@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # HotSpot's HAB flags under bad values, on the JVM that build.sh made: each case starts the VM
-# with -XX:+UseParallelGC -XX:+UseHAB and one flag, and checks how it ends (a clean start-up
+# with -XX:+UseHAB and its flags (and -XX:+UseParallelGC where they name no collector), and checks how it ends (a clean start-up
 # error with a message naming the flag, or a run that says what it did with HABs) and that it never crashes (no signal, no
 # hs_err file). Prints a Markdown table of what each case printed; exit 1 if any case failed.
 #
@@ -14,7 +14,7 @@ java="$(realpath -m "${JDK:-$repo/target/hotspot-hab/jdk}")/bin/java"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# FLAG<tab>EXPECTED (run: the VM starts; fail: start-up fails)<tab>TEXT it prints
+# FLAGS (separated by spaces)<tab>EXPECTED (run: the VM starts; fail: start-up fails)<tab>TEXT it prints
 cases=$(cat <<'CASES'
 -XX:HABLevels=	fail	-XX:HABLevels is empty
 -XX:HABLevels:=	fail	-XX:HABLevels is empty
@@ -26,7 +26,7 @@ cases=$(cat <<'CASES'
 -XX:HABLevels=banana	fail	-XX:HABLevels=banana
 -XX:HABLevels=core:-1M	fail	-XX:HABLevels=core:-1M
 -XX:HABLevels=core:99999999999999999999	fail	-XX:HABLevels=core:99999999999999999999
--XX:HABLevels=core:1T	run	HABs turned off
+-XX:HABLevels=core:1T	run	does not fit eden
 -XX:HABLevels=cpu:8	fail	must hold at least 4 smallest fillers
 -XX:HABLevels=cpu:24	fail	must hold at least 4 smallest fillers
 -XX:HABLevels=cpu:1K	fail	smaller than the smallest TLAB
@@ -39,6 +39,13 @@ cases=$(cat <<'CASES'
 -XX:HABLevels=AUTO	fail	-XX:HABLevels=AUTO
 -XX:HABCpuId=getcpu	run	CPU id getcpu
 -Xmx4m	run	HAB: levels
+-Xmn1m -XX:HABLevels=cpu:256K,core:2M	run	does not fit eden of
+-XX:+UseG1GC	run	over G1 eden regions
+-XX:+UseG1GC -Xmx64m -Xmn4m -XX:HABLevels=cpu:256K,core:2M	run	does not fit G1 eden regions
+-XX:+UseG1GC -Xmx16m	run	over G1 eden regions
+-XX:+UseG1GC -Xlog:disable -XX:HABLevels=core:1T	run	does not fit G1 eden regions
+-XX:+UseSerialGC	run	not serial gc; HABs turned off
+-XX:-UseTLAB	run	-XX:-UseTLAB turns them off; HABs turned off
 CASES
 )
 
@@ -53,7 +60,9 @@ echo "| flag | expected | exit | what the JVM printed |"
 echo "| --- | --- | --- | --- |"
 while IFS=$'\t' read -r flag expected text; do
   rm -f "$work"/hs_err*
-  output=$(cd "$work" && "$java" -XX:+UseParallelGC -XX:+UseHAB "$flag" -Xlog:gc+init -version 2>&1)
+  read -r -a flags <<<"$flag"
+  grep -qE -- '-XX:\+Use[A-Za-z0-9]+GC' <<<"$flag" || flags=(-XX:+UseParallelGC "${flags[@]}")
+  output=$(cd "$work" && "$java" -XX:+UseHAB -Xlog:gc+init "${flags[@]}" -version 2>&1)
   status=$?
   problem=""
   if [ "$status" -gt 128 ] || ls "$work"/hs_err* >/dev/null 2>&1 || grep -q "SIGSEGV\|fatal error" <<<"$output"; then
@@ -65,7 +74,7 @@ while IFS=$'\t' read -r flag expected text; do
   elif ! grep -qF -- "$text" <<<"$output"; then
     problem="no \"$text\" in its output"
   fi
-  said=$(grep -E "UseHAB|HAB:|Error" <<<"$output" | head -2 | sed 's/^\[[^]]*\]\[[^]]*\]\[[^]]*\] *//' | tr '\n' ' ' | sed 's/|/\\|/g; s/ *$//')
+  said=$(grep -E "UseHAB|HABLevels|HAB:|Error" <<<"$output" | head -2 | sed 's/^\[[^]]*\]\[[^]]*\]\[[^]]*\] *//' | tr '\n' ' ' | sed 's/|/\\|/g; s/ *$//')
   # A long value is shown by its start and its length.
   shown=$flag
   [ "${#flag}" -gt 80 ] && shown="$(sed -E 's/(.)\1{19,}/\1\1…\1\1/g' <<<"$flag") (${#flag} characters)"

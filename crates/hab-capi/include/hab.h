@@ -397,8 +397,8 @@ size_t hab_levels_auto(size_t space_bytes, size_t min_tlab_bytes, char *buffer, 
  * each at most max_buffer_bytes (the largest piece the space hands out, such as a G1 region;
  * 0: no bound). A level that does not fit shrinks: the lowest to a power of two of at least
  * one smallest TLAB (min_tlab_bytes), a level above to a whole number of at least two buffers
- * below, or it is dropped with every level above it. A list that fits comes back unchanged,
- * so a caller can compare to tell. Writes the list as hab_levels_auto does; returns its
+ * below, or it is dropped with every level above it. A list that fits comes back as given
+ * (the same text), so a caller can compare to tell. Writes the list as hab_levels_auto does; returns its
  * length, 0 on error (HAB_CONFIG_ERROR: a list that does not parse, a space of 0 or over
  * 16 TiB, a smallest TLAB that is not a positive multiple of 8 within the space). */
 size_t hab_levels_fit(const char *levels, size_t space_bytes, size_t min_tlab_bytes,

@@ -436,7 +436,12 @@ pub unsafe extern "C" fn hab_levels_fit(
         let max_buffer_bytes = (max_buffer_bytes != 0).then_some(max_buffer_bytes);
         match MiddleLevelSpec::fit(&parsed, space_bytes, min_tlab_bytes, max_buffer_bytes) {
             Ok(fitted) => {
-                let list = MiddleLevelSpec::list_to_string(&fitted);
+                // A list that fits comes back as it was given, so the caller can compare.
+                let list = if fitted == parsed {
+                    list.trim().to_string()
+                } else {
+                    MiddleLevelSpec::list_to_string(&fitted)
+                };
                 // SAFETY: the caller's contract.
                 written = unsafe { write_text(&list, buffer, len) };
                 HAB_OK

@@ -14,7 +14,7 @@
 //! Levels that fit are returned unchanged, so a caller can tell "fitted" by comparing.
 
 use crate::config::auto_levels::power_of_two_within;
-use crate::config::{ConfigError, MiddleLevelSpec};
+use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
 use crate::memory::size::ByteSize;
 use crate::memory::words::WORD_BYTES;
 use crate::platform::topology::Topology;
@@ -33,8 +33,9 @@ pub(crate) struct Room {
     pub(crate) max_buffer_bytes: Option<usize>,
 }
 
-/// `levels` (lowest first) fitted to `room` on `topology`. Errors only where the smallest
-/// TLAB is not a positive multiple of 8 within the space.
+/// `levels` (lowest first) fitted to `room` on `topology`. Errors: levels the middle levels
+/// would refuse as given (out of order, not multiples of the level below...), and a smallest
+/// TLAB that is not a positive multiple of 8 within the space.
 pub(crate) fn fit(
     topology: &Topology,
     levels: &[MiddleLevelSpec],
@@ -58,6 +59,9 @@ pub(crate) fn fit(
             ),
         ));
     }
+    // A list the levels would refuse as given is refused here with the same words.
+    let lowest_bytes = levels.first().map_or(0, |lowest| lowest.buffer_bytes);
+    check_levels(levels, lowest_bytes, WORD_BYTES)?;
     let max_buffer_bytes = max_buffer_bytes.unwrap_or(space_bytes).min(space_bytes);
     let mut fitted: Vec<MiddleLevelSpec> = Vec::with_capacity(levels.len());
     for spec in levels {
@@ -163,7 +167,7 @@ mod tests {
     #[test]
     fn an_upper_level_stays_a_whole_number_of_the_lower_buffers() {
         let topology = Topology::simulated("2x4x1").unwrap();
-        let levels = MiddleLevelSpec::parse_list("cpu:96KiB,package:4MiB").unwrap();
+        let levels = MiddleLevelSpec::parse_list("cpu:96KiB,package:4608KiB").unwrap();
         let room = Room {
             space_bytes: 8 * MIB,
             min_tlab_bytes: 2 * KIB,
@@ -174,6 +178,19 @@ mod tests {
         assert_eq!(fitted[1].level, Level::Package);
         assert!(fitted[1].buffer_bytes <= MIB);
         assert_eq!(fitted[1].buffer_bytes % fitted[0].buffer_bytes, 0);
+    }
+
+    #[test]
+    fn levels_out_of_order_are_refused_as_given() {
+        let topology = Topology::simulated("1x2x1").unwrap();
+        let levels = MiddleLevelSpec::parse_list("core:1MiB,cpu:64KiB").unwrap();
+        let room = Room {
+            space_bytes: 64 * MIB,
+            min_tlab_bytes: 2 * KIB,
+            max_buffer_bytes: None,
+        };
+        let error = fit(&topology, &levels, room).unwrap_err();
+        assert!(error.to_string().contains("lowest first"), "{error}");
     }
 
     #[test]

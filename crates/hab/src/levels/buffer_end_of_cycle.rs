@@ -12,6 +12,11 @@
 //! last refills, which shrinks toward nothing as the space runs out, as the TLABs' end of
 //! the cycle (`labs/end_of_cycle.rs`) does one level down.
 //!
+//! A short refill still takes at least what the request that found the buffer empty desires
+//! (a TLAB of its desired size, or the buffer of the level below), so the end of a cycle one
+//! level up never cuts a TLAB short: a TLAB smaller than it asked for is one more TLAB refill
+//! (in HotSpot, a call into the runtime), and its own end of the cycle is the TLABs' business.
+//!
 //! The price is refills: from `buffers × SHARE_DIVISOR` whole buffers left, each refill
 //! takes a fixed fraction of what is left, so running out takes about `buffers ×
 //! SHARE_DIVISOR × ln(left / smallest chunk)` refills more per cycle (a few dozen per
@@ -31,32 +36,42 @@ use crate::memory::words::WORD_BYTES;
 /// this (a quarter: what the buffers can hold at the end is a quarter of what was left).
 pub(crate) const SHARE_DIVISOR: usize = 4;
 
+/// What the request that found a buffer empty asks for: at least `min` bytes, `desired` if it
+/// can.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Request {
+    pub(crate) min: usize,
+    pub(crate) desired: usize,
+}
+
 /// The bytes a buffer of a level of `buffers` buffers of `buffer_bytes` asks of the space
-/// above at a refill for a request of at least `min_bytes` when that space has `free_bytes`
-/// left (`None`: it does not say, or the end of a cycle is off): the whole buffer (at least
-/// the request), or its share of what is left when that is smaller, a multiple of the
-/// request's minimum (which keeps every chunk a multiple of the heap's alignment) and at
-/// least that minimum.
+/// above at a refill for `request` when that space has `free_bytes` left (`None`: it does not
+/// say, or the end of a cycle is off): the whole buffer (at least the request's minimum), or
+/// its share of what is left when that is smaller, a multiple of the request's minimum (which
+/// keeps every chunk a multiple of the heap's alignment) and at least what the request
+/// desires (within the whole buffer).
 ///
 /// ```text
-/// buffer 8 MiB, 2 buffers, 1 GiB left  -> 8 MiB
-/// buffer 8 MiB, 2 buffers, 40 MiB left -> 5 MiB
-/// buffer 8 MiB, 2 buffers, 1 MiB left  -> 128 KiB
+/// buffer 8 MiB, 2 buffers, 1 GiB left,  TLAB 4 KiB   -> 8 MiB
+/// buffer 8 MiB, 2 buffers, 40 MiB left, TLAB 4 KiB   -> 5 MiB
+/// buffer 8 MiB, 2 buffers, 1 MiB left,  TLAB 4 KiB   -> 128 KiB
+/// buffer 8 MiB, 2 buffers, 1 MiB left,  TLAB 228 KiB -> 228 KiB
 /// ```
 #[inline]
 pub(crate) fn refill_bytes(
     buffer_bytes: usize,
     buffers: usize,
     free_bytes: Option<usize>,
-    min_bytes: usize,
+    request: Request,
 ) -> usize {
+    let min_bytes = request.min;
     let whole = buffer_bytes.max(min_bytes);
     let Some(free) = free_bytes else {
         return whole;
     };
     let unit = min_bytes.max(WORD_BYTES);
     let share = free / buffers.max(1).saturating_mul(SHARE_DIVISOR) / unit * unit;
-    whole.min(share).max(min_bytes)
+    whole.min(share.max(request.desired)).max(min_bytes)
 }
 
 #[cfg(test)]
@@ -65,24 +80,57 @@ mod tests {
 
     const MIB: usize = 1 << 20;
 
+    /// A request that asks for exactly `bytes`.
+    fn exact(bytes: usize) -> Request {
+        Request {
+            min: bytes,
+            desired: bytes,
+        }
+    }
+
+    #[test]
+    fn a_short_refill_still_serves_the_request_at_its_desired_size() {
+        let tlab = Request {
+            min: 128 << 10,
+            desired: 228 << 10,
+        };
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(MIB), tlab), 228 << 10);
+        // Within the whole buffer.
+        assert_eq!(refill_bytes(192 << 10, 2, Some(MIB), tlab), 192 << 10);
+        // Where the share is larger, the share.
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(16 * MIB), tlab), 2 * MIB);
+    }
+
     #[test]
     fn a_whole_buffer_until_its_share_of_what_is_left_is_smaller() {
-        assert_eq!(refill_bytes(8 * MIB, 2, None, 4096), 8 * MIB);
-        assert_eq!(refill_bytes(8 * MIB, 2, Some(1 << 30), 4096), 8 * MIB);
-        assert_eq!(refill_bytes(8 * MIB, 2, Some(64 * MIB), 4096), 8 * MIB);
-        assert_eq!(refill_bytes(8 * MIB, 2, Some(40 * MIB), 4096), 5 * MIB);
-        assert_eq!(refill_bytes(8 * MIB, 2, Some(MIB), 4096), 128 << 10);
+        assert_eq!(refill_bytes(8 * MIB, 2, None, exact(4096)), 8 * MIB);
+        assert_eq!(
+            refill_bytes(8 * MIB, 2, Some(1 << 30), exact(4096)),
+            8 * MIB
+        );
+        assert_eq!(
+            refill_bytes(8 * MIB, 2, Some(64 * MIB), exact(4096)),
+            8 * MIB
+        );
+        assert_eq!(
+            refill_bytes(8 * MIB, 2, Some(40 * MIB), exact(4096)),
+            5 * MIB
+        );
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(MIB), exact(4096)), 128 << 10);
         // A multiple of the request's minimum (or of 8), never below it.
-        assert_eq!(refill_bytes(8 * MIB, 3, Some(1000), 8), 80);
-        assert_eq!(refill_bytes(8 * MIB, 3, Some(1000), 0), 80);
-        assert_eq!(refill_bytes(8 * MIB, 2, Some(100_000), 4096), 12288);
-        assert_eq!(refill_bytes(8 * MIB, 2, Some(0), 4096), 4096);
+        assert_eq!(refill_bytes(8 * MIB, 3, Some(1000), exact(8)), 80);
+        assert_eq!(refill_bytes(8 * MIB, 3, Some(1000), exact(0)), 80);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(100_000), exact(4096)), 12288);
+        assert_eq!(refill_bytes(8 * MIB, 2, Some(0), exact(4096)), 4096);
         // A request larger than the buffer asks for itself, shrinking or not.
-        assert_eq!(refill_bytes(4096, 2, None, 8192), 8192);
-        assert_eq!(refill_bytes(4096, 2, Some(1 << 30), 8192), 8192);
+        assert_eq!(refill_bytes(4096, 2, None, exact(8192)), 8192);
+        assert_eq!(refill_bytes(4096, 2, Some(1 << 30), exact(8192)), 8192);
         // No buffers counts as one; no overflow on the largest numbers.
-        assert_eq!(refill_bytes(8 * MIB, 0, Some(4 * MIB), 8), MIB);
-        assert_eq!(refill_bytes(usize::MAX, usize::MAX, Some(usize::MAX), 8), 8);
+        assert_eq!(refill_bytes(8 * MIB, 0, Some(4 * MIB), exact(8)), MIB);
+        assert_eq!(
+            refill_bytes(usize::MAX, usize::MAX, Some(usize::MAX), exact(8)),
+            8
+        );
     }
 
     /// What a synthetic cycle left: the bytes in buffers when the space ran out, and the
@@ -120,7 +168,12 @@ mod tests {
                 bound += buffers - buffer;
             }
             if left[buffer] < tlab_bytes {
-                let want = refill_bytes(buffer_bytes, buffers, shrink.then_some(free), tlab_bytes);
+                let want = refill_bytes(
+                    buffer_bytes,
+                    buffers,
+                    shrink.then_some(free),
+                    exact(tlab_bytes),
+                );
                 if free < tlab_bytes {
                     return Ending {
                         left_in_buffers: left.iter().sum(),

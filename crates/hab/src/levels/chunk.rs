@@ -112,9 +112,11 @@ pub(crate) trait RefillThread {
     /// Carves from the global heap.
     fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk>;
     /// The bytes a buffer of shape `shape` asks of the level above at a refill for a request
-    /// of at least `min` bytes: the level's buffer size (or `min`, if larger), or less near
-    /// the end of a cycle (`buffer_end_of_cycle.rs`).
-    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize) -> usize {
+    /// of at least `min` bytes that desires `desired`: the level's buffer size (or `min`, if
+    /// larger), or less near the end of a cycle, never below the request's `desired`
+    /// (`buffer_end_of_cycle.rs`).
+    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize, desired: usize) -> usize {
+        let _ = desired;
         shape.buffer_bytes().max(min)
     }
     /// A refill of the level at `index` asked for less than a whole buffer and installed

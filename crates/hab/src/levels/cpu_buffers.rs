@@ -223,7 +223,7 @@ fn refill<E: RefillThread>(
     let (chunk, short) = match sidelined {
         Some(chunk) => (Some(chunk), false),
         None => {
-            let bytes = env.buffer_refill_bytes(level, min);
+            let bytes = env.buffer_refill_bytes(level, min, desired);
             (
                 above(env, min, bytes),
                 bytes < level.buffer_bytes().max(min),

@@ -486,7 +486,7 @@ fn refill(
         words::address(base, tail_top),
         words::address(base, tail_end),
     );
-    let buffer_bytes = env.buffer_refill_bytes(&level.shape, min);
+    let buffer_bytes = env.buffer_refill_bytes(&level.shape, min, desired);
     let Some(chunk) = carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env) else {
         buffer.install(seen, tail_end, tail_end, level.min_tail_words());
         return None;

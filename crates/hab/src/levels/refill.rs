@@ -282,9 +282,15 @@ impl RefillThread for Refill<'_> {
 
     /// A whole buffer, or its share of what the space above has left near the end of a
     /// cycle.
-    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize) -> usize {
+    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize, desired: usize) -> usize {
         let free_bytes = self.above.free_bytes();
-        buffer_end_of_cycle::refill_bytes(shape.buffer_bytes(), shape.buffers(), free_bytes, min)
+        let request = buffer_end_of_cycle::Request { min, desired };
+        buffer_end_of_cycle::refill_bytes(
+            shape.buffer_bytes(),
+            shape.buffers(),
+            free_bytes,
+            request,
+        )
     }
 
     fn short_refill(&mut self, index: usize) {

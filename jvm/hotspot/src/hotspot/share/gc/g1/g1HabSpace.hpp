@@ -1,0 +1,30 @@
+/*
+ * Part of Hab's changes to HotSpot. Like HotSpot, this file is free software under the GNU
+ * General Public License version 2 only, with the Classpath exception; see
+ * jvm/hotspot/LICENSE in Hab's repository.
+ */
+
+#ifndef SHARE_GC_G1_G1HABSPACE_HPP
+#define SHARE_GC_G1_G1HABSPACE_HPP
+
+#include "gc/shared/habLevels.hpp"
+
+// G1's side of HABs: buffers are carved from the mutator allocation region of the thread's
+// node (the retained region first), with the compare-and-swap on its top a TLAB takes; so a
+// buffer never straddles a region, and a region's top, used() and the eden sizing count
+// buffered bytes as used eden. Never the slow path: a new region or a pause is the
+// collector's own path, taken outside the levels when a carve finds no room.
+class G1HabSpace : public HabSpace {
+ public:
+  virtual const char* name() const { return "G1 eden regions"; }
+  virtual HeapWord* base() const;
+  virtual HeapWord* carve(size_t min_words, size_t desired_words, size_t* actual_words);
+  // The regions the young target has left, and what the current region has.
+  virtual size_t free_bytes() const;
+  // Eden's target: the young target less the survivors, at least one region.
+  virtual size_t eden_bytes() const;
+  // Half a region: G1's largest TLAB.
+  virtual size_t max_buffer_bytes() const;
+};
+
+#endif // SHARE_GC_G1_G1HABSPACE_HPP

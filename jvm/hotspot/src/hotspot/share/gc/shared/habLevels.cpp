@@ -1,0 +1,333 @@
+/*
+ * Part of Hab's changes to HotSpot. Like HotSpot, this file is free software under the GNU
+ * General Public License version 2 only, with the Classpath exception; see
+ * jvm/hotspot/LICENSE in Hab's repository.
+ */
+
+#include "precompiled.hpp"
+#include "jvm_io.h"
+#include "gc/shared/collectedHeap.hpp"
+#include "gc/shared/habLevels.hpp"
+#include "gc/shared/threadLocalAllocBuffer.hpp"
+#include "logging/log.hpp"
+#include "logging/logStream.hpp"
+#include "runtime/atomic.hpp"
+#include "runtime/globals.hpp"
+#include "runtime/globals_extension.hpp"
+#include "runtime/os.hpp"
+#include "runtime/safepoint.hpp"
+#include "utilities/ostream.hpp"
+
+// Only the declarations: HotSpot calls libhab through pointers resolved at start-up.
+#define HAB_NO_INLINE_RSEQ
+#include "gc/shared/hab.h"
+
+#include <pthread.h>
+
+// The entries of libhab that HotSpot calls.
+#define HAB_ENTRIES(f)           \
+  f(hab_abi_version)             \
+  f(hab_last_error)              \
+  f(hab_levels_auto)             \
+  f(hab_levels_fit)              \
+  f(hab_levels_new_with_cpu_id)  \
+  f(hab_levels_max_tlab_bytes)   \
+  f(hab_levels_buffered_bytes)   \
+  f(hab_levels_thread_new)       \
+  f(hab_levels_thread_free)      \
+  f(hab_levels_carve_tlab)       \
+  f(hab_levels_retire_all)       \
+  f(hab_levels_resize_within)    \
+  f(hab_levels_stats)            \
+  f(hab_level_stats_line)        \
+  f(hab_levels_tlabs_past_levels)
+
+#define HAB_DECLARE_ENTRY(name) static decltype(&::name) _##name = NULL;
+HAB_ENTRIES(HAB_DECLARE_ENTRY)
+#undef HAB_DECLARE_ENTRY
+
+static const size_t MAX_LEVELS = 5;
+
+static HabSpace* _space = NULL;
+static hab_levels* _levels = NULL;
+// Whether the buffers follow the allocation (HABLevels=auto): resized at each collection.
+static bool _follow = false;
+static size_t _max_tlab_words = 0;
+// Each thread's handle on the levels; freed by the key's destructor when the thread exits.
+static pthread_key_t _thread_key;
+static THREAD_LOCAL hab_levels_thread* _thread = NULL;
+// TLABs the levels left to the collector: larger than the lowest buffer, or asked when the
+// space above had no room for a buffer; and their words.
+static volatile size_t _larger_tlabs = 0;
+static volatile size_t _larger_words = 0;
+static volatile size_t _declined_tlabs = 0;
+// The figures at the previous retire, to log what happened since.
+static hab_level_stats _previous[MAX_LEVELS];
+static size_t _retires = 0;
+static size_t _collections = 0;
+
+// Hab's upstream: the collector's space. Carves desired bytes, or what is left when that is at
+// least min.
+static size_t carve_from_space(void*, size_t min_bytes, size_t desired_bytes, uintptr_t* start) {
+  size_t actual_words = 0;
+  HeapWord* result = _space->carve(min_bytes / HeapWordSize, desired_bytes / HeapWordSize,
+                                   &actual_words);
+  if (result == NULL) {
+    return 0;
+  }
+  *start = (uintptr_t)result;
+  return actual_words * HeapWordSize;
+}
+
+// What the space has left: buffers refilled near its end take a share of it, not a whole
+// buffer, so that little is left in them at the collection.
+static size_t free_in_space(void*) {
+  return _space->free_bytes();
+}
+
+// Hab's filler writer: HotSpot's filler objects (int arrays, or an Object for two words).
+static void write_filler(void*, uintptr_t start, size_t bytes) {
+  CollectedHeap::fill_with_objects((HeapWord*)start, bytes / HeapWordSize);
+}
+
+static void free_thread_handle(void* handle) {
+  _hab_levels_thread_free((hab_levels_thread*)handle);
+}
+
+// Where libhab is: -XX:HABLibrary, else beside libjvm.so. False when that cannot be told.
+static bool library_path(char* path, size_t size) {
+  if (HABLibrary != NULL) {
+    jio_snprintf(path, size, "%s", HABLibrary);
+    return true;
+  }
+  os::jvm_path(path, (jint)size);
+  char* slash = strrchr(path, '/');
+  if (slash == NULL) {
+    return false;
+  }
+  jio_snprintf(slash + 1, size - (slash + 1 - path), "libhab.so.1");
+  return true;
+}
+
+// Turns HABs off where they cannot work at all, saying why on the VM's warning stream
+// (which -Xlog options do not hide).
+static bool turn_off(const char* why) {
+  warning("-XX:+UseHAB: %s; HABs turned off, TLABs come from the collector as without them", why);
+  FLAG_SET_ERGO(UseHAB, false);
+  delete _space;
+  _space = NULL;
+  return true;
+}
+
+// The levels for this space, written into `levels`: HABLevels=auto's for the space's size, or
+// the list given; either brought within the space (hab_levels_fit), with a warning where a
+// given list had to shrink. False after printing why.
+static bool choose_levels(char* levels, size_t size) {
+  size_t eden_bytes = _space->eden_bytes();
+  size_t max_buffer_bytes = _space->max_buffer_bytes();
+  size_t min_tlab_bytes = ThreadLocalAllocBuffer::min_size() * HeapWordSize;
+  char automatic[256];
+  const char* asked = HABLevels;
+  if (strcmp(HABLevels, "auto") == 0) {
+    size_t length = _hab_levels_auto(eden_bytes, min_tlab_bytes, automatic, sizeof(automatic));
+    if (length == 0 || length >= sizeof(automatic)) {
+      log_error(gc, init)("UseHAB: -XX:HABLevels=auto for %s of " SIZE_FORMAT "K: %s",
+                          _space->name(), eden_bytes / K,
+                          length == 0 ? _hab_last_error() : "too long a list");
+      return false;
+    }
+    asked = automatic;
+    _follow = true;
+  }
+  size_t length = _hab_levels_fit(asked, eden_bytes, min_tlab_bytes, max_buffer_bytes, levels, size);
+  if (length == 0 || length >= size) {
+    log_error(gc, init)("UseHAB: -XX:HABLevels=%s for %s of " SIZE_FORMAT "K: %s", HABLevels,
+                        _space->name(), eden_bytes / K,
+                        length == 0 ? _hab_last_error() : "too long a list");
+    return false;
+  }
+  if (!_follow && strcmp(levels, HABLevels) != 0) {
+    char each[64] = "";
+    if (max_buffer_bytes != 0) {
+      jio_snprintf(each, sizeof(each), ", and each buffer at most " SIZE_FORMAT "K",
+                   max_buffer_bytes / K);
+    }
+    warning("-XX:HABLevels=%s does not fit %s of " SIZE_FORMAT "K (each level's buffers hold at "
+            "most a quarter of it%s): using -XX:HABLevels=%s", HABLevels, _space->name(),
+            eden_bytes / K, each, levels);
+  }
+  return true;
+}
+
+bool HabLevels::initialize(HabSpace* space) {
+  _space = space;
+  char path[JVM_MAXPATHLEN];
+  if (!library_path(path, sizeof(path))) {
+    return turn_off("cannot tell where libjvm.so is, so where libhab.so.1 is (give -XX:HABLibrary)");
+  }
+  char error[1024];
+  void* library = os::dll_load(path, error, sizeof(error));
+  if (library == NULL) {
+    if (HABLibrary != NULL) {
+      log_error(gc, init)("UseHAB: cannot load %s (-XX:HABLibrary): %s", path, error);
+      return false;
+    }
+    char why[JVM_MAXPATHLEN + sizeof(error) + 64];
+    jio_snprintf(why, sizeof(why), "cannot load %s (-XX:HABLibrary names another): %s", path, error);
+    return turn_off(why);
+  }
+#define HAB_RESOLVE_ENTRY(name)                                                 \
+  _##name = (decltype(&::name))os::dll_lookup(library, #name);                  \
+  if (_##name == NULL) {                                                        \
+    log_error(gc, init)("UseHAB: %s lacks %s (too old a libhab?)", path, #name); \
+    return false;                                                               \
+  }
+  HAB_ENTRIES(HAB_RESOLVE_ENTRY)
+#undef HAB_RESOLVE_ENTRY
+  if (_hab_abi_version() != HAB_ABI_VERSION) {
+    log_error(gc, init)("UseHAB: %s has ABI version %u, this JVM was built for %d",
+                        path, (unsigned)_hab_abi_version(), HAB_ABI_VERSION);
+    return false;
+  }
+  // HotSpot keeps an empty string flag (-XX:HABLevels=) as NULL: say so rather than use it.
+  if (HABLevels == NULL || HABLevels[0] == '\0') {
+    log_error(gc, init)("UseHAB: -XX:HABLevels is empty: give auto, or a list of levels, lowest "
+                        "first, such as cpu:256K,core:2M");
+    return false;
+  }
+  if (HABCpuId == NULL || HABCpuId[0] == '\0') {
+    log_error(gc, init)("UseHAB: -XX:HABCpuId is empty: give rseq or getcpu");
+    return false;
+  }
+  char chosen[256];
+  if (!choose_levels(chosen, sizeof(chosen))) {
+    return false;
+  }
+  hab_upstream upstream = {carve_from_space, write_filler, NULL, free_in_space};
+  size_t min_filler_bytes = CollectedHeap::min_fill_size() * HeapWordSize;
+  uintptr_t base = (uintptr_t)_space->base();
+  hab_status status = _hab_levels_new_with_cpu_id(chosen, HABCpuId, 0, min_filler_bytes, base,
+                                                  &upstream, &_levels);
+  if (status != HAB_OK) {
+    log_error(gc, init)("UseHAB: -XX:HABLevels=%s (%s) -XX:HABCpuId=%s: %s",
+                        HABLevels, chosen, HABCpuId, _hab_last_error());
+    return false;
+  }
+  _max_tlab_words = _hab_levels_max_tlab_bytes(_levels) / HeapWordSize;
+  if (_max_tlab_words < ThreadLocalAllocBuffer::min_size()) {
+    // No TLAB would ever go through the levels.
+    log_error(gc, init)("UseHAB: the TLABs -XX:HABLevels=%s hands out (" SIZE_FORMAT " bytes, its "
+                        "lowest buffer) are smaller than the smallest TLAB (" SIZE_FORMAT
+                        " bytes, -XX:MinTLABSize): give larger buffers",
+                        chosen, _max_tlab_words * HeapWordSize,
+                        ThreadLocalAllocBuffer::min_size() * HeapWordSize);
+    return false;
+  }
+  if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {
+    log_error(gc, init)("UseHAB: no thread-specific key left");
+    return false;
+  }
+  log_info(gc, init)("HAB: levels %s%s over %s (" SIZE_FORMAT "K), CPU id %s, TLABs up to "
+                     SIZE_FORMAT "K through them (%s)",
+                     chosen, _follow ? " (auto)" : "", _space->name(),
+                     _space->eden_bytes() / K, HABCpuId, _max_tlab_words * HeapWordSize / K, path);
+  return true;
+}
+
+// The calling thread's handle, made on its first TLAB.
+static hab_levels_thread* thread_handle() {
+  hab_levels_thread* handle = _thread;
+  if (handle == NULL) {
+    handle = _hab_levels_thread_new(_levels);
+    if (handle == NULL) {
+      return NULL;
+    }
+    pthread_setspecific(_thread_key, handle);
+    _thread = handle;
+  }
+  return handle;
+}
+
+HeapWord* HabLevels::allocate_new_tlab(size_t min_size, size_t requested_size,
+                                       size_t* actual_size) {
+  if (requested_size > _max_tlab_words) {
+    Atomic::inc(&_larger_tlabs);
+    Atomic::add(&_larger_words, requested_size);
+    return NULL;
+  }
+  hab_levels_thread* handle = thread_handle();
+  uintptr_t start = 0;
+  size_t bytes = handle == NULL ? 0 : _hab_levels_carve_tlab(handle, min_size * HeapWordSize,
+                                                             requested_size * HeapWordSize, &start);
+  if (bytes == 0) {
+    // The space above has no room for a buffer (eden is full, or G1's current region): the
+    // collector's own path takes it from here (a new region, or a collection).
+    Atomic::inc(&_declined_tlabs);
+    return NULL;
+  }
+  *actual_size = bytes / HeapWordSize;
+  return (HeapWord*)start;
+}
+
+// Reads every level's figures into `stats`; returns how many.
+static size_t read_stats(hab_level_stats* stats) {
+  size_t count = _hab_levels_stats(_levels, stats, MAX_LEVELS);
+  return MIN2(count, MAX_LEVELS);
+}
+
+// One line per level: the figures since `since` (NULL for the totals) that are not zero,
+// named as libhab names them ("allocs: 1427 foreign_allocs: 3 refills: 498 ..."), or
+// "nothing".
+static void print_levels(outputStream* out, const char* what, const hab_level_stats* now,
+                         const hab_level_stats* since, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    char line[512] = ""; // 9 figures of at most 40 characters fit
+    _hab_level_stats_line(&now[i], since == NULL ? NULL : &since[i], line, sizeof(line));
+    out->print_cr("HAB %s %s: %s", what, now[i].level, line[0] != '\0' ? line : "nothing");
+  }
+}
+
+void HabLevels::retire_all(bool at_collection) {
+  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
+  if (_hab_levels_retire_all(_levels) != HAB_OK) {
+    fatal("UseHAB: retiring the buffers failed: %s", _hab_last_error());
+  }
+  _retires++;
+  // With auto levels, the next cycle's buffers follow this one's allocation over the space;
+  // only at collections, so that verification and heap inspection do not change the sizing.
+  if (at_collection) {
+    _collections++;
+    if (_follow && _hab_levels_resize_within(_levels, _space->eden_bytes(),
+                                             _space->max_buffer_bytes()) != HAB_OK) {
+      fatal("UseHAB: resizing the buffers failed: %s", _hab_last_error());
+    }
+  }
+  LogTarget(Debug, gc, tlab) lt;
+  if (lt.is_enabled()) {
+    LogStream ls(lt);
+    hab_level_stats now[MAX_LEVELS];
+    size_t count = read_stats(now);
+    print_levels(&ls, at_collection ? "since the last retire" : "since the last retire (no collection)",
+                 now, _previous, count);
+    memcpy(_previous, now, sizeof(now));
+  }
+}
+
+void HabLevels::print_summary() {
+  LogTarget(Info, gc, tlab) lt;
+  if (!lt.is_enabled()) {
+    return;
+  }
+  LogStream ls(lt);
+  hab_level_stats now[MAX_LEVELS];
+  size_t count = read_stats(now);
+  print_levels(&ls, "total", now, NULL, count);
+  ls.print_cr("HAB total: " SIZE_FORMAT " retires (" SIZE_FORMAT " at collections); " SIZE_FORMAT
+              " TLABs (" SIZE_FORMAT "K) larger than " SIZE_FORMAT "K and " SIZE_FORMAT
+              " asked when %s had no room for a buffer, from the collector; " UINT64_FORMAT
+              " TLABs past every level (all buffers busy)",
+              _retires, _collections, Atomic::load(&_larger_tlabs),
+              Atomic::load(&_larger_words) * HeapWordSize / K, _max_tlab_words * HeapWordSize / K,
+              Atomic::load(&_declined_tlabs), _space->name(),
+              _hab_levels_tlabs_past_levels(_levels));
+}

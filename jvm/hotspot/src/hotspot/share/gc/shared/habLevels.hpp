@@ -1,0 +1,66 @@
+/*
+ * Part of Hab's changes to HotSpot. Like HotSpot, this file is free software under the GNU
+ * General Public License version 2 only, with the Classpath exception; see
+ * jvm/hotspot/LICENSE in Hab's repository.
+ */
+
+#ifndef SHARE_GC_SHARED_HABLEVELS_HPP
+#define SHARE_GC_SHARED_HABLEVELS_HPP
+
+#include "gc/shared/tlab_globals.hpp" // UseHAB and the HAB flags
+#include "memory/allocation.hpp"
+#include "memory/allStatic.hpp"
+#include "utilities/globalDefinitions.hpp"
+
+// Where a collector's TLABs come from, as Hab's levels see it: the one thing each collector
+// gives (Parallel: eden; G1: its mutator allocation regions). Called by any Java thread that
+// refills a buffer, concurrently.
+class HabSpace : public CHeapObj<mtGC> {
+ public:
+  // What the log calls it ("eden", "G1 eden regions").
+  virtual const char* name() const = 0;
+  // The lowest address a carve can return.
+  virtual HeapWord* base() const = 0;
+  // desired_words, or what is left of the piece it carves from if that is at least
+  // min_words; NULL when there is not that much. Lock-free: never blocks, never reaches a
+  // safepoint (a buffer's refill must not straddle one: retire_all needs no thread carving).
+  virtual HeapWord* carve(size_t min_words, size_t desired_words, size_t* actual_words) = 0;
+  // The bytes left before the next collection (an estimate is fine).
+  virtual size_t free_bytes() const = 0;
+  // The bytes of young space the buffers share this cycle: what their sizes follow.
+  virtual size_t eden_bytes() const = 0;
+  // The largest buffer the space hands out in one piece (0: no bound).
+  virtual size_t max_buffer_bytes() const = 0;
+};
+
+// Hierarchical allocation buffers between a collector's TLABs and its young space
+// (-XX:+UseHAB): TLABs are carved from per-CPU, per-core or per-package buffers
+// (-XX:HABLevels) that Hab's middle levels (libhab, loaded at start-up) refill from the
+// collector's HabSpace. TLAB sizing and the compiled fast paths are HotSpot's own; only the
+// refill changes. Collector-neutral: each collector gives its space at start-up, asks
+// allocate_new_tlab first in its own allocate_new_tlab, and CollectedHeap::ensure_parsability
+// retires the buffers.
+class HabLevels : AllStatic {
+ public:
+  // Loads libhab and builds the levels over `space` (owned from now on). Sizes that do not fit
+  // the space are brought down, with a warning that says so. False, after printing why, for
+  // bad flags (the VM then does not start); where HABs cannot work at all (no libhab), a
+  // warning and UseHAB turned off, and true.
+  static bool initialize(HabSpace* space);
+
+  // A new TLAB of `requested_size` words, or at least `min_size`, through the levels; NULL
+  // when the levels do not serve it (larger than their buffers, or the space above them has
+  // no room for a buffer): the collector then carves it as it does without HABs.
+  static HeapWord* allocate_new_tlab(size_t min_size, size_t requested_size, size_t* actual_size);
+
+  // At a safepoint, whenever the heap is made parsable: every buffer's free tail becomes a
+  // filler object and the buffers are emptied. `at_collection` (the TLABs are retired too):
+  // with HABLevels=auto, the buffers are resized for the next cycle. Logs the levels
+  // (gc+tlab=debug).
+  static void retire_all(bool at_collection);
+
+  // At exit: what the levels did over the run (gc+tlab).
+  static void print_summary();
+};
+
+#endif // SHARE_GC_SHARED_HABLEVELS_HPP
