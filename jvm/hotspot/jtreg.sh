@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs a selection of HotSpot's own jtreg tests (from the source that build.sh unpacked) on the
-# JVM that build.sh built, in three configurations: the Parallel GC as shipped (-XX:-UseHAB),
-# with -XX:+UseHAB, and with -XX:+UseHAB and heap verification before and after every
-# collection. Writes target/hotspot-hab/jtreg/summary.md (tests run, passed, failed, per
-# configuration) and keeps jtreg's reports beside it.
+# JVM that build.sh built, under the Parallel GC and under G1, each in four configurations: as
+# shipped (-XX:-UseHAB), with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB
+# -XX:HABLevels=cpu:256K,core:2M, and with -XX:+UseHAB and heap verification before and after
+# every collection. Builds the native library of the HeapMonitor tests. Writes
+# target/hotspot-hab/jtreg/summary.md (tests run, passed, failed, errors, seconds per collector
+# and configuration) and keeps jtreg's reports beside it.
 #
-#   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below
+#   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
+#
+# Environment: COLLECTORS (default "parallel g1").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -16,55 +20,85 @@ tests_root="$work/jdk17u/test/hotspot/jtreg"
 if ! command -v jtreg >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then apt-get install -y -q jtreg7 >/dev/null; else sudo apt-get install -y -q jtreg7 >/dev/null; fi
 fi
-# Parallel GC, TLAB, heap-shape, verification and stress tests that run on a stock JDK.
-selection=(
-  gc/parallel
+# Tests of either collector: heap shape, verification, TLABs in every tier (the JITs'
+# allocation and escape analysis), allocation sampling (JVMTI, with its native library) and
+# JFR's allocation events (test/jdk, a second test suite, by its path from this one).
+common=(
   gc/TestSmallHeap.java gc/TestSystemGC.java gc/TestObjectAlignment.java gc/TestBigObj.java
   gc/ArraySize.java gc/InfiniteList.java gc/TestFullGCCount.java gc/TestVerifySilently.java
   gc/TestVerifySubSet.java gc/TestVerifyDuringStartup.java gc/TestMemoryMXBeansAndPoolsPresence.java
   gc/TestSoftReferencesBehaviorOnOOME.java gc/TestStackOverflow.java gc/TestSpaceCounters.java
   gc/TestPolicyNamePerfCounter.java gc/TestGenerationPerfCounter.java
+  gc/logging/TestGCId.java gc/logging/TestPrintReferences.java gc/metaspace
+  compiler/memoryinitialization/ZeroTLABTest.java compiler/allocation compiler/escapeAnalysis
+  runtime/Thread/TooSmallStackSize.java serviceability/jvmti/HeapMonitor
+  ../../jdk/jdk/jfr/event/allocation
+)
+# Each collector's own: its tests, stress tests and heap-size flags.
+parallel=(
+  gc/parallel
   gc/stress/gcold/TestGCOldWithParallel.java gc/stress/gcbasher/TestGCBasherWithParallel.java
   gc/stress/systemgc/TestSystemGCWithParallel.java
-  gc/logging/TestGCId.java gc/logging/TestPrintReferences.java gc/metaspace
   gc/arguments/TestParallelHeapSizeFlags.java gc/arguments/TestParallelGCThreads.java
-  compiler/memoryinitialization/ZeroTLABTest.java
-  runtime/Thread/TooSmallStackSize.java
 )
-[ "$#" -gt 0 ] && selection=("$@")
+g1=(
+  gc/g1/TestEdenSurvivorLessThanMax.java gc/g1/TestGCLogMessages.java
+  gc/g1/TestHumongousAllocNearlyFullRegion.java gc/g1/TestVerifyGCType.java
+  gc/g1/TestEagerReclaimHumongousRegions.java gc/g1/TestShrinkToOneRegion.java
+  gc/g1/TestRegionAlignment.java gc/g1/TestPLABOutput.java gc/g1/plab
+  gc/g1/humongousObjects/TestHumongousThreshold.java
+  gc/stress/gcold/TestGCOldWithG1.java gc/stress/gcbasher/TestGCBasherWithG1.java
+  gc/stress/systemgc/TestSystemGCWithG1.java gc/arguments/TestG1HeapSizeFlags.java
+)
 out="$work/jtreg"
-mkdir -p "$out"
+mkdir -p "$out/native"
+# The HeapMonitor tests' agent, against this JDK's jvmti.h.
+g++ -shared -fPIC -O2 -I"$jdk/include" -I"$jdk/include/linux" -o "$out/native/libHeapMonitorTest.so" \
+  "$tests_root/serviceability/jvmti/HeapMonitor/libHeapMonitorTest.cpp"
 summary="$out/summary.md"
 {
   echo "# HotSpot's jtreg tests on the JVM with HABs"
   echo
-  echo "JVM: \`$("$jdk/bin/java" -version 2>&1 | tail -1)\`; tests: \`${selection[*]}\`"
+  echo "JVM: \`$("$jdk/bin/java" -version 2>&1 | tail -1)\`; tests, either collector: \`${common[*]}\`;"
+  echo "Parallel's own: \`${parallel[*]}\`; G1's own: \`${g1[*]}\`"
   echo
-  echo "| configuration | options | tests | passed | failed | errors | seconds |"
-  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+  echo "| collector | configuration | options | tests | passed | failed | errors | seconds |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
 } >"$summary"
+# run COLLECTOR NAME OPTIONS TEST...
 run() {
-  local name="$1" options="$2" started status
+  local collector="$1" name="$2" options="$3" started status
+  shift 3
+  name="$collector-$name"
   started=$(date +%s)
   status=0
   (cd "$tests_root" && jtreg -jdk:"$jdk" -w:"$out/$name/work" -r:"$out/$name/report" \
-    -conc:"$(nproc)" -timeoutFactor:4 -ignore:quiet -javaoptions:"$options" \
-    "${selection[@]}" >"$out/$name.log" 2>&1) || status=$?
+    -conc:"$(nproc)" -timeoutFactor:4 -ignore:quiet -nativepath:"$out/native" \
+    -javaoptions:"$options" "$@" >"$out/$name.log" 2>&1) || status=$?
   local seconds=$(( $(date +%s) - started ))
   local line passed failed errors
   line=$(grep -E '^(Test results|Passed|Failed)' "$out/$name.log" | tail -1 || true)
   passed=$(grep -oE 'passed: [0-9]+' "$out/$name.log" | tail -1 | grep -oE '[0-9]+' || echo 0)
   failed=$(grep -oE 'failed: [0-9]+' "$out/$name.log" | tail -1 | grep -oE '[0-9]+' || echo 0)
   errors=$(grep -oE 'error: [0-9]+' "$out/$name.log" | tail -1 | grep -oE '[0-9]+' || echo 0)
-  echo "| $name | \`$options\` | $((passed + failed + errors)) | $passed | $failed | $errors | $seconds |" >>"$summary"
+  echo "| $collector | ${name#"$collector"-} | \`$options\` | $((passed + failed + errors)) | $passed | $failed | $errors | $seconds |" >>"$summary"
   echo "$name: $line (jtreg exit $status; $out/$name.log)"
-  grep -E '^(FAILED|Error)' "$out/$name/report/text/summary.txt" 2>/dev/null | sed "s/^/  $name: /" >>"$summary.failures" || true
+  grep -vE ' Passed\. ' "$out/$name/report/text/summary.txt" 2>/dev/null | sed "s/^/  $name: /" >>"$summary.failures" || true
 }
 rm -f "$summary.failures"
-run stock "-XX:+UseParallelGC -XX:-UseHAB"
-run hab "-XX:+UseParallelGC -XX:+UseHAB"
-run hab-cpu "-XX:+UseParallelGC -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M"
-run hab-verify "-XX:+UseParallelGC -XX:+UseHAB -XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC"
+verify="-XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC"
+for collector in ${COLLECTORS:-parallel g1}; do
+  case "$collector" in
+    parallel) gc=-XX:+UseParallelGC; tests=("${common[@]}" "${parallel[@]}") ;;
+    g1) gc=-XX:+UseG1GC; tests=("${common[@]}" "${g1[@]}") ;;
+    *) echo "unknown collector $collector (parallel, g1)" >&2; exit 2 ;;
+  esac
+  [ "$#" -gt 0 ] && tests=("$@")
+  run "$collector" stock "$gc -XX:-UseHAB" "${tests[@]}"
+  run "$collector" hab "$gc -XX:+UseHAB" "${tests[@]}"
+  run "$collector" hab-cpu "$gc -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M" "${tests[@]}"
+  run "$collector" hab-verify "$gc -XX:+UseHAB $verify" "${tests[@]}"
+done
 if [ -s "$summary.failures" ]; then
   { echo; echo "Tests that did not pass:"; echo; sed 's/^/- /' "$summary.failures"; } >>"$summary"
 fi

@@ -64,6 +64,17 @@ struct HotspotHabArgs {
     /// `seed` (the seed's TLAB sizes and buffers) or `small` (a few of them).
     #[arg(long, default_value = "small")]
     grid: String,
+    /// The collector: `parallel` or `g1` (HotSpot's default); default: Parallel for the javac
+    /// grid, both for --many-threads.
+    #[arg(long)]
+    collector: Option<report::hotspot_hab::Collector>,
+    /// Instead of the javac grid, the many-threads table: the chat with 1000 threads in a
+    /// 4 MiB young generation (stock, -XX:-UseTLAB, HABs with adaptive and 1 KiB TLABs).
+    #[arg(long, conflicts_with_all = ["from", "out", "tlabs", "skip_levels"])]
+    many_threads: bool,
+    /// Messages per connection of the chat (--many-threads).
+    #[arg(long, default_value_t = 40, requires = "many_threads")]
+    messages: usize,
     /// Timed compiles per thread.
     #[arg(long, default_value_t = 2)]
     compiles: usize,
@@ -345,9 +356,13 @@ fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
     }
     limits::operations("--compiles", args.compiles)?;
     limits::repetitions("--repeat", args.repeat, false)?;
+    if args.many_threads {
+        return hotspot_many_threads(&args);
+    }
+    let collector = args.collector.unwrap_or_default();
     let grid = match args.grid.as_str() {
-        "seed" => Grid::seed(args.threads.clone(), args.compiles, args.repeat),
-        "small" => Grid::small(args.threads.clone(), args.compiles, args.repeat),
+        "seed" => Grid::seed(collector, args.threads.clone(), args.compiles, args.repeat),
+        "small" => Grid::small(collector, args.threads.clone(), args.compiles, args.repeat),
         other => return Err(format!("--grid {other}: expected seed or small")),
     };
     let mut grid = grid;
@@ -420,6 +435,42 @@ fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
         return Err(error);
     }
     print!("{}", hotspot_hab::render_runs(&runs));
+    Ok(())
+}
+
+/// `hab hotspot-hab --many-threads`: the chat table.
+fn hotspot_many_threads(args: &HotspotHabArgs) -> Result<(), String> {
+    use report::{hotspot_chat, hotspot_hab};
+    limits::operations("--messages", args.messages)?;
+    let collectors: Vec<_> = match args.collector {
+        Some(collector) => vec![collector],
+        None => hotspot_hab::Collector::ALL.to_vec(),
+    };
+    let jdk = args
+        .jdk
+        .clone()
+        .or_else(hotspot_hab::built_jdk)
+        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
+    if !args.bench_jar.exists() {
+        return Err(format!(
+            "{}: not there (mvn -q -B package in bench/jvm makes it)",
+            args.bench_jar.display()
+        ));
+    }
+    let total = collectors.len() * hotspot_chat::configs().len() * args.repeat;
+    let mut done = 0;
+    let runs = hotspot_chat::measure(
+        &jdk,
+        &args.bench_jar,
+        &collectors,
+        args.messages,
+        args.repeat,
+        |what| {
+            done += 1;
+            eprintln!("[{done}/{total}] {what}");
+        },
+    )?;
+    print!("{}", hotspot_chat::render_runs(&runs));
     Ok(())
 }
 

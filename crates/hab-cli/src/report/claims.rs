@@ -99,6 +99,12 @@ impl Claims {
         verdict
     }
 
+    /// The verdicts so far, in the order judged.
+    #[cfg(test)]
+    pub fn verdicts(&self) -> Vec<Verdict> {
+        self.list.iter().map(|claim| claim.verdict).collect()
+    }
+
     /// The section that lists every claim with its verdict.
     pub fn render(&self) -> String {
         let mut s = String::from("## The claims checked in this run\n\n");

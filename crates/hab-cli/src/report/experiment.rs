@@ -11,8 +11,8 @@ use indicatif::ProgressBar;
 
 use super::claims::Claims;
 use super::{
-    c_runtime, concurrency_ids, costs, end_of_cycle, hotspot, hotspot_hab, jaffer, middle, plab,
-    shipilev, vm, Extras, Figures, Measured, Scale,
+    c_runtime, concurrency_ids, costs, end_of_cycle, hotspot, hotspot_chat, hotspot_hab, jaffer,
+    middle, plab, shipilev, vm, Extras, Figures, Measured, Scale,
 };
 use crate::workload::RunSpec;
 
@@ -39,8 +39,10 @@ pub struct Context {
     pub auto_rematch: Vec<middle::AutoRematch>,
     /// The C runtime's runs (its experiment's), once measured.
     pub c_runtime: Option<c_runtime::CRuntime>,
-    /// HotSpot with HABs (its experiment's), or why not.
-    pub hotspot_with_habs: Result<hotspot_hab::Runs, String>,
+    /// HotSpot with HABs (its experiment's): one grid's runs per collector, or why not.
+    pub hotspot_with_habs: Result<Vec<hotspot_hab::Runs>, String>,
+    /// HotSpot with HABs under many threads (its experiment's), or why not.
+    pub hotspot_chat: Result<hotspot_chat::ChatRuns, String>,
     /// Where the plots go.
     pub figures: Figures,
 }
@@ -80,5 +82,6 @@ pub const EXPERIMENTS: &[&dyn Experiment] = &[
     &end_of_cycle::EndOfCycle,
     &c_runtime::CRuntimeExperiment,
     &hotspot_hab::HotSpotWithHabs,
+    &hotspot_chat::HotSpotManyThreads,
     &costs::CostsExperiment,
 ];

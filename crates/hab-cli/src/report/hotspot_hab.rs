@@ -1,9 +1,10 @@
 //! HotSpot with HABs (`jvm/hotspot`): the Kirsch et al. seed's experiment on the JVM that
 //! `jvm/hotspot/build.sh` builds. `bench/jvm`'s javac workload (N threads, each compiling a
-//! real sources jar with `javax.tools`) runs on the Parallel GC as shipped and with
-//! `-XX:+UseHAB` over a grid of TLAB sizes (fixed, or HotSpot's adaptive sizing) and middle
-//! levels (per-core and per-package buffers with compare-and-swap, per-CPU buffers restartable
-//! or not). Everything runs the same `libjvm.so`: with `-XX:-UseHAB` its TLAB path is stock.
+//! real sources jar with `javax.tools`) runs on a collector (Parallel or G1) as shipped and
+//! with `-XX:+UseHAB` over a grid of TLAB sizes (fixed, or HotSpot's adaptive sizing) and
+//! middle levels (per-core and per-package buffers with compare-and-swap, per-CPU buffers
+//! restartable or not). Everything runs the same `libjvm.so`: with `-XX:-UseHAB` its TLAB path
+//! is stock.
 //!
 //! `hab hotspot-hab` runs a grid and writes its runs as JSON; `hab report` runs one when the
 //! JVM is built, and renders the runs recorded under `docs/results/` (each with its machine).
@@ -60,9 +61,55 @@ impl Config {
     }
 }
 
+/// A HotSpot collector HABs work with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Collector {
+    /// `-XX:+UseParallelGC` (the runs recorded before G1 had HABs are Parallel's).
+    #[default]
+    Parallel,
+    /// `-XX:+UseG1GC`, HotSpot's default.
+    G1,
+}
+
+impl Collector {
+    pub const ALL: [Collector; 2] = [Collector::Parallel, Collector::G1];
+
+    /// The flag that selects it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Collector::Parallel => "-XX:+UseParallelGC",
+            Collector::G1 => "-XX:+UseG1GC",
+        }
+    }
+
+    /// Its name in tables and headings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collector::Parallel => "Parallel",
+            Collector::G1 => "G1",
+        }
+    }
+}
+
+impl std::str::FromStr for Collector {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Collector, String> {
+        match text {
+            "parallel" => Ok(Collector::Parallel),
+            "g1" => Ok(Collector::G1),
+            other => Err(format!("{other:?}: expected parallel or g1")),
+        }
+    }
+}
+
 /// What to run: every configuration at every TLAB setting, for each thread count.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Grid {
+    /// The collector every run of the grid uses.
+    #[serde(default)]
+    pub collector: Collector,
     pub threads: Vec<usize>,
     /// Fixed TLAB sizes in bytes; `None` is HotSpot's adaptive sizing.
     pub tlab_bytes: Vec<Option<usize>>,
@@ -78,7 +125,7 @@ pub struct Grid {
 impl Grid {
     /// The seed's grid: TLABs of 1 KiB to 512 KiB and adaptive; per-core buffers of 512 KiB to
     /// 16 MiB; per-package buffers of 8 to 128 MiB; per-CPU buffers of 256 KiB both ways.
-    pub fn seed(threads: Vec<usize>, compiles: usize, repeat: usize) -> Grid {
+    pub fn seed(collector: Collector, threads: Vec<usize>, compiles: usize, repeat: usize) -> Grid {
         let mut configs = vec![Config::stock()];
         for levels in ["core:512K", "core:1M", "core:2M", "core:4M", "core:16M"] {
             configs.push(Config::hab(levels, "rseq"));
@@ -89,6 +136,7 @@ impl Grid {
         configs.push(Config::hab("cpu:256K", "rseq"));
         configs.push(Config::hab("cpu:256K", "getcpu"));
         Grid {
+            collector,
             threads,
             tlab_bytes: [1, 4, 16, 64, 512]
                 .iter()
@@ -103,19 +151,33 @@ impl Grid {
         }
     }
 
-    /// A few points of the seed's grid, for a 2-CPU machine's default report.
-    pub fn small(threads: Vec<usize>, compiles: usize, repeat: usize) -> Grid {
-        let configs = vec![
-            Config::stock(),
-            // `-XX:+UseHAB` and no other HAB flag: the levels libhab picks for the machine
-            // and eden.
-            Config::hab("auto", "rseq"),
-            Config::hab("core:1M", "rseq"),
-            Config::hab("package:32M", "rseq"),
-            Config::hab("cpu:256K", "rseq"),
-            Config::hab("cpu:256K", "getcpu"),
-        ];
+    /// A few points of the seed's grid, for a 2-CPU machine's default report: under G1 fewer
+    /// (stock, auto and the restartable per-CPU buffers), to keep the report's time.
+    pub fn small(
+        collector: Collector,
+        threads: Vec<usize>,
+        compiles: usize,
+        repeat: usize,
+    ) -> Grid {
+        let configs = match collector {
+            Collector::Parallel => vec![
+                Config::stock(),
+                // `-XX:+UseHAB` and no other HAB flag: the levels libhab picks for the
+                // machine and eden.
+                Config::hab("auto", "rseq"),
+                Config::hab("core:1M", "rseq"),
+                Config::hab("package:32M", "rseq"),
+                Config::hab("cpu:256K", "rseq"),
+                Config::hab("cpu:256K", "getcpu"),
+            ],
+            Collector::G1 => vec![
+                Config::stock(),
+                Config::hab("auto", "rseq"),
+                Config::hab("cpu:256K", "rseq"),
+            ],
+        };
         Grid {
+            collector,
             threads,
             tlab_bytes: vec![Some(4 << 10), None],
             configs,
@@ -172,39 +234,51 @@ pub struct Runs {
     pub points: Vec<Point>,
 }
 
-/// The grid `hab report` runs at `scale`: none at the quick scale; a few points on 80
-/// threads at the default; the seed's grid at the full scale.
-pub fn grid_for(scale: &super::Scale) -> Option<Grid> {
-    match scale.name {
-        "default" => Some(Grid::small(vec![80], 1, 2)),
-        "full" => Some(Grid::seed(vec![80], 2, 3)),
-        _ => None,
-    }
+/// The grids `hab report` runs at `scale`, one per collector: none at the quick scale; a few
+/// points on 80 threads at the default; the seed's grid at the full scale.
+pub fn grids_for(scale: &super::Scale) -> Vec<Grid> {
+    Collector::ALL
+        .into_iter()
+        .filter_map(|collector| match scale.name {
+            "default" => Some(Grid::small(collector, vec![80], 1, 2)),
+            "full" => Some(Grid::seed(collector, vec![80], 2, 3)),
+            _ => None,
+        })
+        .collect()
 }
 
-/// Runs `grid` for the report with `bench_jar` (built beside it), or says why it did not.
+/// Runs `grids` for the report with `bench_jar` (built beside it), or says why it did not.
 pub fn measure_for_report(
-    grid: Option<&Grid>,
+    grids: &[Grid],
     bench_jar: &Path,
     progress: &indicatif::ProgressBar,
-) -> Result<Runs, String> {
-    let grid = grid.ok_or("the quick scale skips it")?;
-    let jdk =
-        built_jdk().ok_or("the JVM with HABs is not built (jvm/hotspot/build.sh builds it)")?;
+) -> Result<Vec<Runs>, String> {
+    if grids.is_empty() {
+        return Err("the quick scale skips it".into());
+    }
+    let jdk = built_jdk().ok_or(NOT_BUILT)?;
     let sources = bench_jar.with_file_name("javac-sources.jar");
-    measure(
-        &jdk,
-        bench_jar,
-        &sources,
-        grid,
-        |what| {
-            progress.set_message(what.to_string());
-            progress.inc(1);
-        },
-        |_| {},
-    )
-    .map_err(|why| format!("it failed: {why}"))
+    grids
+        .iter()
+        .map(|grid| {
+            measure(
+                &jdk,
+                bench_jar,
+                &sources,
+                grid,
+                |what| {
+                    progress.set_message(what.to_string());
+                    progress.inc(1);
+                },
+                |_| {},
+            )
+            .map_err(|why| format!("it failed: {why}"))
+        })
+        .collect()
 }
+
+/// Why HotSpot with HABs does not run: the JVM is not there.
+pub const NOT_BUILT: &str = "the JVM with HABs is not built (jvm/hotspot/build.sh builds it)";
 
 /// The JVM with HABs, if `jvm/hotspot/build.sh` built it.
 pub fn built_jdk() -> Option<PathBuf> {
@@ -213,7 +287,7 @@ pub fn built_jdk() -> Option<PathBuf> {
 }
 
 /// The JVM's version line.
-fn version(java: &Path) -> Result<String, String> {
+pub(crate) fn version(java: &Path) -> Result<String, String> {
     let output = Command::new(java)
         .arg("-version")
         .output()
@@ -260,6 +334,23 @@ fn level_totals(line: &str) -> Option<LevelTotals> {
     })
 }
 
+/// Parses `HAB total: R retires (C at collections); L TLABs (...) larger than ... and D asked
+/// when ... had no room for a buffer, from the collector; ...`: the TLABs the levels left to
+/// the collector, `L + D`. `None` for another line.
+pub(crate) fn tlabs_from_the_collector(line: &str) -> Option<u64> {
+    let rest = line.split("HAB total: ").nth(1)?;
+    let rest = rest.split(" at collections); ").nth(1)?;
+    let larger: u64 = rest.split(' ').next()?.parse().ok()?;
+    let declined: u64 = rest
+        .split(" and ")
+        .nth(1)?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()?;
+    Some(larger + declined)
+}
+
 /// Runs the javac workload once: compiles per minute, collections, and the `gc+tlab` lines.
 fn run_once(
     java: &Path,
@@ -272,7 +363,7 @@ fn run_once(
 ) -> Result<(f64, u64, Vec<String>), String> {
     let mut command = Command::new(java);
     command.args([
-        "-XX:+UseParallelGC".to_string(),
+        grid.collector.flag().to_string(),
         format!("-Xms{}", grid.heap),
         format!("-Xmx{}", grid.heap),
         format!("-Xmn{}", grid.young),
@@ -388,14 +479,7 @@ pub fn measure(
                         None => point.levels.push(totals),
                     }
                 }
-                if let Some(direct) = line
-                    .split("retires; ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(' ').next())
-                    .and_then(|n| n.parse::<u64>().ok())
-                {
-                    point.direct_tlabs += direct;
-                }
+                point.direct_tlabs += tlabs_from_the_collector(line).unwrap_or(0);
             }
             if round == 0 {
                 point.log = log;
@@ -505,9 +589,11 @@ pub fn render_runs(runs: &Runs) -> String {
     let habs: Vec<&Config> = grid.configs.iter().filter(|c| !c.is_stock()).collect();
     let _ = writeln!(
         text,
-        "Machine: {}. JVM: `{}`. Heap `-Xms{heap} -Xmx{heap} -Xmn{}`, {} timed compiles per \
-         thread after one untimed, {} repetition(s); figures are medians of compiles per \
-         minute.\n",
+        "Collector: {} (`{}`). Machine: {}. JVM: `{}`. Heap `-Xms{heap} -Xmx{heap} -Xmn{}`, {} \
+         timed compiles per thread after one untimed, {} repetition(s); figures are medians of \
+         compiles per minute.\n",
+        grid.collector.name(),
+        grid.collector.flag(),
         runs.machine,
         runs.jvm,
         grid.young,
@@ -556,7 +642,7 @@ pub fn render_runs(runs: &Runs) -> String {
                 let cell = find(runs, config, tlab, threads).map_or("—".into(), |p| {
                     let direct = match p.direct_tlabs {
                         0 => String::new(),
-                        n => format!(" (+{n} larger, from eden)"),
+                        n => format!(" (+{n} from the collector)"),
                     };
                     p.levels.first().map_or("—".into(), |l| {
                         format!(
@@ -638,19 +724,26 @@ pub fn recorded() -> Vec<(PathBuf, Runs)> {
 }
 
 /// The report's section: this machine's runs (or why there are none) and the recorded ones.
-pub fn render(here: &Result<Runs, String>) -> String {
+pub fn render(here: &Result<Vec<Runs>, String>) -> String {
     let mut text = String::from(
-        "## HotSpot with HABs\n\nHotSpot's Parallel GC carving its TLABs through Hab's middle \
-         levels (`jvm/hotspot`: `-XX:+UseHAB -XX:HABLevels=... -XX:HABCpuId=rseq|getcpu`), as \
-         the Kirsch et al. seed built it into HotSpot, against the same JVM with \
-         `-XX:-UseHAB` (stock). The workload is `bench/jvm`'s javac: each thread compiles a \
-         real source tree (a sources jar from Maven Central) with the JDK's own compiler, as \
-         SPECjvm2008's compiler benchmark does.\n\n",
+        "## HotSpot with HABs\n\nHotSpot's collectors, Parallel and G1, carving their TLABs \
+         through Hab's middle levels (`jvm/hotspot`: `-XX:+UseHAB -XX:HABLevels=... \
+         -XX:HABCpuId=rseq|getcpu`; under G1 the buffers are carved from its mutator \
+         regions), as the Kirsch et al. seed built it into HotSpot, against the same JVM \
+         with `-XX:-UseHAB` (stock). The workload is `bench/jvm`'s javac: each thread \
+         compiles a real source tree (a sources jar from Maven Central) with the JDK's own \
+         compiler, as SPECjvm2008's compiler benchmark does.\n\n",
     );
     match here {
-        Ok(runs) => {
-            text.push_str("### On this machine\n\n");
-            text += &render_runs(runs);
+        Ok(all) => {
+            for runs in all {
+                let _ = writeln!(
+                    text,
+                    "### On this machine, {}\n",
+                    runs.grid.collector.name()
+                );
+                text += &render_runs(runs);
+            }
         }
         Err(why) => {
             let _ = writeln!(text, "Not run on this machine: {why}.\n");
@@ -699,7 +792,11 @@ fn judge_auto(runs: &Runs, claims: &mut super::claims::Claims) {
                         .collect::<Vec<_>>(),
                 )
             };
-            let where_ = format!("{threads} threads, {} TLABs", tlab_label(tlab));
+            let where_ = format!(
+                "{}, {threads} threads, {} TLABs",
+                runs.grid.collector.name(),
+                tlab_label(tlab)
+            );
             claims.judge(
                 "HotSpot with HABs",
                 &format!("-XX:+UseHAB alone (auto levels) is not slower than stock ({where_})"),
@@ -727,22 +824,25 @@ impl Experiment for HotSpotWithHabs {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        match grid_for(cx.scale) {
-            Some(grid) if cx.jvm_skipped.is_none() && built_jdk().is_some() => grid.runs(),
-            _ => 0,
+        if cx.jvm_skipped.is_none() && built_jdk().is_some() {
+            grids_for(cx.scale).iter().map(Grid::runs).sum()
+        } else {
+            0
         }
     }
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
         if let Some(jar) = &cx.bench_jar {
-            cx.hotspot_with_habs = measure_for_report(grid_for(cx.scale).as_ref(), jar, progress);
+            cx.hotspot_with_habs = measure_for_report(&grids_for(cx.scale), jar, progress);
         }
         Ok(())
     }
 
     fn section(&self, cx: &Context, claims: &mut super::claims::Claims) -> String {
         if let Ok(runs) = &cx.hotspot_with_habs {
-            judge_auto(runs, claims);
+            for runs in runs {
+                judge_auto(runs, claims);
+            }
         }
         render(&cx.hotspot_with_habs)
     }
@@ -767,7 +867,12 @@ mod tests {
             ),
             (1427, 3, 498, 2893)
         );
-        assert!(level_totals("[2.0s][info][gc,tlab] HAB total: 16 retires; 306 TLABs").is_none());
+        let total = "[6.7s][info ][gc,tlab] HAB total: 219 retires (217 at collections); 3 TLABs \
+                     (96K) larger than 128K and 2151 asked when G1 eden regions had no room for \
+                     a buffer, from the collector; 0 TLABs past every level (all buffers busy)";
+        assert!(level_totals(total).is_none());
+        assert_eq!(tlabs_from_the_collector(total), Some(2154));
+        assert_eq!(tlabs_from_the_collector(line), None);
         assert!(level_totals("[2.0s][info][gc,tlab] HAB total cpu: allocs: 1 lost: 2").is_none());
         let idle = level_totals("[0.03s][info][gc,tlab] HAB total core: nothing").unwrap();
         assert_eq!((idle.level.as_str(), idle.allocs), ("core", 0));
@@ -816,7 +921,7 @@ mod tests {
 
     #[test]
     fn the_grids_hold_what_the_seed_varied() {
-        let grid = Grid::seed(vec![80], 2, 1);
+        let grid = Grid::seed(Collector::G1, vec![80], 2, 1);
         assert_eq!(grid.tlab_bytes.len(), 6);
         assert!(grid.configs.iter().any(|c| c.label.contains("restartable")));
         assert!(grid

@@ -14,6 +14,7 @@ mod data;
 mod end_of_cycle;
 mod experiment;
 mod hotspot;
+pub mod hotspot_chat;
 pub mod hotspot_hab;
 mod html;
 mod jaffer;
@@ -106,6 +107,15 @@ pub enum Size {
 
 /// Fails at once, naming `--out`, when the report could not be written there: before minutes
 /// of measurements, not after.
+/// Why HotSpot's experiments have nothing to show before they measure: HotSpot does not run
+/// in this report, or `bench/jvm` did not build.
+fn why_no_jvm(jvm_skipped: &Option<String>) -> String {
+    match jvm_skipped {
+        Some(why) => format!("HotSpot does not run in this report: {why}"),
+        None => "bench/jvm did not build".into(),
+    }
+}
+
 fn check_writable(out: &Path) -> Result<(), String> {
     let probe = out.join(".hab-write-check");
     fs::create_dir_all(out)
@@ -146,10 +156,8 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         hotspot: hotspot::HotSpot::Skipped(
             jvm_skipped.clone().unwrap_or_else(|| "not measured".into()),
         ),
-        hotspot_with_habs: Err(match &jvm_skipped {
-            Some(why) => format!("HotSpot does not run in this report: {why}"),
-            None => "bench/jvm did not build".into(),
-        }),
+        hotspot_with_habs: Err(why_no_jvm(&jvm_skipped)),
+        hotspot_chat: Err(why_no_jvm(&jvm_skipped)),
         jvm_skipped,
         measured: Measured { runs: Vec::new() },
         extras: Extras {

@@ -1,0 +1,525 @@
+//! Many threads on HotSpot with HABs, under Parallel and G1: `bench/jvm`'s chat (1000
+//! threads in rooms of 20, a few small objects per message between blocking hand-offs) in a
+//! 4 MiB young generation, the case Garthwaite et al.'s per-processor LABs were built for.
+//! With that many threads a TLAB is small and each one's tail is unused at every
+//! collection; the table shows what HotSpot's TLABs, with and without Hab's levels, leave
+//! there, and how many young collections that costs, beside `-XX:-UseTLAB` (a
+//! compare-and-swap on the young generation's top per object, no tails at all).
+//!
+//! `hab hotspot-hab --many-threads` runs it alone; `hab report` runs it where the JVM with
+//! HABs is built.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
+use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use crate::figures::Spread;
+
+/// Connections (threads) of the chat: 50 rooms of 20.
+const ROOMS: usize = 50;
+pub const THREADS: usize = ROOMS * 20;
+/// The heap and the young generation (HotSpot's `-Xmx`, `-Xmn`).
+const HEAP: &str = "64m";
+const YOUNG: &str = "4m";
+
+/// One configuration of the table: its label and the JVM flags beyond the collector's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatConfig {
+    pub label: String,
+    pub flags: Vec<String>,
+}
+
+/// Stock with its adaptive TLABs, stock without TLABs, HABs with adaptive TLABs and HABs with
+/// small fixed TLABs (1 KiB, below HotSpot's smallest by default: refilled from the per-CPU
+/// buffer, not the young generation).
+pub fn configs() -> Vec<ChatConfig> {
+    let config = |label: &str, flags: &[&str]| ChatConfig {
+        label: label.into(),
+        flags: flags.iter().map(|f| f.to_string()).collect(),
+    };
+    vec![
+        config(STOCK, &["-XX:-UseHAB"]),
+        config("stock, -XX:-UseTLAB", &["-XX:-UseHAB", "-XX:-UseTLAB"]),
+        config(HABS, &["-XX:+UseHAB"]),
+        config(
+            HABS_SMALL,
+            &[
+                "-XX:+UseHAB",
+                "-XX:TLABSize=1k",
+                "-XX:MinTLABSize=1k",
+                "-XX:-ResizeTLAB",
+            ],
+        ),
+    ]
+}
+
+const STOCK: &str = "stock, adaptive TLABs";
+const HABS: &str = "-XX:+UseHAB, adaptive TLABs";
+const HABS_SMALL: &str = "-XX:+UseHAB, 1 KiB TLABs";
+
+/// One configuration under one collector, over the repetitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChatPoint {
+    pub collector: Collector,
+    pub config: ChatConfig,
+    pub messages_per_sec: Vec<f64>,
+    /// Young collections in the timed round.
+    pub collections: Vec<u64>,
+    /// TLAB space unused per collection over the run: the tails at collections and the
+    /// tails retired at refills (HotSpot's `TLAB totals` `gc:` and `slow:`), in KiB.
+    pub tlab_waste_kib_per_gc: Vec<f64>,
+    /// The levels' buffer tails per collection over the run (HABs only), in KiB.
+    pub level_waste_kib_per_gc: Vec<f64>,
+}
+
+/// The table's runs, and where they ran.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChatRuns {
+    pub machine: String,
+    pub jvm: String,
+    pub messages: usize,
+    pub repeat: usize,
+    pub points: Vec<ChatPoint>,
+}
+
+/// What one run printed.
+struct Run {
+    messages_per_sec: f64,
+    collections: u64,
+    tlab_waste_kib_per_gc: f64,
+    level_waste_kib_per_gc: f64,
+}
+
+/// The sum of the figure after `key` (`gc:`, `slow:`) over HotSpot's `TLAB totals` lines, in
+/// bytes, and how many such lines (one per collection, where nothing else made the heap
+/// parsable).
+fn tlab_totals(log: &str, key: &str) -> (u64, u64) {
+    let lines = log.lines().filter(|l| l.contains("TLAB totals:"));
+    let mut sum = 0;
+    let mut count = 0;
+    for line in lines {
+        count += 1;
+        let mut words = line.split_whitespace();
+        while let Some(word) = words.next() {
+            if word == key {
+                sum += words
+                    .next()
+                    .and_then(|w| w.strip_suffix('B'))
+                    .and_then(|w| w.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    (sum, count)
+}
+
+/// The levels' waste over the run, from `HAB total LEVEL: ... waste_bytes: N ...`, in bytes.
+fn level_waste_bytes(log: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.contains("HAB total ") && !l.contains("HAB total:"))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "waste_bytes:")?;
+            words.next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+fn run_once(
+    java: &Path,
+    bench_jar: &Path,
+    collector: Collector,
+    config: &ChatConfig,
+    messages: usize,
+    log_file: &Path,
+) -> Result<Run, String> {
+    let mut command = Command::new(java);
+    command
+        .arg(collector.flag())
+        .args([
+            format!("-Xms{HEAP}"),
+            format!("-Xmx{HEAP}"),
+            format!("-Xmn{YOUNG}"),
+        ])
+        .args(&config.flags)
+        .arg(format!("-Xlog:gc+tlab=debug:file={}", log_file.display()))
+        .arg("-cp")
+        .arg(bench_jar)
+        .arg("hab.bench.Chat")
+        .args([ROOMS.to_string(), messages.to_string()]);
+    let output = command
+        .output()
+        .map_err(|e| format!("{}: {e}", java.display()))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        return Err(format!("{command:?}: {stderr}"));
+    }
+    let value = |key: &str| {
+        stderr
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(key)?
+                    .strip_prefix('=')?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .ok_or_else(|| format!("{command:?}: no {key} in {stderr:?}"))
+    };
+    let log =
+        std::fs::read_to_string(log_file).map_err(|e| format!("{}: {e}", log_file.display()))?;
+    let (gc_bytes, gcs) = tlab_totals(&log, "gc:");
+    let (refill_bytes, _) = tlab_totals(&log, "slow:");
+    let per_gc = |bytes: u64| bytes as f64 / 1024.0 / gcs.max(1) as f64;
+    Ok(Run {
+        messages_per_sec: value("messages_per_sec")?,
+        collections: value("collections")? as u64,
+        tlab_waste_kib_per_gc: per_gc(gc_bytes + refill_bytes),
+        level_waste_kib_per_gc: per_gc(level_waste_bytes(&log)),
+    })
+}
+
+/// Runs every configuration under each of `collectors`, `repeat` rounds (the configurations
+/// of a round back to back), the chat with `messages` messages per connection; `step` before
+/// each run.
+pub fn measure(
+    jdk: &Path,
+    bench_jar: &Path,
+    collectors: &[Collector],
+    messages: usize,
+    repeat: usize,
+    mut step: impl FnMut(&str),
+) -> Result<ChatRuns, String> {
+    let java = jdk.join("bin/java");
+    let mut points: Vec<ChatPoint> = collectors
+        .iter()
+        .flat_map(|&collector| {
+            configs().into_iter().map(move |config| ChatPoint {
+                collector,
+                config,
+                messages_per_sec: vec![],
+                collections: vec![],
+                tlab_waste_kib_per_gc: vec![],
+                level_waste_kib_per_gc: vec![],
+            })
+        })
+        .collect();
+    // The JVM's gc+tlab log of the run in progress (unified logging writes it to a file).
+    let log = std::env::temp_dir().join(format!("hab-chat-{}.log", std::process::id()));
+    let result = run_rounds(
+        &java,
+        bench_jar,
+        &mut points,
+        messages,
+        repeat,
+        &log,
+        &mut step,
+    );
+    let _ = std::fs::remove_file(&log);
+    result?;
+    Ok(ChatRuns {
+        machine: crate::machine::describe().join("; "),
+        jvm: super::hotspot_hab::version(&java)?,
+        messages,
+        repeat,
+        points,
+    })
+}
+
+/// The rounds of [`measure`], each run's log in `log`.
+fn run_rounds(
+    java: &Path,
+    bench_jar: &Path,
+    points: &mut [ChatPoint],
+    messages: usize,
+    repeat: usize,
+    log: &Path,
+    step: &mut impl FnMut(&str),
+) -> Result<(), String> {
+    for round in 0..repeat {
+        for point in points.iter_mut() {
+            step(&format!(
+                "chat, {THREADS} threads, {}, {} (round {})",
+                point.collector.name(),
+                point.config.label,
+                round + 1
+            ));
+            let run = run_once(
+                java,
+                bench_jar,
+                point.collector,
+                &point.config,
+                messages,
+                log,
+            )?;
+            point.messages_per_sec.push(run.messages_per_sec);
+            point.collections.push(run.collections);
+            point.tlab_waste_kib_per_gc.push(run.tlab_waste_kib_per_gc);
+            point
+                .level_waste_kib_per_gc
+                .push(run.level_waste_kib_per_gc);
+        }
+    }
+    Ok(())
+}
+
+fn spread(values: &[f64]) -> Option<Spread> {
+    (!values.is_empty()).then(|| Spread::of(values))
+}
+
+fn counts(values: &[u64]) -> Vec<f64> {
+    values.iter().map(|&v| v as f64).collect()
+}
+
+fn find<'a>(runs: &'a ChatRuns, collector: Collector, label: &str) -> Option<&'a ChatPoint> {
+    runs.points
+        .iter()
+        .find(|p| p.collector == collector && p.config.label == label)
+}
+
+/// The tables, one per collector.
+pub fn render_runs(runs: &ChatRuns) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Machine: {}. JVM: `{}`. `bench/jvm`'s chat: {ROOMS} rooms, {THREADS} threads, {} \
+         messages per connection, `-Xms{HEAP} -Xmx{HEAP} -Xmn{YOUNG}`, {} round(s); median \
+         (min–max).\n",
+        runs.machine, runs.jvm, runs.messages, runs.repeat
+    );
+    let collectors: Vec<Collector> = Collector::ALL
+        .into_iter()
+        .filter(|&c| runs.points.iter().any(|p| p.collector == c))
+        .collect();
+    for collector in collectors {
+        let _ = writeln!(
+            text,
+            "**{} (`{}`)**\n\n| run | young collections | messages/s | TLAB space unused per \
+             collection (KiB) | levels' tails per collection (KiB) |\n| --- | ---: | ---: | ---: \
+             | ---: |",
+            collector.name(),
+            collector.flag()
+        );
+        for point in runs.points.iter().filter(|p| p.collector == collector) {
+            let cell = |values: &[f64], digits: usize| {
+                spread(values).map_or("—".into(), |s| {
+                    format!(
+                        "{:.digits$} ({:.digits$}–{:.digits$})",
+                        s.median, s.min, s.max
+                    )
+                })
+            };
+            let levels = if point.config.flags.iter().any(|f| f == "-XX:+UseHAB") {
+                cell(&point.level_waste_kib_per_gc, 0)
+            } else {
+                "—".into()
+            };
+            let _ = writeln!(
+                text,
+                "| {} (`{}`) | {} | {} | {} | {levels} |",
+                point.config.label,
+                point.config.flags.join(" "),
+                cell(&counts(&point.collections), 0),
+                cell(&point.messages_per_sec, 0),
+                cell(&point.tlab_waste_kib_per_gc, 0),
+            );
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The claims of HABs under many threads, per collector: with defaults, no more young
+/// collections than stock at 0.95× its messages/s or more; with 1 KiB TLABs, fewer
+/// collections than stock at 0.9× or more.
+fn judge(runs: &ChatRuns, claims: &mut Claims) {
+    for collector in Collector::ALL {
+        let Some(stock) = find(runs, collector, STOCK) else {
+            continue;
+        };
+        let (Some(stock_rate), Some(stock_collections)) = (
+            spread(&stock.messages_per_sec),
+            spread(&counts(&stock.collections)),
+        ) else {
+            continue;
+        };
+        let name = collector.name();
+        let where_ = format!("{name}, {THREADS} threads, -Xmn{YOUNG}");
+        if let Some(habs) = find(runs, collector, HABS) {
+            if let (Some(rate), Some(collections)) = (
+                spread(&habs.messages_per_sec),
+                spread(&counts(&habs.collections)),
+            ) {
+                claims.judge(
+                    "HotSpot with HABs",
+                    &format!("-XX:+UseHAB runs no more young collections than stock ({where_})"),
+                    Verdict::not_above(collections, stock_collections),
+                );
+                claims.judge(
+                    "HotSpot with HABs",
+                    &format!("-XX:+UseHAB delivers ≥ 0.95× stock's messages/s ({where_})"),
+                    Verdict::at_least(rate.ratio(stock_rate), 0.95),
+                );
+            }
+        }
+        if let Some(small) = find(runs, collector, HABS_SMALL) {
+            if let (Some(rate), Some(collections)) = (
+                spread(&small.messages_per_sec),
+                spread(&counts(&small.collections)),
+            ) {
+                let fewer =
+                    Verdict::not_above(collections, stock_collections).and(Verdict::at_most(
+                        Spread::exact(collections.median),
+                        stock_collections.median - 1.0,
+                    ));
+                claims.judge(
+                    "HotSpot with HABs",
+                    &format!(
+                        "-XX:+UseHAB with 1 KiB TLABs runs fewer young collections than stock \
+                         ({where_})"
+                    ),
+                    fewer,
+                );
+                claims.judge(
+                    "HotSpot with HABs",
+                    &format!(
+                        "-XX:+UseHAB with 1 KiB TLABs delivers ≥ 0.9× stock's messages/s \
+                         ({where_})"
+                    ),
+                    Verdict::at_least(rate.ratio(stock_rate), 0.9),
+                );
+            }
+        }
+    }
+}
+
+/// Messages per connection at the report's scales (none at the quick one).
+fn messages_for(scale: &super::Scale) -> Option<usize> {
+    match scale.name {
+        "default" => Some(40),
+        "full" => Some(200),
+        _ => None,
+    }
+}
+
+/// Rounds at the report's scales.
+const REPORT_ROUNDS: usize = 2;
+
+/// The experiment as the report runs it, where HotSpot runs and the JVM with HABs is built.
+pub struct HotSpotManyThreads;
+
+impl Experiment for HotSpotManyThreads {
+    fn name(&self) -> &'static str {
+        "HotSpot with HABs, many threads"
+    }
+
+    fn steps(&self, cx: &Context) -> usize {
+        match messages_for(cx.scale) {
+            Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
+                Collector::ALL.len() * configs().len() * REPORT_ROUNDS
+            }
+            _ => 0,
+        }
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
+        let Some(jar) = &cx.bench_jar else {
+            return Ok(());
+        };
+        cx.hotspot_chat = match (messages_for(cx.scale), built_jdk()) {
+            (None, _) => Err("the quick scale skips it".into()),
+            (_, None) => Err(NOT_BUILT.into()),
+            (Some(messages), Some(jdk)) => measure(
+                &jdk,
+                jar,
+                &Collector::ALL,
+                messages,
+                REPORT_ROUNDS,
+                |what| {
+                    progress.set_message(what.to_string());
+                    progress.inc(1);
+                },
+            )
+            .map_err(|why| format!("it failed: {why}")),
+        };
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        let mut text = String::from(
+            "### Many threads\n\nGarthwaite et al.'s case inside HotSpot: a thousand threads, \
+             each with a TLAB whose tail is unused at every young collection. Hab's levels \
+             change where TLABs come from, so they bound the buffers' own tails, not the \
+             TLABs'; `-XX:-UseTLAB` shows what no tails at all would give.\n\n",
+        );
+        match &cx.hotspot_chat {
+            Ok(runs) => {
+                judge(runs, claims);
+                text += &render_runs(runs);
+            }
+            Err(why) => {
+                let _ = writeln!(text, "Not run on this machine: {why}.\n");
+            }
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_logs_parse() {
+        let log = "[1.0s][debug][gc,tlab] GC(0) TLAB totals: thrds: 1000  refills: 2000 max: 3 \
+                   slow allocs: 0 max 0 waste: 40.0% gc: 1048576B max: 2048B slow: 2048B max: \
+                   1024B\n[2.0s][debug][gc,tlab] GC(1) TLAB totals: thrds: 1000  refills: 2000 \
+                   max: 3 slow allocs: 0 max 0 waste: 40.0% gc: 1024B max: 2048B slow: 0B max: \
+                   0B\n[3.0s][info ][gc,tlab] HAB total cpu: allocs: 10 refills: 2 waste_bytes: \
+                   4096 buffer_bytes: 65536\n[3.0s][info ][gc,tlab] HAB total: 2 retires (2 at \
+                   collections); 0 TLABs\n";
+        assert_eq!(tlab_totals(log, "gc:"), (1_049_600, 2));
+        assert_eq!(tlab_totals(log, "slow:"), (2048, 2));
+        assert_eq!(level_waste_bytes(log), 4096);
+    }
+
+    fn point(collector: Collector, label: &str, collections: &[u64], rate: f64) -> ChatPoint {
+        let config = configs().into_iter().find(|c| c.label == label).unwrap();
+        ChatPoint {
+            collector,
+            config,
+            messages_per_sec: vec![rate; collections.len()],
+            collections: collections.to_vec(),
+            tlab_waste_kib_per_gc: vec![1000.0; collections.len()],
+            level_waste_kib_per_gc: vec![100.0; collections.len()],
+        }
+    }
+
+    #[test]
+    fn the_claims_follow_the_figures() {
+        let runs = ChatRuns {
+            machine: "m".into(),
+            jvm: "j".into(),
+            messages: 40,
+            repeat: 2,
+            points: vec![
+                point(Collector::G1, STOCK, &[100, 102], 1000.0),
+                point(Collector::G1, HABS, &[98, 99], 990.0),
+                point(Collector::G1, HABS_SMALL, &[110, 112], 800.0),
+            ],
+        };
+        let mut claims = Claims::default();
+        judge(&runs, &mut claims);
+        assert_eq!(
+            claims.verdicts(),
+            [Verdict::Yes, Verdict::Yes, Verdict::No, Verdict::No]
+        );
+        let text = render_runs(&runs);
+        assert!(text.contains("**G1 (`-XX:+UseG1GC`)**"), "{text}");
+        assert!(!text.contains("Parallel"), "{text}");
+    }
+}
