@@ -105,6 +105,16 @@ const CASES: &[(&str, &str)] = &[
         "hotspot-hab --out /proc/hab-cannot-write-here/runs.json",
         "--out /proc/hab-cannot-write-here/runs.json: cannot write there",
     ),
+    (
+        "hotspot-hab --collector serial",
+        "\"serial\": expected parallel or g1",
+    ),
+    (
+        "hotspot-hab --many-threads --messages 0",
+        "--messages 0: must be at least 1",
+    ),
+    ("hotspot-hab --messages 5", "--many-threads"),
+    ("hotspot-hab --many-threads --out x.json", "--out"),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
     ("run --tlab-size 0", "--tlab-size: 0 bytes"),
