@@ -6,8 +6,9 @@
 #   jvm/hotspot/workloads.sh            # after jvm/hotspot/build.sh and mvn package in bench/jvm
 #
 # Environment: JDK (default target/hotspot-hab/jdk), ROUNDS (3), HABLEVELS (core:1M).
-# Eden is 48 MiB (-Xmn64m): large enough that the JVM keeps HABs on (it turns them off, with a
-# warning, where eden is under twice what the buffers hold; a warning fails this script).
+# Eden is 48 MiB (-Xmn64m): large enough that the JVM keeps the levels as given (it scales down,
+# with a warning, levels whose buffers would hold more than a quarter of eden; a warning fails
+# this script, so that the runs are of the levels named).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 java="${JDK:-$repo/target/hotspot-hab/jdk}/bin/java"
