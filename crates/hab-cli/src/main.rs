@@ -446,11 +446,10 @@ fn hotspot_many_threads(args: &HotspotHabArgs) -> Result<(), String> {
         Some(collector) => vec![collector],
         None => hotspot_hab::Collector::ALL.to_vec(),
     };
-    let jdk = args
-        .jdk
-        .clone()
-        .or_else(hotspot_hab::built_jdk)
-        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
+    let jdk =
+        args.jdk.clone().or_else(hotspot_hab::built_jdk).ok_or(
+            "no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk",
+        )?;
     if !args.bench_jar.exists() {
         return Err(format!(
             "{}: not there (mvn -q -B package in bench/jvm makes it)",
