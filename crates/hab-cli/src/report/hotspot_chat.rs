@@ -160,14 +160,7 @@ fn run_once(
         return Err(format!("{command:?}: {stderr}"));
     }
     let value = |key: &str| {
-        stderr
-            .lines()
-            .find_map(|line| {
-                line.strip_prefix(key)?
-                    .strip_prefix('=')?
-                    .parse::<f64>()
-                    .ok()
-            })
+        super::hotspot_hab::value::<f64>(&stderr, key)
             .ok_or_else(|| format!("{command:?}: no {key} in {stderr:?}"))
     };
     let log =

@@ -300,7 +300,7 @@ pub(crate) fn version(java: &Path) -> Result<String, String> {
 }
 
 /// Parses `key=value` from the workload's standard error.
-fn value<T: std::str::FromStr>(stderr: &str, key: &str) -> Option<T> {
+pub(crate) fn value<T: std::str::FromStr>(stderr: &str, key: &str) -> Option<T> {
     stderr
         .lines()
         .find_map(|line| line.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
