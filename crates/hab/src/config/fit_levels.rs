@@ -14,8 +14,7 @@
 //! Levels that fit are returned unchanged, so a caller can tell "fitted" by comparing.
 
 use crate::config::auto_levels::power_of_two_within;
-use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
-use crate::memory::size::ByteSize;
+use crate::config::{check_levels, check_smallest_tlab, ConfigError, MiddleLevelSpec};
 use crate::memory::words::WORD_BYTES;
 use crate::platform::topology::Topology;
 
@@ -46,19 +45,7 @@ pub(crate) fn fit(
         min_tlab_bytes,
         max_buffer_bytes,
     } = room;
-    if min_tlab_bytes == 0
-        || !min_tlab_bytes.is_multiple_of(WORD_BYTES)
-        || min_tlab_bytes > space_bytes
-    {
-        return Err(ConfigError::new(
-            "min_tlab",
-            format!(
-                "fitting levels needs a smallest TLAB that is a positive multiple of 8 within \
-                 the space ({}), not {min_tlab_bytes} bytes",
-                ByteSize::new(space_bytes)
-            ),
-        ));
-    }
+    check_smallest_tlab("fitting levels", space_bytes, min_tlab_bytes)?;
     // A list the levels would refuse as given is refused here with the same words.
     let lowest_bytes = levels.first().map_or(0, |lowest| lowest.buffer_bytes);
     check_levels(levels, lowest_bytes, WORD_BYTES)?;

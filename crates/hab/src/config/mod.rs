@@ -393,19 +393,7 @@ impl MiddleLevelSpec {
                 ),
             ));
         }
-        if min_tlab_bytes == 0
-            || !min_tlab_bytes.is_multiple_of(WORD_BYTES)
-            || min_tlab_bytes > capacity_bytes
-        {
-            return Err(ConfigError::new(
-                "min_tlab",
-                format!(
-                    "auto needs a smallest TLAB that is a positive multiple of 8 within the \
-                     space ({}), not {min_tlab_bytes} bytes",
-                    ByteSize::new(capacity_bytes)
-                ),
-            ));
-        }
+        check_smallest_tlab("auto", capacity_bytes, min_tlab_bytes)?;
         let fit = auto_levels::Fit {
             capacity_bytes,
             min_tlab_bytes,
@@ -453,6 +441,29 @@ impl MiddleLevelSpec {
             .collect();
         items.join(",")
     }
+}
+
+/// A smallest TLAB that `what` (auto, or fitting levels) can size buffers for: a positive
+/// multiple of 8 within the space.
+fn check_smallest_tlab(
+    what: &str,
+    space_bytes: usize,
+    min_tlab_bytes: usize,
+) -> Result<(), ConfigError> {
+    if min_tlab_bytes == 0
+        || !min_tlab_bytes.is_multiple_of(WORD_BYTES)
+        || min_tlab_bytes > space_bytes
+    {
+        return Err(ConfigError::new(
+            "min_tlab",
+            format!(
+                "{what} needs a smallest TLAB that is a positive multiple of 8 within the space \
+                 ({}), not {min_tlab_bytes} bytes",
+                ByteSize::new(space_bytes)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Where the heap learns the machine's shape.
