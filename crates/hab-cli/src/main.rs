@@ -58,8 +58,9 @@ struct HotspotHabArgs {
     /// The sources jar the javac workload compiles.
     #[arg(long, default_value = "bench/jvm/target/javac-sources.jar")]
     sources: PathBuf,
-    /// Thread counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "80")]
+    /// Thread counts, comma-separated (default: every CPU this process may use, and 16 per
+    /// CPU; the seed's own count is 80).
+    #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
     /// `seed` (the seed's TLAB sizes and buffers) or `small` (a few of them).
     #[arg(long, default_value = "small")]
@@ -273,6 +274,18 @@ struct ReportArgs {
     /// Where to write README.md.
     #[arg(long, default_value = "report")]
     out: PathBuf,
+    /// Simulate a machine of this many CPUs (1 to 256): thread counts follow it, runs see a
+    /// simulated topology and CPU ids, and count-based figures (collections, waste, foreign
+    /// allocations, instructions) are that machine's; times mean nothing. HotSpot does not run.
+    #[arg(long, value_parser = parse_simulated_cpus, conflicts_with = "jvm")]
+    cpus: Option<usize>,
+}
+
+fn parse_simulated_cpus(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(cpus @ 1..=256) => Ok(cpus),
+        _ => Err(format!("{text:?}: expected a number of CPUs from 1 to 256")),
+    }
 }
 
 fn parse_mode(text: &str) -> Result<Mode, String> {
@@ -326,7 +339,7 @@ fn main() -> ExitCode {
                 (_, true) => Some(false),
                 _ => None,
             };
-            report::write(size, jvm, &args.out)
+            report::write(size, jvm, args.cpus, &args.out)
         }
         Command::Topology(args) => topology(args),
         Command::CpuId(args) => cpu_id(args),
@@ -341,7 +354,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
+fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
     use report::hotspot_hab::{self, Grid, Runs};
     if let Some(from) = &args.from {
         let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
@@ -349,6 +362,9 @@ fn hotspot_hab(args: HotspotHabArgs) -> Result<(), String> {
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
         print!("{}", hotspot_hab::render_runs(&runs));
         return Ok(());
+    }
+    if args.threads.is_empty() {
+        args.threads = hotspot_hab::default_threads();
     }
     // The user's own numbers and paths first, then what this machine has (the JDK, the jars).
     for &threads in &args.threads {
@@ -654,6 +670,8 @@ fn run_vm(args: RunArgs, workload: VmWorkload) -> Result<(), String> {
         log_gc: args.log_gc,
         log_tlab: args.log_tlab,
         end_of_cycle: args.end_of_cycle != Some(Switch::Off),
+        cpu_id: args.cpu_id,
+        topology: args.topology.clone(),
     };
     let result = vm_run::run(&spec)?;
     if args.json {

@@ -79,6 +79,10 @@ pub struct VmRunSpec {
     /// TLABs shrink as each cycle's space runs out (`HeapConfig::end_of_cycle`; on by
     /// default).
     pub end_of_cycle: bool,
+    /// CPU-id source; `None` lets the heap choose.
+    pub cpu_id: Option<hab::CpuIdSource>,
+    /// A simulated topology such as `4x10x2`; `None` reads the machine's.
+    pub topology: Option<String>,
 }
 
 impl VmRunSpec {
@@ -207,6 +211,12 @@ impl VmRunSpec {
         if !self.end_of_cycle {
             command += " --end-of-cycle off";
         }
+        if let Some(source) = self.cpu_id {
+            command += &format!(" --cpu-id {source}");
+        }
+        if let Some(topology) = &self.topology {
+            command += &format!(" --topology {topology}");
+        }
         match self.workload {
             VmWorkload::BinaryTrees | VmWorkload::GcBench => {
                 command += &format!(" --depth {}", self.depth);
@@ -311,11 +321,17 @@ pub struct VmRunResult {
 
 pub fn run(spec: &VmRunSpec) -> Result<VmRunResult, String> {
     spec.check()?;
-    let heap = HeapConfig::builder()
+    let mut heap = HeapConfig::builder()
         .mode(spec.mode)
         .tlab(spec.tlab)
         .end_of_cycle(spec.end_of_cycle)
         .middle_levels(&spec.middle);
+    if let Some(source) = spec.cpu_id {
+        heap = heap.cpu_id(source);
+    }
+    if let Some(topology) = &spec.topology {
+        heap = heap.simulated_topology(topology);
+    }
     let config = VmConfig {
         heap,
         verify: spec.verify,

@@ -184,6 +184,11 @@ const CASES: &[(&str, &str)] = &[
     ),
     ("report --quick --full", "cannot be used with"),
     (
+        "report --quick --cpus 0",
+        "\"0\": expected a number of CPUs from 1 to 256",
+    ),
+    ("report --quick --cpus 257", "from 1 to 256"),
+    (
         "run --mode hab --middle auto,",
         "auto picks every level, so it stands alone",
     ),

@@ -18,9 +18,6 @@ use super::Scale;
 use crate::figures::Spread;
 use crate::vm_run::VmWorkload;
 
-/// Threads of the C binary-trees.
-const THREADS: [usize; 2] = [1, 2];
-
 /// One program in one configuration, over the repetitions.
 pub struct Point {
     workload: &'static str,
@@ -37,8 +34,8 @@ pub enum CRuntime {
 }
 
 /// Progress steps of [`measure`].
-pub fn steps() -> usize {
-    ALL_MODES.len() * (THREADS.len() + 1) + 1
+pub fn steps(scale: &Scale) -> usize {
+    ALL_MODES.len() * (scale.threads.ends_and_two().len() + 1) + 1
 }
 
 fn workspace() -> PathBuf {
@@ -120,9 +117,11 @@ pub fn measure(scale: &Scale, progress: &ProgressBar) -> Result<CRuntime, String
     let expected = hab_vm::workloads::binary_trees::expected(depth);
     let mut points = Vec::new();
     for mode in ALL_MODES {
-        let runs = THREADS
-            .iter()
-            .map(|&threads| ("binary-trees", threads))
+        let runs = scale
+            .threads
+            .ends_and_two()
+            .into_iter()
+            .map(|threads| ("binary-trees", threads))
             .chain([("gcbench", 1)]);
         for (workload, threads) in runs {
             progress.set_message(format!("C runtime {workload} {mode} {threads} threads"));
@@ -197,9 +196,11 @@ pub fn render(scale: &Scale, c: &CRuntime, vm_runs: &[vm::Runs], hotspot: &HotSp
         ALL_MODES.map(|m| m.name()).join(" | ")
     );
     let _ = writeln!(s, "| --- |{}", " ---: |".repeat(ALL_MODES.len() + 1));
-    let rows = THREADS
-        .iter()
-        .map(|&threads| ("binary-trees", threads))
+    let rows = scale
+        .threads
+        .ends_and_two()
+        .into_iter()
+        .map(|threads| ("binary-trees", threads))
         .chain([("gcbench", 1)]);
     for (workload, threads) in rows {
         let plural = if threads == 1 { "" } else { "s" };
@@ -247,18 +248,18 @@ impl Experiment for CRuntimeExperiment {
         "The C example runtime through libhab"
     }
 
-    fn steps(&self, _: &Context) -> usize {
-        steps()
+    fn steps(&self, cx: &Context) -> usize {
+        steps(&cx.scale)
     }
 
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        cx.c_runtime = Some(measure(cx.scale, progress)?);
+        cx.c_runtime = Some(measure(&cx.scale, progress)?);
         Ok(())
     }
 
     fn section(&self, cx: &Context, _: &mut super::claims::Claims) -> String {
         match &cx.c_runtime {
-            Some(c) => render(cx.scale, c, &cx.vm_runs, &cx.hotspot),
+            Some(c) => render(&cx.scale, c, &cx.vm_runs, &cx.hotspot),
             None => String::new(),
         }
     }

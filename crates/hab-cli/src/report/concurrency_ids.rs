@@ -16,7 +16,11 @@ use crate::figures::Spread;
 
 /// Whose claims the section's table checks, in the list of claims.
 const SECTION: &str = "Concurrency ids";
-const THREADS: [usize; 3] = [1, 8, 32];
+/// One thread, then 4 and 16 per CPU.
+fn thread_counts(scale: &Scale) -> Vec<usize> {
+    let [four, sixteen] = scale.threads.oversubscribed();
+    vec![1, four, sixteen]
+}
 
 /// What the LABs are indexed by in one run: `HAB_RSEQ_INDEX`'s value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,15 +119,15 @@ impl Experiment for ConcurrencyIds {
         "Concurrency ids: per-CPU LABs by mm_cid or by CPU"
     }
 
-    fn steps(&self, _context: &Context) -> usize {
-        THREADS.len() * 2
+    fn steps(&self, cx: &Context) -> usize {
+        thread_counts(&cx.scale).len() * 2
     }
 
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        for threads in THREADS {
+        for threads in thread_counts(&cx.scale) {
             for index in [Index::Default, Index::Cpu] {
                 progress.set_message(format!("cpu-lab, {threads} threads, by {index:?}"));
-                cx.concurrency_ids.push(run(cx.scale, index, threads)?);
+                cx.concurrency_ids.push(run(&cx.scale, index, threads)?);
                 progress.inc(1);
             }
         }
@@ -147,7 +151,7 @@ impl Experiment for ConcurrencyIds {
              each pair with `HAB_RSEQ_INDEX=cpu`. Collections are those during a run (means); \
              LABs in use and tail waste are per collection, counting the one that ends each \
              run; time `ns/object` (median).\n",
-            objects(cx.scale),
+            objects(&cx.scale),
             ByteSize::new(jaffer::HEAP_BYTES),
             cx.scale.repeat
         );
@@ -156,7 +160,7 @@ impl Experiment for ConcurrencyIds {
             "| threads | indexed by | collections | LABs in use per collection | LABs' tails wasted per collection | ns/object | claim: one LAB in use for one thread |"
         );
         let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: | ---: | --- |");
-        for threads in THREADS {
+        for threads in thread_counts(&cx.scale) {
             let find = |index| {
                 cx.concurrency_ids
                     .iter()

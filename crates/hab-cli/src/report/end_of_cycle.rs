@@ -18,9 +18,6 @@ use crate::vm_run::{self, VmRunSpec};
 const SECTION: &str = "The end of a cycle";
 /// The chat's rooms: 1000 threads.
 const ROOMS: usize = 50;
-/// Warehouse threads: a few, and many more than CPUs.
-const WAREHOUSE_THREADS: [usize; 2] = [8, 64];
-
 /// The workloads compared, with TLABs full-sized to the end (the VM section's runs).
 fn full_sized(scale: &Scale) -> Vec<(String, VmRunSpec)> {
     let mut specs = vec![
@@ -33,7 +30,8 @@ fn full_sized(scale: &Scale) -> Vec<(String, VmRunSpec)> {
             chat_adaptive(scale, Mode::Tlab, ROOMS),
         ),
     ];
-    for threads in WAREHOUSE_THREADS {
+    // 4 and 32 warehouse threads per CPU.
+    for threads in [4, 32].map(|per_cpu| per_cpu * scale.threads.cpus()) {
         specs.push((
             format!("warehouses, {threads} threads, adaptive TLABs"),
             warehouses(scale, Mode::Tlab, threads),
@@ -67,13 +65,13 @@ impl Experiment for EndOfCycle {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        full_sized(cx.scale).len()
+        full_sized(&cx.scale).len()
     }
 
     /// Runs the workloads with the policy (those without it, and in per-CPU LABs, are the
     /// VM section's runs).
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        for (label, spec) in full_sized(cx.scale) {
+        for (label, spec) in full_sized(&cx.scale) {
             progress.set_message(format!("VM {label}, end of cycle"));
             let spec = with_end_of_cycle(&spec);
             let results = (0..cx.scale.vm_repeat)
@@ -105,7 +103,7 @@ impl Experiment for EndOfCycle {
             "| workload | collections, full-sized TLABs | with the end of a cycle | per-CPU LABs | time, full-sized | time, end of a cycle | claim: no more collections than full-sized TLABs |"
         );
         let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | --- |");
-        for (label, spec) in full_sized(cx.scale) {
+        for (label, spec) in full_sized(&cx.scale) {
             let off = find(&cx.vm_runs, &spec);
             let on = find(&cx.vm_runs, &with_end_of_cycle(&spec));
             let per_cpu = cx
@@ -131,7 +129,7 @@ impl Experiment for EndOfCycle {
                 on.spread(|r| r.elapsed_ms, 1.0),
             );
         }
-        let chat_fixed = chat(cx.scale, Mode::Tlab, ROOMS);
+        let chat_fixed = chat(&cx.scale, Mode::Tlab, ROOMS);
         let (off, on, per_cpu) = (
             find(&cx.vm_runs, &chat_fixed).figure(|r| r.collections as f64),
             find(&cx.vm_runs, &with_end_of_cycle(&chat_fixed)).figure(|r| r.collections as f64),

@@ -20,7 +20,7 @@ use crate::workload::RunSpec;
 /// in order: the machine's figures and the shared runs, stock HotSpot, then each
 /// experiment's own measurements in the list's order.
 pub struct Context {
-    pub scale: &'static Scale,
+    pub scale: Scale,
     /// Why HotSpot does not run in this report (`None`: it runs).
     pub jvm_skipped: Option<String>,
     /// The `hab run` runs every experiment asked for.

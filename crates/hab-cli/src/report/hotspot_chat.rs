@@ -411,7 +411,7 @@ impl Experiment for HotSpotManyThreads {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        match messages_for(cx.scale) {
+        match messages_for(&cx.scale) {
             Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
                 Collector::ALL.len() * configs().len() * REPORT_ROUNDS
             }
@@ -423,7 +423,7 @@ impl Experiment for HotSpotManyThreads {
         let Some(jar) = &cx.bench_jar else {
             return Ok(());
         };
-        cx.hotspot_chat = match (messages_for(cx.scale), built_jdk()) {
+        cx.hotspot_chat = match (messages_for(&cx.scale), built_jdk()) {
             (None, _) => Err("the quick scale skips it".into()),
             (_, None) => Err(NOT_BUILT.into()),
             (Some(messages), Some(jdk)) => measure(

@@ -235,16 +235,35 @@ pub struct Runs {
 }
 
 /// The grids `hab report` runs at `scale`, one per collector: none at the quick scale; a few
-/// points on 80 threads at the default; the seed's grid at the full scale.
+/// points with 16 threads per CPU at the default; the seed's grid at the full scale, on every
+/// CPU, 16 threads per CPU and the seed's own 80 threads.
 pub fn grids_for(scale: &super::Scale) -> Vec<Grid> {
+    let threads = &scale.threads;
     Collector::ALL
         .into_iter()
         .filter_map(|collector| match scale.name {
-            "default" => Some(Grid::small(collector, vec![80], 1, 2)),
-            "full" => Some(Grid::seed(collector, vec![80], 2, 3)),
+            "default" => Some(Grid::small(collector, vec![16 * threads.cpus()], 1, 2)),
+            "full" => {
+                let mut counts = machine_threads(threads);
+                counts.push(80);
+                counts.sort_unstable();
+                counts.dedup();
+                Some(Grid::seed(collector, counts, 2, 3))
+            }
             _ => None,
         })
         .collect()
+}
+
+/// `hab hotspot-hab`'s thread counts where none are given: every CPU of this machine busy,
+/// and 16 threads per CPU.
+pub fn default_threads() -> Vec<usize> {
+    machine_threads(&super::threads::Threads::of_this_machine())
+}
+
+/// Every CPU busy, and 16 threads per CPU.
+fn machine_threads(threads: &super::threads::Threads) -> Vec<usize> {
+    vec![threads.cpus(), 16 * threads.cpus()]
 }
 
 /// Runs `grids` for the report with `bench_jar` (built beside it), or says why it did not.
@@ -757,11 +776,12 @@ pub fn render(here: &Result<Vec<Runs>, String>) -> String {
         text += &render_runs(&runs);
     }
     text.push_str(
-        "\nWhat 2 CPUs can show: that HotSpot runs javac, its own jtreg tests and heap \
-         verification on HABs, the foreign-allocation counts, and the cost of a refill \
-         through the levels against eden's compare-and-swap when 80 threads share 2 CPUs. \
-         What they cannot: contention on eden's top between many CPUs, which is what the \
-         seed's HABs remove; that needs the recorded runs of a machine with many cores.\n",
+        "\nWhat a machine of few CPUs can show: that HotSpot runs javac, its own jtreg tests \
+         and heap verification on HABs, the foreign-allocation counts, and the cost of a \
+         refill through the levels against eden's compare-and-swap when many threads share \
+         the CPUs. What it cannot: contention on eden's top between many CPUs, which is what \
+         the seed's HABs remove; that needs a machine with many cores (the recorded runs, or \
+         this report run there: its thread counts follow the machine).\n",
     );
     text
 }
@@ -825,7 +845,7 @@ impl Experiment for HotSpotWithHabs {
 
     fn steps(&self, cx: &Context) -> usize {
         if cx.jvm_skipped.is_none() && built_jdk().is_some() {
-            grids_for(cx.scale).iter().map(Grid::runs).sum()
+            grids_for(&cx.scale).iter().map(Grid::runs).sum()
         } else {
             0
         }
@@ -833,7 +853,7 @@ impl Experiment for HotSpotWithHabs {
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
         if let Some(jar) = &cx.bench_jar {
-            cx.hotspot_with_habs = measure_for_report(&grids_for(cx.scale), jar, progress);
+            cx.hotspot_with_habs = measure_for_report(&grids_for(&cx.scale), jar, progress);
         }
         Ok(())
     }

@@ -307,7 +307,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         });
         progress.inc(1);
     }
-    for threads in [1usize, 2] {
+    for threads in scale.threads.ends_and_two() {
         for use_tlab in [true, false] {
             progress.set_message(format!("HotSpot alloc-object, {threads} threads"));
             let jvm_args = format!(
@@ -396,7 +396,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         }
         flags
     };
-    for threads in [1usize, 2] {
+    for threads in scale.threads.ends_and_two() {
         progress.set_message(format!("HotSpot binary-trees, {threads} threads"));
         points.push(run_main(
             "binary-trees",
@@ -411,7 +411,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         progress.inc(1);
     }
     for (config, fixed_tlabs) in [(WAREHOUSES_ADAPTIVE, false), (WAREHOUSES_FIXED, true)] {
-        for threads in [1usize, 2, 4, 8, 16, 32, 64] {
+        for threads in super::vm::warehouse_threads(scale) {
             progress.set_message(format!("HotSpot warehouses, {threads} threads, {config}"));
             points.push(run_main(
                 "warehouses",
@@ -460,8 +460,9 @@ pub const WAREHOUSES_ADAPTIVE: &str = "Parallel, 4 MiB young generation, adaptiv
 pub const WAREHOUSES_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLABs";
 
 /// Progress steps `measure` takes.
-pub fn steps() -> usize {
-    ALLOC_ARRAY_TLABS.len() + 4 + 2 + 2 * 7 + 4
+pub fn steps(scale: &Scale) -> usize {
+    let ends = scale.threads.ends_and_two().len();
+    ALLOC_ARRAY_TLABS.len() + 2 * ends + ends + 2 * super::vm::warehouse_threads(scale).len() + 4
 }
 
 #[cfg(test)]

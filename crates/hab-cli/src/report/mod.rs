@@ -26,6 +26,7 @@ mod plot;
 mod scale;
 mod shipilev;
 mod summary;
+mod threads;
 mod vm;
 
 use std::fmt::Write as _;
@@ -90,11 +91,22 @@ impl Figures {
 
 /// Figures measured outside `hab run`.
 pub struct Extras {
-    /// The compute loop's speed-up from 1 to 2 threads.
-    pub compute_speedup: f64,
+    /// The compute loop's speed-up from 1 thread to each count of the scaling axis.
+    pub compute_speedups: Vec<(usize, f64)>,
     /// The compute loop timed all through the run.
     pub noise: noise::Noise,
     pub costs: costs::Costs,
+}
+
+impl Extras {
+    /// The compute loop's speed-up from 1 to `threads` threads: what a perfectly scaling
+    /// workload reaches on this machine (NaN where it was not timed).
+    pub fn compute_speedup(&self, threads: usize) -> f64 {
+        self.compute_speedups
+            .iter()
+            .find(|(count, _)| *count == threads)
+            .map_or(f64::NAN, |(_, speedup)| *speedup)
+    }
 }
 
 /// Which experiments' sizes, and whether HotSpot runs beside Hab.
@@ -129,16 +141,19 @@ fn check_writable(out: &Path) -> Result<(), String> {
         })
 }
 
-/// Runs every experiment and writes the report.
-pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
-    let scale = match size {
-        Size::Quick => &scale::QUICK,
-        Size::Default => &scale::DEFAULT,
-        Size::Full => &scale::FULL,
-    };
+/// Runs every experiment and writes the report; `cpus` simulates a machine of that many CPUs.
+pub fn write(size: Size, jvm: Option<bool>, cpus: Option<usize>, out: &Path) -> Result<(), String> {
+    let threads = cpus.map_or_else(
+        threads::Threads::of_this_machine,
+        threads::Threads::simulated,
+    );
+    let scale = Scale::new(size, threads);
     // HotSpot runs when asked, else at the default and full scales when Java and Maven exist.
     let jvm_skipped = match jvm {
         Some(false) => Some("turned off with --no-jvm".to_string()),
+        _ if scale.threads.is_simulated() => {
+            Some("the machine is simulated (`--cpus`), and HotSpot sees the real one".into())
+        }
         _ if scale.quick && jvm.is_none() => Some("the quick scale skips it (add --jvm)".into()),
         _ if !jvm::available() => Some("`java` or `mvn` is not on the PATH".into()),
         _ => None,
@@ -146,7 +161,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
     check_writable(out)?;
     let started = Instant::now();
     let mut specs: Vec<RunSpec> = Vec::new();
-    for spec in EXPERIMENTS.iter().flat_map(|e| e.runs(scale)) {
+    for spec in EXPERIMENTS.iter().flat_map(|e| e.runs(&scale)) {
         if !specs.contains(&spec) {
             specs.push(spec);
         }
@@ -161,7 +176,7 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         jvm_skipped,
         measured: Measured { runs: Vec::new() },
         extras: Extras {
-            compute_speedup: f64::NAN,
+            compute_speedups: Vec::new(),
             noise: noise::Noise::default(),
             costs: costs::Costs::default(),
         },
@@ -175,12 +190,14 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         },
     };
     let jvm_steps = if cx.jvm_skipped.is_none() {
-        jvm::steps() + 1
+        jvm::steps(&cx.scale) + 1
     } else {
         0
     };
     let own_steps: usize = EXPERIMENTS.iter().map(|e| e.steps(&cx)).sum();
-    let progress = ProgressBar::new((1 + specs.len() + jvm_steps + own_steps) as u64);
+    let compute_counts = cx.scale.threads.scaling();
+    let progress =
+        ProgressBar::new((compute_counts.len() + specs.len() + jvm_steps + own_steps) as u64);
     progress.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left) {msg}",
@@ -189,10 +206,19 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         .progress_chars("=> "),
     );
 
-    progress.set_message("compute loop on 1 and 2 threads");
-    cx.extras.compute_speedup = workload::compute_speedup(2);
+    let mut timings = Timings::starting_now();
+    for threads in compute_counts {
+        progress.set_message(format!("compute loop on 1 and {threads} threads"));
+        let speedup = if threads == 1 {
+            1.0
+        } else {
+            workload::compute_speedup(threads)
+        };
+        cx.extras.compute_speedups.push((threads, speedup));
+        progress.inc(1);
+    }
     cx.extras.noise.probe();
-    progress.inc(1);
+    timings.mark("the compute loop");
     for spec in specs {
         progress.set_message(format!(
             "{} {} {} {} {} threads {} B",
@@ -208,12 +234,15 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         cx.extras.noise.probe();
         progress.inc(1);
     }
+    timings.mark("the `hab run` runs every experiment reads");
     if cx.jvm_skipped.is_none() {
         measure_hotspot(&mut cx, &progress);
+        timings.mark("stock HotSpot on the same workloads");
     }
     for experiment in EXPERIMENTS {
         experiment.measure(&mut cx, &progress)?;
         cx.extras.noise.probe();
+        timings.mark(experiment.name());
     }
     progress.finish_and_clear();
 
@@ -229,10 +258,22 @@ pub fn write(size: Size, jvm: Option<bool>, out: &Path) -> Result<(), String> {
         .iter()
         .map(|experiment| experiment.section(&cx, &mut claims))
         .collect();
-    let mut text = header(scale, &cx.extras, started.elapsed().as_secs_f64());
+    let mut text = header(&cx.scale, &cx.extras, started.elapsed().as_secs_f64());
+    text += &timings.render();
     text += &experiment_list();
     text += &cx.hotspot.note();
-    text += &summary::render(scale, &cx.measured, &cx.extras, &cx.vm_runs, &cx.hotspot);
+    text += &summary::render(
+        &cx.scale,
+        &cx.measured,
+        &cx.extras,
+        &cx.vm_runs,
+        &cx.hotspot,
+    );
+    if cx.scale.threads.is_simulated() {
+        text += "**The machine is simulated (`--cpus`): claims judged on times mean nothing in \
+                 this run; those on counts (collections, waste, foreign allocations, \
+                 instructions) hold for the simulated machine.**\n\n";
+    }
     text += &claims.render();
     text += &sections;
     let path = out.join("README.md");
@@ -254,7 +295,7 @@ fn measure_hotspot(cx: &mut Context, progress: &ProgressBar) {
     progress.set_message("building bench/jvm with Maven");
     let measured = jvm::build().and_then(|built| {
         progress.inc(1);
-        let points = jvm::measure(&built, cx.scale, progress)?;
+        let points = jvm::measure(&built, &cx.scale, progress)?;
         Ok((built, points))
     });
     match measured {
@@ -310,14 +351,59 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
     for line in machine::describe() {
         let _ = writeln!(s, "- {line}");
     }
+    let _ = writeln!(s, "- {}", scale.threads.describe());
+    let speedups: Vec<String> = extras
+        .compute_speedups
+        .iter()
+        .filter(|(threads, _)| *threads > 1)
+        .map(|(threads, speedup)| format!("{speedup:.2}× on {threads} threads"))
+        .collect();
     let _ = writeln!(
         s,
-        "- A pure compute loop ran {:.2}× faster on 2 threads than on 1 in this run (2.00 would \
-         be perfect scaling); multi-thread figures are judged against it.",
-        extras.compute_speedup
+        "- A pure compute loop's speed-up over one thread in this run: {} (perfect scaling \
+         would equal the thread count); multi-thread figures are judged against it at the same \
+         count.",
+        speedups.join(", ")
     );
     let _ = writeln!(s, "- {}\n", extras.noise.describe());
     s
+}
+
+/// Where the report's time went: each stage's seconds, in order.
+struct Timings {
+    /// When the stage now running began.
+    last: Instant,
+    stages: Vec<(String, f64)>,
+}
+
+impl Timings {
+    /// The first stage begins now.
+    fn starting_now() -> Timings {
+        Timings {
+            last: Instant::now(),
+            stages: Vec::new(),
+        }
+    }
+
+    /// Ends the stage named `what`; the next begins.
+    fn mark(&mut self, what: &str) {
+        let now = Instant::now();
+        self.stages
+            .push((what.to_string(), (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
+
+    fn render(&self) -> String {
+        let mut s = String::from(
+            "Where this run's time went (seconds; each experiment's own measurements, after \
+             the `hab run` runs they share):\n\n| stage | s |\n| --- | ---: |\n",
+        );
+        for (what, seconds) in &self.stages {
+            let _ = writeln!(s, "| {what} | {seconds:.0} |");
+        }
+        s.push('\n');
+        s
+    }
 }
 
 /// A run's time per object as `median (min–max)` over its repetitions, in ns.

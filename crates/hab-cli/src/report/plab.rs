@@ -14,22 +14,22 @@ const SECTION: &str = "Per-CPU LABs";
 use super::experiment::{Context, Experiment};
 use crate::workload::{RunResult, RunSpec, Workload};
 
-const THREADS: [usize; 2] = [1, 2];
 const MODES: [Mode; 3] = [Mode::Shared, Mode::Tlab, Mode::CpuLab];
 
 pub(super) fn run(scale: &Scale, mode: Mode, threads: usize) -> RunSpec {
     RunSpec {
         mode,
-        threads,
         object_size: 16,
-        ..scale.spec(Workload::AllocObject)
+        ..scale.spec_on(Workload::AllocObject, threads)
     }
 }
 
 pub fn specs(scale: &Scale) -> Vec<RunSpec> {
-    THREADS
-        .iter()
-        .flat_map(|&threads| MODES.map(|mode| run(scale, mode, threads)))
+    scale
+        .threads
+        .scaling()
+        .into_iter()
+        .flat_map(|threads| MODES.map(|mode| run(scale, mode, threads)))
         .collect()
 }
 
@@ -61,17 +61,24 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
         "| threads | shared ns/object | tlab ns/object | plab ns/object | plab / tlab | shared / plab | claim: plab ≤ 1.6× tlab | claim: plab ≥ 2× faster than shared |"
     );
     let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |");
-    for threads in THREADS {
+    // Judged on one thread, at 2 and on every CPU; reported at the other counts.
+    let judged = scale.threads.ends_and_two();
+    for threads in scale.threads.scaling() {
         let runs = [Mode::Shared, Mode::Tlab, Mode::CpuLab].map(|mode| get(mode, threads));
         let [shared, tlab, plab] = runs.map(RunResult::ns_per_object);
-        let near_tlab = claims.judge(
-            SECTION,
-            &format!("`plab` ≤ 1.6× `tlab` time per object ({threads} thread(s))"),
+        let mut judge = |claim: String, verdict| {
+            if judged.contains(&threads) {
+                claims.judge(SECTION, &claim, verdict).to_string()
+            } else {
+                format!("({verdict}, not judged)")
+            }
+        };
+        let near_tlab = judge(
+            format!("`plab` ≤ 1.6× `tlab` time per object ({threads} thread(s))"),
             Verdict::at_most(plab.ratio(tlab), 1.6),
         );
-        let beats_shared = claims.judge(
-            SECTION,
-            &format!("`plab` ≥ 2× faster than `shared` ({threads} thread(s))"),
+        let beats_shared = judge(
+            format!("`plab` ≥ 2× faster than `shared` ({threads} thread(s))"),
             Verdict::at_least(shared.ratio(plab), 2.0),
         );
         let [shared, tlab, plab] = [shared, tlab, plab].map(|spread| spread.median);
@@ -114,7 +121,7 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
         s,
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
-    for threads in THREADS {
+    for threads in scale.threads.scaling() {
         let RunResult { cpu_lab: plab, .. } = get(Mode::CpuLab, threads);
         let _ = writeln!(
             s,
@@ -153,6 +160,6 @@ impl Experiment for CpuLabs {
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        render(cx.scale, &cx.measured, &cx.extras.costs, claims)
+        render(&cx.scale, &cx.measured, &cx.extras.costs, claims)
     }
 }

@@ -1,9 +1,11 @@
 //! How big the report's experiments are: the quick, default and full scales.
 
 use super::jaffer;
+use super::threads::Threads;
+use super::Size;
 use crate::workload::{RunSpec, Workload};
 
-/// How big the experiments are.
+/// How big the experiments are, and their thread counts.
 pub struct Scale {
     /// `quick`, `default` or `full`.
     pub name: &'static str,
@@ -24,9 +26,12 @@ pub struct Scale {
     pub tree_depth: u32,
     /// Repetitions of each VM run.
     pub vm_repeat: usize,
+    /// The thread counts, from the machine's CPUs.
+    pub threads: Threads,
 }
 
-pub const DEFAULT: Scale = Scale {
+/// The sizes of each scale; their thread counts are the machine's, set by [`Scale::new`].
+const DEFAULT: Scale = Scale {
     name: "default",
     quick: false,
     array_objects: 50_000_000,
@@ -38,10 +43,11 @@ pub const DEFAULT: Scale = Scale {
     chat_messages: 40,
     tree_depth: 16,
     vm_repeat: 3,
+    threads: Threads::UNSET,
 };
 /// The seeds' sizes where they differ from the default: deeper trees, longer runs, more
 /// repetitions.
-pub const FULL: Scale = Scale {
+const FULL: Scale = Scale {
     name: "full",
     quick: false,
     array_objects: 50_000_000,
@@ -53,8 +59,9 @@ pub const FULL: Scale = Scale {
     chat_messages: 200,
     tree_depth: 20,
     vm_repeat: 5,
+    threads: Threads::UNSET,
 };
-pub const QUICK: Scale = Scale {
+const QUICK: Scale = Scale {
     name: "quick",
     quick: true,
     array_objects: 2_000_000,
@@ -66,10 +73,22 @@ pub const QUICK: Scale = Scale {
     chat_messages: 8,
     tree_depth: 12,
     vm_repeat: 1,
+    threads: Threads::UNSET,
 };
 
 impl Scale {
-    /// A run of `workload` at this scale: 16-byte objects, 1 thread, TLAB mode, adaptive.
+    /// The experiments at `size`, with `threads`' counts.
+    pub fn new(size: Size, threads: Threads) -> Scale {
+        let sizes = match size {
+            Size::Quick => QUICK,
+            Size::Default => DEFAULT,
+            Size::Full => FULL,
+        };
+        Scale { threads, ..sizes }
+    }
+
+    /// A run of `workload` at this scale: 16-byte objects, 1 thread, TLAB mode, adaptive, on
+    /// the machine's topology (or the simulated one).
     pub fn spec(&self, workload: Workload) -> RunSpec {
         let (objects, heap_bytes) = match workload {
             Workload::AllocArray => (self.array_objects, None),
@@ -81,7 +100,20 @@ impl Scale {
             heap_bytes,
             repeat: self.repeat,
             warmup: self.warmup,
+            topology: self.threads.topology(),
+            cpu_id: self.threads.cpu_id(),
             ..RunSpec::default()
+        }
+    }
+
+    /// A run of `workload` on `threads` threads: the scale's objects per thread, shared out
+    /// beyond the CPUs ([`Threads::objects_per_thread`]).
+    pub fn spec_on(&self, workload: Workload, threads: usize) -> RunSpec {
+        let base = self.spec(workload);
+        RunSpec {
+            threads,
+            objects: self.threads.objects_per_thread(base.objects, threads),
+            ..base
         }
     }
 }

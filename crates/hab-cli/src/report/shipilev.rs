@@ -28,7 +28,6 @@ pub(super) const SWEEP: [TlabPolicy; 7] = [
 ];
 /// TLAB sizes also run without zeroing at refill, and over a per-core level.
 const SMALL_AND_LARGE: [TlabPolicy; 2] = [TlabPolicy::Fixed(1 << 10), TlabPolicy::Fixed(1 << 20)];
-const THREADS: [usize; 2] = [1, 2];
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "Shipilëv's experiment";
 /// The default middle level: one 1 MiB buffer per core.
@@ -46,9 +45,8 @@ pub(super) fn tlab(scale: &Scale, mode: Mode, policy: TlabPolicy, threads: usize
     RunSpec {
         mode,
         tlab: policy,
-        threads,
         middle,
-        ..scale.spec(Workload::AllocArray)
+        ..scale.spec_on(Workload::AllocArray, threads)
     }
 }
 
@@ -102,7 +100,7 @@ fn jvm_tlab(policy: TlabPolicy, mode: Mode) -> JvmTlab {
 
 pub fn specs(scale: &Scale) -> Vec<RunSpec> {
     let mut specs = Vec::new();
-    for threads in THREADS {
+    for threads in scale.threads.scaling() {
         specs.extend(SWEEP.map(|policy| tlab(scale, Mode::Tlab, policy, threads)));
         specs.push(tlab(scale, Mode::Shared, TlabPolicy::Adaptive, threads));
         specs.extend(SMALL_AND_LARGE.map(|policy| unzeroed(scale, policy, threads)));
@@ -215,7 +213,7 @@ pub fn render(
     render_sweep(&mut s, scale, &get, hotspot, claims);
     render_zeroing(&mut s, scale, measured, hotspot, &get);
     render_plot(&mut s, scale, measured, hotspot, figures, &get);
-    render_middle_claim(&mut s, &get, claims);
+    render_middle_claim(&mut s, scale, &get, claims);
     render_like_hotspot(&mut s, scale, measured, hotspot, claims);
     s
 }
@@ -289,7 +287,8 @@ fn render_sweep<'m>(
         s,
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
-    for threads in THREADS {
+    let counts = scale.threads.scaling();
+    for &threads in &counts {
         let reference = get(Mode::Tlab, large, threads);
         let rows = SWEEP
             .iter()
@@ -318,7 +317,7 @@ fn render_sweep<'m>(
     }
     let _ = writeln!(s, "\n| claim | threads | measured | holds |");
     let _ = writeln!(s, "| --- | ---: | ---: | --- |");
-    for threads in THREADS {
+    for &threads in &counts {
         let ratio = get(Mode::Shared, TlabPolicy::Adaptive, threads)
             .ns_per_object()
             .ratio(get(Mode::Tlab, TlabPolicy::Fixed(256 << 10), threads).ns_per_object());
@@ -338,7 +337,7 @@ fn render_sweep<'m>(
             ratio.median
         );
     }
-    for threads in THREADS {
+    for &threads in &counts {
         let ratio = get(Mode::Tlab, small, threads).allocs_per_sec
             / get(Mode::Tlab, large, threads).allocs_per_sec;
         let _ = writeln!(s, "| `tlab`: 1 KiB / 1 MiB TLAB throughput, the baseline a middle level must beat | {threads} | {ratio:.2} | — |");
@@ -375,7 +374,7 @@ fn render_zeroing<'m>(
         "| threads | TLAB | zeroed ahead (default): ns/object | zeroed at refill | not zeroed |"
     );
     let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: |");
-    for threads in THREADS {
+    for threads in scale.threads.scaling() {
         for policy in SMALL_AND_LARGE {
             let ahead = get(Mode::Tlab, policy, threads);
             let at_refill = measured.get(&zeroed_at_refill(scale, policy, threads));
@@ -425,9 +424,11 @@ fn render_plot<'m>(
     figures: &Figures,
     get: &dyn Fn(Mode, TlabPolicy, usize) -> &'m RunResult,
 ) {
-    let mut series: Vec<Series> = THREADS
-        .iter()
-        .map(|&threads| Series {
+    let mut series: Vec<Series> = scale
+        .threads
+        .scaling()
+        .into_iter()
+        .map(|threads| Series {
             name: format!(
                 "Hab, {threads} thread{}",
                 if threads == 1 { "" } else { "s" }
@@ -603,6 +604,7 @@ fn render_like_hotspot(
 /// Kirsch et al.'s claim made stronger: small TLABs over a per-core level as fast as big ones.
 fn render_middle_claim<'m>(
     s: &mut String,
+    scale: &Scale,
     get: &dyn Fn(Mode, TlabPolicy, usize) -> &'m RunResult,
     claims: &mut Claims,
 ) {
@@ -615,7 +617,7 @@ fn render_middle_claim<'m>(
     );
     let _ = writeln!(s, "| threads | TLAB | `tlab` ns/object | `hab` ns/object | hab / tlab throughput | foreign % |");
     let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: | ---: |");
-    for threads in THREADS {
+    for threads in scale.threads.scaling() {
         for policy in [small, large, TlabPolicy::Adaptive] {
             let (t, h) = (
                 get(Mode::Tlab, policy, threads),
@@ -631,39 +633,46 @@ fn render_middle_claim<'m>(
             );
         }
     }
-    let _ = writeln!(s, "\n| claim (2 threads) | measured | holds |");
-    let _ = writeln!(s, "| --- | ---: | --- |");
-    // Throughput ratios are time ratios the other way round.
-    let large_tlab = get(Mode::Tlab, large, 2).ns_per_object();
-    let ratio = large_tlab.ratio(get(Mode::Hab, small, 2).ns_per_object());
-    let baseline = large_tlab.ratio(get(Mode::Tlab, small, 2).ns_per_object());
-    let claim = "`hab` with 1 KiB TLABs ≥ 90 % of `tlab` with 1 MiB TLABs (2 threads)";
-    let verdict = claims.judge(SECTION, claim, Verdict::at_least(ratio, 0.9));
-    let _ = writeln!(
-        s,
-        "| `hab` with 1 KiB TLABs ≥ 90 % of `tlab` with 1 MiB TLABs | {:.0} % | {verdict} |",
-        ratio.median * 100.0,
-    );
-    let claim = "`hab` with 1 KiB TLABs beats `tlab` with 1 KiB TLABs (2 threads)";
-    let verdict = claims.judge(
-        SECTION,
-        claim,
-        Verdict::at_least(ratio.ratio(baseline), 1.0),
-    );
-    let _ = writeln!(
-        s,
-        "| … where `tlab` with 1 KiB TLABs reaches | {:.0} % | {verdict} |",
-        baseline.median * 100.0,
-    );
-    let default = get(Mode::Hab, TlabPolicy::Adaptive, 2);
-    let claim = "foreign allocations ≤ 1 % (default: adaptive TLABs, `core:1MiB`)";
-    let verdict = Verdict::at_most(Spread::exact(default.foreign_pct), 1.0);
-    let _ = writeln!(
-        s,
-        "| {claim} | {:.3} % | {} |\n",
-        default.foreign_pct,
-        claims.judge(SECTION, claim, verdict)
-    );
+    let _ = writeln!(s, "\n| claim | threads | measured | holds |");
+    let _ = writeln!(s, "| --- | ---: | ---: | --- |");
+    for threads in scale.threads.claimed() {
+        // Throughput ratios are time ratios the other way round.
+        let large_tlab = get(Mode::Tlab, large, threads).ns_per_object();
+        let ratio = large_tlab.ratio(get(Mode::Hab, small, threads).ns_per_object());
+        let baseline = large_tlab.ratio(get(Mode::Tlab, small, threads).ns_per_object());
+        let claim =
+            format!("`hab` with 1 KiB TLABs ≥ 90 % of `tlab` with 1 MiB TLABs ({threads} threads)");
+        let verdict = claims.judge(SECTION, &claim, Verdict::at_least(ratio, 0.9));
+        let _ = writeln!(
+            s,
+            "| `hab` with 1 KiB TLABs ≥ 90 % of `tlab` with 1 MiB TLABs | {threads} | {:.0} % | {verdict} |",
+            ratio.median * 100.0,
+        );
+        let claim =
+            format!("`hab` with 1 KiB TLABs beats `tlab` with 1 KiB TLABs ({threads} threads)");
+        let verdict = claims.judge(
+            SECTION,
+            &claim,
+            Verdict::at_least(ratio.ratio(baseline), 1.0),
+        );
+        let _ = writeln!(
+            s,
+            "| … where `tlab` with 1 KiB TLABs reaches | {threads} | {:.0} % | {verdict} |",
+            baseline.median * 100.0,
+        );
+        let default = get(Mode::Hab, TlabPolicy::Adaptive, threads);
+        let claim = format!(
+            "foreign allocations ≤ 1 % (default: adaptive TLABs, `core:1MiB`, {threads} threads)"
+        );
+        let verdict = Verdict::at_most(Spread::exact(default.foreign_pct), 1.0);
+        let _ = writeln!(
+            s,
+            "| foreign allocations ≤ 1 % (default: adaptive TLABs, `core:1MiB`) | {threads} | {:.3} % | {} |",
+            default.foreign_pct,
+            claims.judge(SECTION, &claim, verdict)
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// The experiment as the report runs it.
@@ -680,7 +689,7 @@ impl Experiment for Shipilev {
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
         render(
-            cx.scale,
+            &cx.scale,
             &cx.measured,
             &cx.hotspot,
             &cx.figures,

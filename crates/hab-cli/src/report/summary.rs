@@ -12,8 +12,8 @@ use crate::figures::percent;
 /// One mode's row: its figures, then where it wins.
 struct Row {
     mode: &'static str,
-    /// `alloc-object`, 16-byte objects, ns per object on 1 and 2 threads.
-    ns: [Option<f64>; 2],
+    /// `alloc-object`, 16-byte objects, ns per object on 1 thread and on every CPU.
+    ns: Vec<Option<f64>>,
     /// Instructions per object (callgrind), or what stands in for the count.
     instructions: String,
     /// The 50-room chat: collections and the share of LAB bytes wasted, in percent (HotSpot
@@ -30,21 +30,33 @@ pub fn render(
     hotspot: &HotSpot,
 ) -> String {
     let mut s = String::new();
+    let counts = scale.threads.ends();
     let _ = writeln!(s, "## Summary\n");
     let _ = writeln!(
         s,
         "Each mode at a glance, from the experiments below: `alloc-object` with 16-byte objects \
-         (ns per object, 1 and 2 threads), instructions per allocation in that loop (callgrind, \
+         (ns per object, on 1 thread and on every CPU), instructions per allocation in that loop (callgrind, \
          loop and header included), and collections of the 1000-thread chat on the VM with the \
          share of the LABs' bytes its partially used LABs left unused (waste); HotSpot \
          runs the same loop (Parallel GC, TLABs) and the same chat (64 KiB TLABs, 4 MiB young \
          generation) in Java.\n"
     );
+    let columns: String = counts
+        .iter()
+        .map(|&threads| {
+            let plural = if threads == 1 { "" } else { "s" };
+            format!(" ns/object, {threads} thread{plural} |")
+        })
+        .collect();
     let _ = writeln!(
         s,
-        "| mode | ns/object, 1 thread | ns/object, 2 threads | instructions/object | chat (50 rooms): collections (waste %) | where it wins here |"
+        "| mode |{columns} instructions/object | chat (50 rooms): collections (waste %) | where it wins here |"
     );
-    let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | --- |");
+    let _ = writeln!(
+        s,
+        "| --- |{} ---: | ---: | --- |",
+        " ---: |".repeat(counts.len())
+    );
     let cell = |value: Option<f64>| value.map_or("—".to_string(), |ns| format!("{ns:.2}"));
     for row in rows(scale, measured, extras, vm_runs, hotspot) {
         let chat = match row.chat {
@@ -52,14 +64,15 @@ pub fn render(
             Some((collections, None)) => format!("{collections:.0}"),
             None => "—".into(),
         };
+        let times: String = row
+            .ns
+            .iter()
+            .map(|&ns| format!(" {} |", cell(ns)))
+            .collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {chat} | {} |",
-            row.mode,
-            cell(row.ns[0]),
-            cell(row.ns[1]),
-            row.instructions,
-            row.wins
+            "| {} |{times} {} | {chat} | {} |",
+            row.mode, row.instructions, row.wins
         );
     }
     let _ = writeln!(s);
@@ -100,11 +113,20 @@ fn rows(
         ))
     };
     let alloc_object = |mode, threads| ns(&jaffer::run(scale, mode, threads, 16));
-    let both = |figure: &dyn Fn(usize) -> f64| [Some(figure(1)), Some(figure(2))];
+    let counts = scale.threads.ends();
+    let all = scale.threads.cpus();
+    let both = |figure: &dyn Fn(usize) -> f64| -> Vec<Option<f64>> {
+        counts
+            .iter()
+            .map(|&threads| Some(figure(threads)))
+            .collect()
+    };
+    let last = |figures: &[Option<f64>]| figures.last().copied().flatten().unwrap_or(f64::NAN);
     let (shared, tlab) = (
         both(&|threads| alloc_object(Mode::Shared, threads)),
         both(&|threads| alloc_object(Mode::Tlab, threads)),
     );
+    let shared_over_tlab = last(&shared) / last(&tlab);
     let jvm_ns = |threads: usize| {
         hotspot
             .find("alloc-object", |p| {
@@ -125,8 +147,8 @@ fn rows(
             instructions: instructions(costs::SHARED_OBJECTS),
             chat: None,
             wins: format!(
-                "nowhere: one CAS per object, {:.0}× `tlab`'s time with 2 threads",
-                shared[1].unwrap_or(f64::NAN) / tlab[1].unwrap_or(f64::NAN)
+                "nowhere: one CAS per object, {:.0}× `tlab`'s time with {all} threads",
+                shared_over_tlab
             ),
         },
         Row {
@@ -143,8 +165,9 @@ fn rows(
             instructions: format!("{} (1 KiB TLABs)", instructions(costs::HAB_OBJECTS)),
             chat: None,
             wins: format!(
-                "small TLABs: {:.2}× the speed of `tlab` with the same 256 B TLABs at 2 threads",
-                small_tlabs(2, None) / small_tlabs(2, core)
+                "small TLABs: {:.2}× the speed of `tlab` with the same 256 B TLABs at {all} \
+                 threads",
+                small_tlabs(all, None) / small_tlabs(all, core)
             ),
         },
         Row {
@@ -157,14 +180,14 @@ fn rows(
         },
         Row {
             mode: "`flip`",
-            ns: [None, None],
+            ns: vec![None; counts.len()],
             instructions: "as `tlab` or `plab`".into(),
             chat: chat(Mode::Flip),
             wins: "chooses between the two at each collection".into(),
         },
         Row {
             mode: "HotSpot, TLABs",
-            ns: [jvm_ns(1), jvm_ns(2)],
+            ns: counts.iter().map(|&threads| jvm_ns(threads)).collect(),
             instructions: "—".into(),
             chat: jvm_chat,
             wins: match hotspot {

@@ -19,7 +19,11 @@ use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "On the VM";
-const WAREHOUSE_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Warehouse threads: 1, 2, 4, … up to 32 per CPU (Garthwaite et al.'s axis goes far past
+/// the processors).
+pub(super) fn warehouse_threads(scale: &Scale) -> Vec<usize> {
+    scale.threads.doubling_to_per_cpu(32)
+}
 const LAB_MODES: [Mode; 3] = [Mode::Tlab, Mode::CpuLab, Mode::Flip];
 const ROOMS: [usize; 2] = [10, 50];
 /// The seed's young generation for both experiments.
@@ -35,7 +39,7 @@ pub(super) const ALL_MODES: [Mode; 5] = [
     Mode::Flip,
 ];
 
-fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
+fn base(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
     VmRunSpec {
         workload,
         mode,
@@ -57,15 +61,24 @@ fn base(workload: VmWorkload, mode: Mode) -> VmRunSpec {
         log_tlab: false,
         // The seeds' TLABs: full-sized to the end of each cycle.
         end_of_cycle: false,
+        cpu_id: scale.threads.cpu_id(),
+        topology: scale.threads.topology(),
     }
+}
+
+/// The warehouses' allocation space: the seed's 4 MiB, which holds the live orders of 64
+/// warehouses three times over, grown with the most threads the axis reaches on a machine of
+/// more than 2 CPUs (2 MiB per CPU).
+fn warehouse_space_bytes(scale: &Scale) -> usize {
+    SMALL_SPACE_BYTES * (scale.threads.cpus() / 2).max(1)
 }
 
 pub(super) fn warehouses(scale: &Scale, mode: Mode, threads: usize) -> VmRunSpec {
     VmRunSpec {
         threads,
         ops: Some(scale.warehouse_orders),
-        space_bytes: Some(SMALL_SPACE_BYTES),
-        ..base(VmWorkload::Warehouses, mode)
+        space_bytes: Some(warehouse_space_bytes(scale)),
+        ..base(scale, VmWorkload::Warehouses, mode)
     }
 }
 
@@ -75,7 +88,7 @@ pub(super) fn chat(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpec {
         ops: Some(scale.chat_messages),
         tlab: TlabPolicy::Fixed(CHAT_LAB_BYTES),
         space_bytes: Some(SMALL_SPACE_BYTES),
-        ..base(VmWorkload::Chat, mode)
+        ..base(scale, VmWorkload::Chat, mode)
     }
 }
 
@@ -90,14 +103,14 @@ pub(super) fn chat_adaptive(scale: &Scale, mode: Mode, rooms: usize) -> VmRunSpe
 pub(super) fn trees(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
     VmRunSpec {
         depth: scale.tree_depth,
-        ..base(workload, mode)
+        ..base(scale, workload, mode)
     }
 }
 
 /// Every VM run of the report, `scale.vm_repeat` times each.
 pub fn specs(scale: &Scale) -> Vec<VmRunSpec> {
     let mut specs = Vec::new();
-    for threads in WAREHOUSE_THREADS {
+    for threads in warehouse_threads(scale) {
         for mode in LAB_MODES {
             specs.push(warehouses(scale, mode, threads));
         }
@@ -265,11 +278,12 @@ fn render_warehouses(
     let _ = writeln!(
         s,
         "SPECjbb-like `warehouses`: each thread creates {} orders (5 to 15 lines each) and keeps \
-         the last {LIVE_ORDERS}; a {} allocation space (HotSpot: `-Xmn4m`); adaptive TLAB \
+         the last {LIVE_ORDERS}; a {} allocation space (HotSpot: `-Xmn4m` on every machine); \
+         adaptive TLAB \
          sizing (HotSpot also with fixed 64 KiB TLABs, `-XX:TLABSize=64k -XX:-ResizeTLAB`). \
          Thousands of orders per second, and collections; e.g. `{}`:\n",
         scale.warehouse_orders,
-        approximate(SMALL_SPACE_BYTES),
+        approximate(warehouse_space_bytes(scale)),
         warehouses(scale, Mode::Tlab, 8).command()
     );
     let _ = writeln!(
@@ -284,7 +298,7 @@ fn render_warehouses(
         hotspot.find("warehouses", |p| p.threads == threads && p.config == config)
     };
     let jvm = |threads| jvm_with(threads, super::jvm::WAREHOUSES_ADAPTIVE);
-    for threads in WAREHOUSE_THREADS {
+    for threads in warehouse_threads(scale) {
         let runs_of = |mode| find(runs, &warehouses(scale, mode, threads));
         let cell = |mode| {
             let runs = runs_of(mode);
@@ -320,9 +334,9 @@ fn render_warehouses(
     let mut series = LAB_MODES
         .map(|mode| Series {
             name: format!("Hab {}", mode.name()),
-            points: WAREHOUSE_THREADS
-                .iter()
-                .map(|&threads| {
+            points: warehouse_threads(scale)
+                .into_iter()
+                .map(|threads| {
                     let runs = find(runs, &warehouses(scale, mode, threads));
                     (threads as f64, runs.median(|r| r.ops_per_sec) / 1e3)
                 })
@@ -332,9 +346,9 @@ fn render_warehouses(
     if hotspot.measured() {
         series.push(Series {
             name: "HotSpot".into(),
-            points: WAREHOUSE_THREADS
-                .iter()
-                .filter_map(|&threads| {
+            points: warehouse_threads(scale)
+                .into_iter()
+                .filter_map(|threads| {
                     let rate = jvm(threads)?.value?;
                     Some((threads as f64, rate / 1e3))
                 })
@@ -684,18 +698,18 @@ impl Experiment for Vm {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        specs(cx.scale).len()
+        specs(&cx.scale).len()
     }
 
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        cx.vm_runs = measure(cx.scale, progress)?;
+        cx.vm_runs = measure(&cx.scale, progress)?;
         Ok(())
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
         let costs = &cx.extras.costs;
         render(
-            cx.scale,
+            &cx.scale,
             &cx.vm_runs,
             &cx.hotspot,
             (
