@@ -51,6 +51,8 @@ extern "C" {
 #define HAB_CPU_LAB_TOP_OFFSET 0
 #define HAB_CPU_LAB_END_OFFSET 8
 #define HAB_RSEQ_SIGNATURE 0x53053053
+/* Where a restartable section stores its descriptor's address in the rseq area (`rseq_cs`). */
+#define HAB_RSEQ_CS_OFFSET 8
 
 /* Whether hab_alloc inlines the per-CPU LAB path (a restartable sequence): x86_64 Linux with
  * GCC or Clang, unless HAB_NO_INLINE_RSEQ is defined. Elsewhere that path is out of line. */
@@ -213,7 +215,7 @@ static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t 
         ".quad 81f, (82f - 81f), 83f\n\t"
         ".popsection\n\t"
         "leaq 80b(%%rip), %[new_top]\n\t"
-        "movq %[new_top], %%fs:8(%[area])\n\t"
+        "movq %[new_top], %%fs:%c[rseq_cs](%[area])\n\t"
         "81:\n\t"
         "cmpl %[cpu], %%fs:(%[index])\n\t"
         "jne 84f\n\t"
@@ -234,7 +236,7 @@ static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t 
         : [area] "r"(area), [index] "r"(index), [slot] "r"(slot), [cpu] "r"(cpu),
           [bytes] "r"(bytes),
           [top] "i"(HAB_CPU_LAB_TOP_OFFSET), [end] "i"(HAB_CPU_LAB_END_OFFSET),
-          [signature] "i"(HAB_RSEQ_SIGNATURE)
+          [signature] "i"(HAB_RSEQ_SIGNATURE), [rseq_cs] "i"(HAB_RSEQ_CS_OFFSET)
         : "memory", "cc");
     return object;
 }

@@ -56,7 +56,9 @@ unsafe fn tlab_bump(tlab: NonNull<u8>, bytes: usize) -> Option<NonNull<u8>> {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
-    use hab::{CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_SIGNATURE};
+    use hab::{
+        CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_CS_OFFSET, RSEQ_SIGNATURE,
+    };
     let (area, index_field) = (path.rseq_area_offset, path.rseq_index_offset);
     let cpu: u32;
     // SAFETY: `fs:[index_field]` is a `u32` of the thread's rseq area: `cpu_id_start` or
@@ -84,7 +86,7 @@ unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
             ".quad 81f, (82f - 81f), 83f",
             ".popsection",
             "lea {scratch}, [rip + 80b]",
-            "mov qword ptr fs:[{area} + 8], {scratch}",
+            "mov qword ptr fs:[{area} + {rseq_cs}], {scratch}",
             "81:",
             "cmp dword ptr fs:[{index}], {cpu:e}",
             "jne 84f",
@@ -111,6 +113,7 @@ unsafe fn cpu_lab_bump(path: &hab::CpuLabPath, bytes: usize) -> usize {
             top = const CPU_LAB_TOP_OFFSET,
             end = const CPU_LAB_END_OFFSET,
             signature = const RSEQ_SIGNATURE,
+            rseq_cs = const RSEQ_CS_OFFSET,
             options(nostack),
         );
     }

@@ -159,7 +159,8 @@ pub use memory::size::{ByteSize, SizeParseError};
 pub use mutator::alloc_size::{AllocError, AllocSize, MAX_OBJECT_ALIGNMENT_BYTES};
 pub use mutator::cell::SAFEPOINT_POLL_OFFSET;
 pub use mutator::cpu_lab_cursor::{
-    CpuLabPath, CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_SIGNATURE,
+    CpuLabPath, CPU_LAB_END_OFFSET, CPU_LAB_SLOT_BYTES, CPU_LAB_TOP_OFFSET, RSEQ_CS_OFFSET,
+    RSEQ_SIGNATURE,
 };
 pub use mutator::sampling::{AllocationSample, AllocationSampler};
 pub use mutator::stats::AllocationStats;

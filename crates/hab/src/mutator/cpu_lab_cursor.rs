@@ -32,10 +32,13 @@ pub(crate) struct CpuLabCursor {
 /// The bytes between two CPUs' LAB slots in [`CpuLabPath::slots_address`]'s array.
 pub const CPU_LAB_SLOT_BYTES: usize = rseq::SLOT_BYTES;
 /// Offset of a LAB's `top` (a `usize` address) in its slot.
-pub const CPU_LAB_TOP_OFFSET: usize = 0;
+pub const CPU_LAB_TOP_OFFSET: usize = rseq::LAB_TOP_OFFSET;
 /// Offset of a LAB's end (a `usize` address) in its slot: an object of `n` bytes fits when
 /// `top + n <= end`.
-pub const CPU_LAB_END_OFFSET: usize = 8;
+pub const CPU_LAB_END_OFFSET: usize = rseq::LAB_END_OFFSET;
+/// Offset of the `rseq_cs` field in the rseq area, where a section stores its descriptor's
+/// address before it starts.
+pub const RSEQ_CS_OFFSET: usize = rseq::RSEQ_CS_OFFSET;
 /// The signature the process's rseq registration carries: the four bytes before the abort
 /// handler of every restartable section.
 pub const RSEQ_SIGNATURE: u32 = rseq::SIGNATURE;
@@ -43,7 +46,7 @@ pub const RSEQ_SIGNATURE: u32 = rseq::SIGNATURE;
 /// What compiled code needs to inline the `cpu-lab` fast path, on x86_64 Linux with
 /// restartable sequences (see `docs/embedding.md`, "For a JIT"). In a restartable section
 /// whose descriptor sits in `__rseq_cs` and whose abort handler follows [`RSEQ_SIGNATURE`]:
-/// store the descriptor's address at `fs:[rseq_area_offset + 8]` (`rseq_cs`); check that the
+/// store the descriptor's address at `fs:[rseq_area_offset + RSEQ_CS_OFFSET]` (`rseq_cs`); check that the
 /// `u32` at `fs:[rseq_index_offset]` (the LABs' index: `cpu_id_start`, or `mm_cid` where the
 /// kernel has concurrency ids, see [`rseq_slot_index`](crate::rseq_slot_index)) is still the
 /// index whose slot is used; load `top`, add the size, compare with `end`; commit by storing

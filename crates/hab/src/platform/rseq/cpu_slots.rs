@@ -5,8 +5,9 @@
 use std::sync::atomic::Ordering;
 
 use super::{
-    fixed_area_offset, imp, PackedWord, SlotIndex, LAB_INDEX_FIELD_OFFSET, LAB_LIMIT_OFFSET,
-    SLOT_BYTES,
+    fixed_area_offset, imp, PackedWord, SlotIndex, BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW,
+    HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET, LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET,
+    LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, SLOT_BYTES,
 };
 use crate::memory::packed::OFFSET_BITS;
 
@@ -103,11 +104,13 @@ impl CpuSlots {
             std::alloc::handle_alloc_error(layout);
         }
         let base = start.wrapping_add(SLOT_BYTES).cast::<u64>();
-        // SAFETY: the two words before `base` are inside the allocation (a whole slot's
-        // line), aligned, and not yet shared.
+        // SAFETY: the header's two words are inside the allocation (the line before `base`),
+        // aligned, and not yet shared.
         unsafe {
-            base.wrapping_sub(1).write(index.field_offset() as u64);
-            base.wrapping_sub(2).write(bound.max(1).min(cpus) as u64);
+            base.wrapping_byte_sub(HEADER_INDEX_FIELD_BELOW)
+                .write(index.field_offset() as u64);
+            base.wrapping_byte_sub(HEADER_BOUND_BELOW)
+                .write(bound.max(1).min(cpus) as u64);
         }
         CpuSlots {
             base,
@@ -127,18 +130,23 @@ impl CpuSlots {
         assert!(cpu < self.cpus);
         // SAFETY: `cpu` is in bounds; a volatile read of an aligned word that threads write
         // with plain stores cannot tear on x86_64.
-        PackedWord::from_raw(unsafe { self.slot(cpu).read_volatile() })
+        PackedWord::from_raw(unsafe { self.word(cpu).read_volatile() })
     }
 
     /// Writes a slot outside a critical section. Only while no thread can run a section.
     pub(crate) fn store(&self, cpu: usize, word: PackedWord) {
         assert!(cpu < self.cpus);
         // SAFETY: `cpu` is in bounds; the caller guarantees no concurrent section.
-        unsafe { self.slot(cpu).write_volatile(word.raw()) };
+        unsafe { self.word(cpu).write_volatile(word.raw()) };
     }
 
     fn slot(&self, cpu: usize) -> *mut u64 {
         self.base.wrapping_byte_add(cpu * SLOT_BYTES)
+    }
+
+    /// The packed word of a `cpu` level's slot ([`CpuBufferSlot`](super::CpuBufferSlot)).
+    fn word(&self, cpu: usize) -> *mut u64 {
+        self.slot(cpu).wrapping_byte_add(BUFFER_WORD_OFFSET)
     }
 
     /// Bumps the current CPU's slot by `words` (at least 1, fewer than 2^22) if it has that
@@ -363,9 +371,15 @@ impl CpuLabSlots {
     /// Reads a LAB outside a section (exact only while no thread can run a section).
     pub(crate) fn load(&self, cpu: usize) -> (usize, usize) {
         assert!(cpu < self.cpus);
-        let slot = self.slots.slot(cpu).cast::<usize>();
+        let slot = self.slots.slot(cpu).cast::<u8>();
+        let word = |offset| slot.wrapping_add(offset).cast::<usize>();
         // SAFETY: `cpu` is in bounds; the two words are aligned and inside the slot.
-        unsafe { (slot.read_volatile(), slot.add(1).read_volatile()) }
+        unsafe {
+            (
+                word(LAB_TOP_OFFSET).read_volatile(),
+                word(LAB_END_OFFSET).read_volatile(),
+            )
+        }
     }
 
     /// The slot of `cpu`, for the inline fast path ([`lab_bump`]): the empty slot past the
@@ -379,7 +393,10 @@ impl CpuLabSlots {
     /// being the empty slot of CPUs beyond the array).
     fn inline_aborts_at(&self, index: usize) -> u64 {
         assert!(index <= self.cpus);
-        let counter = self.slots.slot(index).cast::<u64>().wrapping_add(2);
+        let counter = self
+            .slots
+            .slot(index)
+            .wrapping_byte_add(LAB_INLINE_ABORTS_OFFSET);
         // SAFETY: `index` is in bounds, so the counter is an aligned word inside a live slot;
         // the abort handler updates it only with locked adds, so an atomic load is race-free.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(counter) }.load(Ordering::Relaxed)
@@ -410,14 +427,14 @@ impl CpuLabSlots {
 
     fn write(&self, index: usize, (top, end): (usize, usize)) {
         assert!(index <= self.cpus);
-        let slot = self.slots.slot(index).cast::<usize>();
-        let limit = slot.wrapping_byte_add(LAB_LIMIT_OFFSET);
+        let slot = self.slots.slot(index).cast::<u8>();
+        let word = |offset| slot.wrapping_add(offset).cast::<usize>();
         // SAFETY: `index` is in bounds; as in `load`; the caller guarantees no concurrent
         // section.
         unsafe {
-            slot.write_volatile(top);
-            slot.add(1).write_volatile(end);
-            limit.write_volatile(end);
+            word(LAB_TOP_OFFSET).write_volatile(top);
+            word(LAB_END_OFFSET).write_volatile(end);
+            word(LAB_LIMIT_OFFSET).write_volatile(end);
         }
     }
 

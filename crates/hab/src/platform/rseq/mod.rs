@@ -18,7 +18,8 @@
 //! their compare-and-swap fallback.
 //!
 //! Here: the kernel-facing constants, the packed word and the mechanism. Beside it:
-//! `registration.rs` (where a thread's area is: glibc's, or Hab's own), `x86_64.rs` (the
+//! `layout.rs` (the rseq area and the slots, as `#[repr(C)]` types whose offsets the sections
+//! use), `registration.rs` (where a thread's area is: glibc's, or Hab's own), `x86_64.rs` (the
 //! sections, all from one `section!` macro), `portable.rs` (other platforms), `cpu_slots.rs` (the
 //! per-CPU arrays the sections work on) and `tests.rs`.
 
@@ -37,15 +38,6 @@ use crate::memory::packed::MAX_UPPER;
 /// The largest per-CPU buffer, in bytes: a slot's [`PackedWord`] counts the words left in its
 /// upper field.
 pub(crate) const MAX_BUFFER_BYTES: usize = MAX_UPPER as usize * crate::memory::words::WORD_BYTES;
-/// Distance between two CPUs' slots: two cache lines, so that neighbours never share one.
-const SLOT_SHIFT: u32 = 7;
-pub(crate) const SLOT_BYTES: usize = 1 << SLOT_SHIFT;
-/// Where a per-CPU LAB slot holds the offset of the index field from the thread pointer (after
-/// `top`, `end` and the inline path's abort count).
-pub(crate) const LAB_INDEX_FIELD_OFFSET: usize = 24;
-/// Where a per-CPU LAB slot holds its LAB's limit: the end of the memory it owns, less the
-/// reserve, beyond its `end` while the rest is not zeroed yet.
-pub(crate) const LAB_LIMIT_OFFSET: usize = 32;
 /// Aborts in a row after which a thread gives up and takes the fallback (e.g. a debugger
 /// single-stepping through the section makes it abort forever).
 pub(crate) const MAX_ABORTS: u64 = 64;
@@ -126,8 +118,8 @@ impl SlotIndex {
     /// The index field's offset in `struct rseq`.
     pub(crate) const fn field_offset(self) -> usize {
         match self {
-            SlotIndex::Cpu => 0,
-            SlotIndex::ConcurrencyId => 24,
+            SlotIndex::Cpu => CPU_ID_START_OFFSET,
+            SlotIndex::ConcurrencyId => MM_CID_OFFSET,
         }
     }
 }
@@ -257,6 +249,8 @@ fn current_area_decided() -> Option<*mut u8> {
 
 mod cpu_slots;
 pub(crate) use cpu_slots::*;
+mod layout;
+pub(crate) use layout::*;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[path = "x86_64.rs"]

@@ -5,15 +5,12 @@
 use std::arch::asm;
 use std::cell::{Cell, UnsafeCell};
 
-use super::{RseqMechanism, SIGNATURE};
+use super::{RseqArea, RseqMechanism, RSEQ_AREA_BYTES, SIGNATURE};
 
 const SYS_RSEQ: libc::c_long = 334;
 const UNREGISTER: libc::c_int = 1;
 /// `struct rseq` as registered by Hab: 32 bytes, 32-byte aligned.
-const AREA_BYTES: u32 = 32;
-
-#[repr(C, align(32))]
-struct Area([u32; 8]);
+const AREA_BYTES: u32 = RSEQ_AREA_BYTES as u32;
 
 /// glibc's `__rseq_offset` and `__rseq_size`, when this C library exports them.
 pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
@@ -55,7 +52,7 @@ pub(super) fn glibc_area(offset: isize) -> *mut u8 {
 
 /// A thread's own area and whether it is registered (0 not tried, 1 registered, 2 failed).
 struct Own {
-    area: UnsafeCell<Area>,
+    area: UnsafeCell<RseqArea>,
     state: Cell<u8>,
 }
 
@@ -69,7 +66,7 @@ impl Drop for Own {
 }
 
 thread_local! {
-    static OWN: Own = const { Own { area: UnsafeCell::new(Area([0; 8])), state: Cell::new(0) } };
+    static OWN: Own = const { Own { area: UnsafeCell::new(RseqArea::ZEROED), state: Cell::new(0) } };
 }
 
 pub(super) fn own_area() -> Option<*mut u8> {

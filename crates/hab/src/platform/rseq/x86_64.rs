@@ -10,8 +10,9 @@ use crate::memory::packed::OFFSET_BITS;
 
 pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
 use super::{
-    LabBump, LabInstall, Outcome, PackedWord, LAB_INDEX_FIELD_OFFSET, LAB_LIMIT_OFFSET, MAX_ABORTS,
-    SIGNATURE, SLOT_SHIFT,
+    LabBump, LabInstall, Outcome, PackedWord, BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW,
+    HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET, LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET,
+    LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, MAX_ABORTS, RSEQ_CS_OFFSET, SIGNATURE, SLOT_SHIFT,
 };
 
 /// A restartable section: `$body` runs between the start and the commit, ending with the
@@ -79,7 +80,7 @@ macro_rules! section {
             "mov {status:e}, 1",
             "2:",
             "lea {scratch}, [rip + 3b]",
-            "mov qword ptr [{area} + 8], {scratch}",
+            "mov qword ptr [{area} + {rseq_cs}], {scratch}",
             "4:",
             $($line,)*
             "5:",
@@ -106,6 +107,8 @@ macro_rules! section {
             signature = const SIGNATURE,
             max_aborts = const MAX_ABORTS,
             slot_shift = const SLOT_SHIFT,
+            rseq_cs = const RSEQ_CS_OFFSET,
+            index_field_below = const HEADER_INDEX_FIELD_BELOW,
             $($extra)*
             options(nostack),
         )
@@ -125,18 +128,18 @@ macro_rules! bump_section {
         let (status, slot, word): (u64, u64, u64);
         section!(
             $mode [
-                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot}, qword ptr [{base} - {index_field_below}]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, qword ptr [{base} - 16]",
+                "cmp {slot}, qword ptr [{base} - {bound_below}]",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
-                "mov {word}, qword ptr [{slot}]",
+                "mov {word}, qword ptr [{slot} + {word_field}]",
                 $($widen,)*
                 "mov {scratch}, {word}",
                 "sub {scratch}, {delta}",
                 "jb 7f",
-                "mov qword ptr [{slot}], {scratch}",
+                "mov qword ptr [{slot} + {word_field}], {scratch}",
             ],
             [$($extra)*],
             area = in(reg) $area,
@@ -147,6 +150,8 @@ macro_rules! bump_section {
             slot = out(reg) slot,
             word = out(reg) word,
             scratch = out(reg) _,
+            bound_below = const HEADER_BOUND_BELOW,
+            word_field = const BUFFER_WORD_OFFSET,
         );
         (outcome(status, slot, $base, word), aborts)
     }};
@@ -232,16 +237,16 @@ macro_rules! install_section {
         let (status, slot, word): (u64, u64, u64);
         section!(
             $mode [
-                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot}, qword ptr [{base} - {index_field_below}]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
                 "cmp {slot}, {cpu}",
                 "jne 9f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
-                "mov {scratch}, qword ptr [{slot}]",
+                "mov {scratch}, qword ptr [{slot} + {word_field}]",
                 "cmp {scratch}, {expected}",
                 "jne 7f",
-                "mov qword ptr [{slot}], {new}",
+                "mov qword ptr [{slot} + {word_field}], {new}",
             ],
             [$($extra)*],
             area = in(reg) $area,
@@ -253,6 +258,7 @@ macro_rules! install_section {
             status = out(reg) status,
             slot = out(reg) slot,
             scratch = out(reg) word,
+            word_field = const BUFFER_WORD_OFFSET,
         );
         (outcome(status, slot, $base, word), aborts)
     }};
@@ -286,20 +292,20 @@ macro_rules! claim_section {
         let (status, slot, top, end, limit): (u64, u64, usize, usize, usize);
         section!(
             $mode [
-                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot}, qword ptr [{base} - {index_field_below}]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, qword ptr [{base} - 16]",
+                "cmp {slot}, qword ptr [{base} - {bound_below}]",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
-                "mov {top}, qword ptr [{slot}]",
-                "mov {end}, qword ptr [{slot} + 8]",
+                "mov {top}, qword ptr [{slot} + {top_field}]",
+                "mov {end}, qword ptr [{slot} + {end_field}]",
                 "mov {limit}, qword ptr [{slot} + {limit_field}]",
                 "lea {scratch}, [{top} + {bytes}]",
                 "lea {claim}, [{limit} + {reserve}]",
                 "cmp {scratch}, {end}",
                 "cmova {scratch}, {claim}",
-                "mov qword ptr [{slot}], {scratch}",
+                "mov qword ptr [{slot} + {top_field}], {scratch}",
             ],
             [$($extra)*],
             area = in(reg) $area,
@@ -314,6 +320,9 @@ macro_rules! claim_section {
             limit = out(reg) limit,
             claim = out(reg) _,
             scratch = out(reg) _,
+            bound_below = const HEADER_BOUND_BELOW,
+            top_field = const LAB_TOP_OFFSET,
+            end_field = const LAB_END_OFFSET,
             limit_field = const LAB_LIMIT_OFFSET,
         );
         let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
@@ -356,24 +365,24 @@ macro_rules! lab_install_section {
         let (status, slot): (u64, u64);
         section!(
             $mode [
-                "mov {slot}, qword ptr [{base} - 8]",
+                "mov {slot}, qword ptr [{base} - {index_field_below}]",
                 "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, qword ptr [{base} - 16]",
+                "cmp {slot}, qword ptr [{base} - {bound_below}]",
                 "jae 14f",
                 "shl {slot}, {slot_shift}",
                 "add {slot}, {base}",
-                "mov {scratch}, qword ptr [{slot}]",
-                "cmp {scratch}, qword ptr [{slot} + 8]",
+                "mov {scratch}, qword ptr [{slot} + {top_field}]",
+                "cmp {scratch}, qword ptr [{slot} + {end_field}]",
                 "ja 15f",
                 "mov {scratch}, qword ptr [{slot} + {limit_field}]",
                 "add {scratch}, {reserve}",
-                "cmp qword ptr [{slot}], {scratch}",
+                "cmp qword ptr [{slot} + {top_field}], {scratch}",
                 "jb 7f",
                 "15:",
-                "mov qword ptr [{slot} + 8], 0",
-                "mov qword ptr [{slot}], {top}",
+                "mov qword ptr [{slot} + {end_field}], 0",
+                "mov qword ptr [{slot} + {top_field}], {top}",
                 "mov qword ptr [{slot} + {limit_field}], {limit}",
-                "mov qword ptr [{slot} + 8], {end}",
+                "mov qword ptr [{slot} + {end_field}], {end}",
             ],
             [$($extra)*],
             area = in(reg) $area,
@@ -386,6 +395,9 @@ macro_rules! lab_install_section {
             status = out(reg) status,
             slot = out(reg) slot,
             scratch = out(reg) _,
+            bound_below = const HEADER_BOUND_BELOW,
+            top_field = const LAB_TOP_OFFSET,
+            end_field = const LAB_END_OFFSET,
             limit_field = const LAB_LIMIT_OFFSET,
         );
         let cpu = ((slot as usize).wrapping_sub($base as usize)) >> SLOT_SHIFT;
@@ -426,7 +438,7 @@ macro_rules! inline_bump_section {
         asm!(
             descriptor!(),
             "lea {scratch}, [rip + 3b]",
-            "mov qword ptr fs:[{area} + 8], {scratch}",
+            "mov qword ptr fs:[{area} + {rseq_cs}], {scratch}",
             "4:",
             $($injection,)*
             "mov {scratch}, qword ptr [{slot} + {index_field}]",
@@ -435,15 +447,15 @@ macro_rules! inline_bump_section {
             $($injection,)*
             "jne 7f",
             $($injection,)*
-            "mov {object}, qword ptr [{slot}]",
+            "mov {object}, qword ptr [{slot} + {top_field}]",
             $($injection,)*
             "lea {scratch}, [{object} + {bytes}]",
             $($injection,)*
-            "cmp {scratch}, qword ptr [{slot} + 8]",
+            "cmp {scratch}, qword ptr [{slot} + {end_field}]",
             $($injection,)*
             "ja 7f",
             $($injection,)*
-            "mov qword ptr [{slot}], {scratch}",
+            "mov qword ptr [{slot} + {top_field}], {scratch}",
             "5:",
             ".pushsection .text.hab_rseq_abort, \"ax\"",
             "7:",
@@ -451,7 +463,7 @@ macro_rules! inline_bump_section {
             "jmp 5b",
             abort_signature!(),
             "6:",
-            "lock add qword ptr [{slot} + 16], 1",
+            "lock add qword ptr [{slot} + {aborts_field}], 1",
             "xor {object:e}, {object:e}",
             "jmp 5b",
             ".popsection",
@@ -462,7 +474,11 @@ macro_rules! inline_bump_section {
             object = out(reg) object,
             scratch = out(reg) _,
             signature = const SIGNATURE,
+            rseq_cs = const RSEQ_CS_OFFSET,
             index_field = const LAB_INDEX_FIELD_OFFSET,
+            top_field = const LAB_TOP_OFFSET,
+            end_field = const LAB_END_OFFSET,
+            aborts_field = const LAB_INLINE_ABORTS_OFFSET,
             $($extra)*
             options(nostack),
         );
@@ -529,14 +545,14 @@ macro_rules! home_bump_section {
         asm!(
             descriptor!(),
             "lea {before}, [rip + 3b]",
-            "mov qword ptr fs:[{area} + 8], {before}",
+            "mov qword ptr fs:[{area} + {rseq_cs}], {before}",
             "4:",
             $($injection,)*
-            "mov {before}, qword ptr [{slot} - 8]",
+            "mov {before}, qword ptr [{slot} - {index_field_below}]",
             $($injection,)*
             "mov {before:e}, dword ptr fs:[{area} + {before}]",
             $($injection,)*
-            "cmp {before}, qword ptr [{slot} - 16]",
+            "cmp {before}, qword ptr [{slot} - {bound_below}]",
             $($injection,)*
             "jae 7f",
             $($injection,)*
@@ -544,13 +560,13 @@ macro_rules! home_bump_section {
             $($injection,)*
             "add {slot}, {before}",
             $($injection,)*
-            "mov {before}, qword ptr [{slot}]",
+            "mov {before}, qword ptr [{slot} + {word_field}]",
             $($injection,)*
             "add {new}, {before}",
             $($injection,)*
             "jnc 7f",
             $($injection,)*
-            "mov qword ptr [{slot}], {new}",
+            "mov qword ptr [{slot} + {word_field}], {new}",
             "5:",
             "shl {before}, {upper_bits}",
             "shr {before}, {upper_bits} - 3",
@@ -571,6 +587,10 @@ macro_rules! home_bump_section {
             signature = const SIGNATURE,
             slot_shift = const SLOT_SHIFT,
             upper_bits = const 64 - OFFSET_BITS,
+            rseq_cs = const RSEQ_CS_OFFSET,
+            index_field_below = const HEADER_INDEX_FIELD_BELOW,
+            bound_below = const HEADER_BOUND_BELOW,
+            word_field = const BUFFER_WORD_OFFSET,
             $($extra)*
             options(nostack),
         );
