@@ -59,7 +59,7 @@ struct HotspotHabArgs {
     #[arg(long, default_value = "bench/jvm/target/javac-sources.jar")]
     sources: PathBuf,
     /// Thread counts, comma-separated (default: every CPU this process may use, and 16 per
-    /// CPU; the seed's own count is 80).
+    /// CPU but at least the seed's own 80).
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
     /// `seed` (the seed's TLAB sizes and buffers) or `small` (a few of them).

@@ -151,8 +151,8 @@ impl Grid {
         }
     }
 
-    /// A few points of the seed's grid, for a 2-CPU machine's default report: under G1 fewer
-    /// (stock, auto and the restartable per-CPU buffers), to keep the report's time.
+    /// A few points of the seed's grid, for the default report: stock, `auto` and per-CPU
+    /// buffers both ways under Parallel, stock and `auto` under G1, to keep the report's time.
     pub fn small(
         collector: Collector,
         threads: Vec<usize>,
@@ -165,16 +165,10 @@ impl Grid {
                 // `-XX:+UseHAB` and no other HAB flag: the levels libhab picks for the
                 // machine and eden.
                 Config::hab("auto", "rseq"),
-                Config::hab("core:1M", "rseq"),
-                Config::hab("package:32M", "rseq"),
                 Config::hab("cpu:256K", "rseq"),
                 Config::hab("cpu:256K", "getcpu"),
             ],
-            Collector::G1 => vec![
-                Config::stock(),
-                Config::hab("auto", "rseq"),
-                Config::hab("cpu:256K", "rseq"),
-            ],
+            Collector::G1 => vec![Config::stock(), Config::hab("auto", "rseq")],
         };
         Grid {
             collector,
@@ -235,35 +229,36 @@ pub struct Runs {
 }
 
 /// The grids `hab report` runs at `scale`, one per collector: none at the quick scale; a few
-/// points with 16 threads per CPU at the default; the seed's grid at the full scale, on every
-/// CPU, 16 threads per CPU and the seed's own 80 threads.
+/// points with many threads at the default ([`many_threads`]); the seed's grid at the full
+/// scale, on every CPU and with many threads.
 pub fn grids_for(scale: &super::Scale) -> Vec<Grid> {
     let threads = &scale.threads;
     Collector::ALL
         .into_iter()
         .filter_map(|collector| match scale.name {
-            "default" => Some(Grid::small(collector, vec![16 * threads.cpus()], 1, 2)),
-            "full" => {
-                let mut counts = machine_threads(threads);
-                counts.push(80);
-                counts.sort_unstable();
-                counts.dedup();
-                Some(Grid::seed(collector, counts, 2, 3))
-            }
+            "default" => Some(Grid::small(collector, vec![many_threads(threads)], 1, 2)),
+            "full" => Some(Grid::seed(collector, machine_threads(threads), 2, 3)),
             _ => None,
         })
         .collect()
 }
 
 /// `hab hotspot-hab`'s thread counts where none are given: every CPU of this machine busy,
-/// and 16 threads per CPU.
+/// and [`many_threads`].
 pub fn default_threads() -> Vec<usize> {
     machine_threads(&super::threads::Threads::of_this_machine())
 }
 
-/// Every CPU busy, and 16 threads per CPU.
+/// Every CPU busy, and [`many_threads`].
 fn machine_threads(threads: &super::threads::Threads) -> Vec<usize> {
-    vec![threads.cpus(), 16 * threads.cpus()]
+    vec![threads.cpus(), many_threads(threads)]
+}
+
+/// Threads far more numerous than CPUs: 16 per CPU, and at least the seed's own 80 (fewer
+/// threads compile too little for a 1 GiB young generation to collect more than once or
+/// twice per run).
+fn many_threads(threads: &super::threads::Threads) -> usize {
+    (16 * threads.cpus()).max(80)
 }
 
 /// Runs `grids` for the report with `bench_jar` (built beside it), or says why it did not.
