@@ -148,8 +148,8 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "alloc-array")]
     workload: WorkloadArg,
     /// Allocation mode: shared (CAS per object, like -XX:-UseTLAB), tlab, hab (TLABs refilled
-    /// from the middle levels), plab (objects in per-CPU LABs) or flip (tlab or plab, switched
-    /// at collections).
+    /// from the middle levels), cpu-lab (objects in per-CPU LABs; `plab`, the seed's name, is
+    /// an alias) or flip (tlab or cpu-lab, switched at collections).
     #[arg(long, default_value = "tlab", value_parser = parse_mode)]
     mode: Mode,
     /// TLAB size (e.g. 256KiB, fixed), adaptive (HotSpot) or growing (Agesen).

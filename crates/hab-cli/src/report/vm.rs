@@ -31,13 +31,8 @@ const SMALL_SPACE_BYTES: usize = 4 << 20;
 const CHAT_LAB_BYTES: usize = 64 << 10;
 /// Orders each warehouse keeps alive: 64 warehouses fit the small space three times over.
 const LIVE_ORDERS: usize = 25;
-pub(super) const ALL_MODES: [Mode; 5] = [
-    Mode::Shared,
-    Mode::Tlab,
-    Mode::Hab,
-    Mode::CpuLab,
-    Mode::Flip,
-];
+/// Every mode, in the library's order.
+pub(super) const ALL_MODES: [Mode; 5] = Mode::ALL;
 
 fn base(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpec {
     VmRunSpec {
