@@ -411,7 +411,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
         progress.inc(1);
     }
     for (config, fixed_tlabs) in [(WAREHOUSES_ADAPTIVE, false), (WAREHOUSES_FIXED, true)] {
-        for threads in super::vm::warehouse_threads(scale) {
+        for threads in scale.threads.warehouses() {
             progress.set_message(format!("HotSpot warehouses, {threads} threads, {config}"));
             points.push(run_main(
                 "warehouses",
@@ -462,7 +462,7 @@ pub const WAREHOUSES_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLA
 /// Progress steps `measure` takes.
 pub fn steps(scale: &Scale) -> usize {
     let ends = scale.threads.ends_and_two().len();
-    ALLOC_ARRAY_TLABS.len() + 2 * ends + ends + 2 * super::vm::warehouse_threads(scale).len() + 4
+    ALLOC_ARRAY_TLABS.len() + 2 * ends + ends + 2 * scale.threads.warehouses().len() + 4
 }
 
 #[cfg(test)]

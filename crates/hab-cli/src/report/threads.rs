@@ -123,10 +123,10 @@ impl Threads {
         dedup(counts)
     }
 
-    /// 1, 2, 4, … doubling up to `factor` threads per CPU (Garthwaite et al.'s axis, which
-    /// goes far past the processors).
-    pub fn doubling_to_per_cpu(&self, factor: usize) -> Vec<usize> {
-        doubling_to(self.cpus * factor)
+    /// Garthwaite et al.'s axis of warehouse threads, which goes far past the processors: 1,
+    /// 2, 4, … doubling up to 32 per CPU.
+    pub fn warehouses(&self) -> Vec<usize> {
+        doubling_to(self.cpus * 32)
     }
 
     /// Objects per thread for a run of `threads` threads, from `objects` per thread with at
@@ -228,7 +228,7 @@ mod tests {
         // The 2-CPU machine keeps the counts of earlier reports.
         let two = Threads::of(2);
         assert_eq!(two.two_to_oversubscribed(), [2, 8, 32]);
-        assert_eq!(two.doubling_to_per_cpu(32), [1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!(two.warehouses(), [1, 2, 4, 8, 16, 32, 64]);
         assert_eq!(
             Threads::of(16).two_to_oversubscribed(),
             [2, 4, 8, 16, 64, 256]

@@ -19,11 +19,6 @@ use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "On the VM";
-/// Warehouse threads: 1, 2, 4, … up to 32 per CPU (Garthwaite et al.'s axis goes far past
-/// the processors).
-pub(super) fn warehouse_threads(scale: &Scale) -> Vec<usize> {
-    scale.threads.doubling_to_per_cpu(32)
-}
 const LAB_MODES: [Mode; 3] = [Mode::Tlab, Mode::CpuLab, Mode::Flip];
 const ROOMS: [usize; 2] = [10, 50];
 /// The seed's young generation for both experiments.
@@ -105,7 +100,7 @@ pub(super) fn trees(scale: &Scale, workload: VmWorkload, mode: Mode) -> VmRunSpe
 /// Every VM run of the report, `scale.vm_repeat` times each.
 pub fn specs(scale: &Scale) -> Vec<VmRunSpec> {
     let mut specs = Vec::new();
-    for threads in warehouse_threads(scale) {
+    for threads in scale.threads.warehouses() {
         for mode in LAB_MODES {
             specs.push(warehouses(scale, mode, threads));
         }
@@ -293,7 +288,7 @@ fn render_warehouses(
         hotspot.find("warehouses", |p| p.threads == threads && p.config == config)
     };
     let jvm = |threads| jvm_with(threads, super::jvm::WAREHOUSES_ADAPTIVE);
-    for threads in warehouse_threads(scale) {
+    for threads in scale.threads.warehouses() {
         let runs_of = |mode| find(runs, &warehouses(scale, mode, threads));
         let cell = |mode| {
             let runs = runs_of(mode);
@@ -329,7 +324,9 @@ fn render_warehouses(
     let mut series = LAB_MODES
         .map(|mode| Series {
             name: format!("Hab {}", mode.name()),
-            points: warehouse_threads(scale)
+            points: scale
+                .threads
+                .warehouses()
                 .into_iter()
                 .map(|threads| {
                     let runs = find(runs, &warehouses(scale, mode, threads));
@@ -341,7 +338,9 @@ fn render_warehouses(
     if hotspot.measured() {
         series.push(Series {
             name: "HotSpot".into(),
-            points: warehouse_threads(scale)
+            points: scale
+                .threads
+                .warehouses()
                 .into_iter()
                 .filter_map(|threads| {
                     let rate = jvm(threads)?.value?;
