@@ -239,3 +239,137 @@ fn the_file_list_parser_reads_subfolders() {
         .collect();
     assert_eq!(files, expected);
 }
+
+/// The sibling modules each file of `dir` (one folder's files, `mod.rs` its root) names:
+/// `super::x` or `use super::{x, …}` from a file, `x::` from `mod.rs`. Tests are left out.
+fn sibling_imports(dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = BTreeMap::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "rs") {
+            let name = path.file_stem().unwrap().to_string_lossy().to_string();
+            let text = fs::read_to_string(&path).unwrap();
+            let code = code_of(text.split("#[cfg(test)]\nmod tests").next().unwrap());
+            files.insert(name, code);
+        }
+    }
+    let modules: BTreeSet<String> = files.keys().cloned().collect();
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    files
+        .iter()
+        .map(|(name, code)| {
+            let mut named = BTreeSet::new();
+            for module in &modules {
+                if module == name {
+                    continue;
+                }
+                let pattern = if name == "mod" {
+                    format!("{module}::")
+                } else {
+                    format!("super::{module}")
+                };
+                let in_group = name != "mod"
+                    && code.split("use super::{").skip(1).any(|group| {
+                        let group = &group[..group.find("};").unwrap_or(group.len())];
+                        group
+                            .split(|c: char| !is_word(c))
+                            .any(|word| word == module)
+                    });
+                let found = code.match_indices(&pattern).any(|(at, _)| {
+                    let before = code[..at].chars().next_back();
+                    let after = code[at + pattern.len()..].chars().next();
+                    let inside_a_word = before.is_some_and(is_word);
+                    let longer_name = name != "mod" && after.is_some_and(is_word);
+                    !inside_a_word && !longer_name
+                });
+                if found || in_group {
+                    named.insert(module.clone());
+                }
+            }
+            // A file that names an item of `mod.rs` (`super::Item`) imports the root.
+            if name != "mod"
+                && code.match_indices("super::").any(|(at, _)| {
+                    let word: String = code[at + "super::".len()..]
+                        .chars()
+                        .take_while(|&c| is_word(c))
+                        .collect();
+                    !word.is_empty() && !modules.contains(&word)
+                })
+            {
+                named.insert("mod".to_string());
+            }
+            (name.clone(), named)
+        })
+        .collect()
+}
+
+/// The groups of files that import each other, directly or through others (each sorted).
+fn file_circles(imports: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<Vec<String>> {
+    let reaches = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<&String> = vec![from];
+        while let Some(file) = todo.pop() {
+            for next in imports.get(file).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next);
+                }
+            }
+        }
+        seen
+    };
+    let closure: BTreeMap<&String, BTreeSet<String>> =
+        imports.keys().map(|file| (file, reaches(file))).collect();
+    closure
+        .iter()
+        .filter(|(file, reached)| reached.contains(**file))
+        .map(|(file, _)| {
+            closure
+                .iter()
+                .filter(|(other, reached)| {
+                    reached.contains(*file) && closure[file].contains(**other)
+                })
+                .map(|(other, _)| other.to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The report's files (`crates/hab-cli/src/report`) form no circle: the experiment list in
+/// `mod.rs`, the shared helpers and the `Experiment` trait below every experiment.
+#[test]
+fn the_report_has_no_file_circle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hab-cli/src/report");
+    let imports = sibling_imports(&dir);
+    for (file, named) in &imports {
+        println!("report/{file}.rs -> {named:?}");
+    }
+    let circles = file_circles(&imports);
+    assert!(
+        circles.is_empty(),
+        "file circles in the report: {circles:?}"
+    );
+}
+
+#[test]
+fn a_file_circle_is_found() {
+    let imports: BTreeMap<String, BTreeSet<String>> = [
+        ("mod", &["a", "b", "c"][..]),
+        ("a", &["b"][..]),
+        ("b", &["c"][..]),
+        ("c", &["a"][..]),
+        ("d", &["a"][..]),
+    ]
+    .iter()
+    .map(|(file, named)| {
+        (
+            file.to_string(),
+            named.iter().map(|n| n.to_string()).collect(),
+        )
+    })
+    .collect();
+    let circles = file_circles(&imports);
+    assert_eq!(
+        circles,
+        BTreeSet::from([vec!["a".to_string(), "b".to_string(), "c".to_string()]])
+    );
+}

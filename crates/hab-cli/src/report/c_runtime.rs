@@ -13,8 +13,8 @@ use indicatif::ProgressBar;
 
 use super::experiment::{Context, Experiment};
 use super::hotspot::{self, HotSpot};
+use super::scale::Scale;
 use super::vm::{self, ALL_MODES};
-use super::Scale;
 use crate::figures::Spread;
 use crate::vm_run::VmWorkload;
 
@@ -253,13 +253,14 @@ impl Experiment for CRuntimeExperiment {
     }
 
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        cx.c_runtime = Some(measure(&cx.scale, progress)?);
+        let measured = measure(&cx.scale, progress)?;
+        cx.results.put(measured);
         Ok(())
     }
 
     fn section(&self, cx: &Context, _: &mut super::claims::Claims) -> String {
-        match &cx.c_runtime {
-            Some(c) => render(&cx.scale, c, &cx.vm_runs, &cx.hotspot),
+        match cx.results.get::<CRuntime>() {
+            Some(c) => render(&cx.scale, c, vm::runs(cx), &cx.hotspot),
             None => String::new(),
         }
     }

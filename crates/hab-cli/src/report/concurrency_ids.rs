@@ -11,7 +11,7 @@ use indicatif::ProgressBar;
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
-use super::{jaffer, Scale};
+use super::scale::{Scale, ALLOC_OBJECT_HEAP_BYTES};
 use crate::figures::Spread;
 
 /// Whose claims the section's table checks, in the list of claims.
@@ -72,7 +72,10 @@ fn run(scale: &Scale, index: Index, threads: usize) -> Result<IndexRun, String> 
         .args(["--object-size", "16", "--no-compute", "--json"])
         .args(["--threads", &threads.to_string()])
         .args(["--objects", &objects(scale).to_string()])
-        .args(["--heap", &ByteSize::new(jaffer::HEAP_BYTES).to_string()])
+        .args([
+            "--heap",
+            &ByteSize::new(ALLOC_OBJECT_HEAP_BYTES).to_string(),
+        ])
         .args(["--repeat", &scale.repeat.to_string()])
         .args(["--warmup", &scale.warmup.to_string()]);
     match index {
@@ -127,7 +130,8 @@ impl Experiment for ConcurrencyIds {
         for threads in thread_counts(&cx.scale) {
             for index in [Index::Default, Index::Cpu] {
                 progress.set_message(format!("cpu-lab, {threads} threads, by {index:?}"));
-                cx.concurrency_ids.push(run(&cx.scale, index, threads)?);
+                let measured = run(&cx.scale, index, threads)?;
+                cx.results.get_mut::<Vec<IndexRun>>().push(measured);
                 progress.inc(1);
             }
         }
@@ -152,7 +156,7 @@ impl Experiment for ConcurrencyIds {
              LABs in use and tail waste are per collection, counting the one that ends each \
              run; time `ns/object` (median).\n",
             objects(&cx.scale),
-            ByteSize::new(jaffer::HEAP_BYTES),
+            ByteSize::new(ALLOC_OBJECT_HEAP_BYTES),
             cx.scale.repeat
         );
         let _ = writeln!(
@@ -160,10 +164,10 @@ impl Experiment for ConcurrencyIds {
             "| threads | indexed by | collections | LABs in use per collection | LABs' tails wasted per collection | ns/object | claim: one LAB in use for one thread |"
         );
         let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: | ---: | --- |");
+        let runs: &[IndexRun] = cx.results.get::<Vec<IndexRun>>().map_or(&[], Vec::as_slice);
         for threads in thread_counts(&cx.scale) {
             let find = |index| {
-                cx.concurrency_ids
-                    .iter()
+                runs.iter()
                     .find(|run| run.threads == threads && run.index == index)
             };
             let (Some(default), Some(by_cpu)) = (find(Index::Default), find(Index::Cpu)) else {

@@ -123,6 +123,17 @@ pub struct CpuIdCost {
     pub instructions: Result<f64, String>,
 }
 
+/// What callgrind counted, once this experiment measured it (before: nothing), for the
+/// sections that quote its counts.
+pub(super) fn counted(cx: &Context) -> &Costs {
+    static NOTHING: Costs = Costs {
+        valgrind: false,
+        allocation: Vec::new(),
+        cpu_id: Vec::new(),
+    };
+    cx.results.get::<Costs>().unwrap_or(&NOTHING)
+}
+
 /// What callgrind counted (empty until the experiment measured).
 #[derive(Default)]
 pub struct Costs {
@@ -330,11 +341,12 @@ impl Experiment for CostsExperiment {
     }
 
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        cx.extras.costs = measure(progress)?;
+        let measured = measure(progress)?;
+        cx.results.put(measured);
         Ok(())
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        render(&cx.extras.costs, claims)
+        render(counted(cx), claims)
     }
 }

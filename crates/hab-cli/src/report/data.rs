@@ -4,7 +4,8 @@
 use std::fs;
 use std::path::Path;
 
-use super::{vm, Measured};
+use super::shared::Measured;
+use super::vm;
 
 /// Writes `results.jsonl` and `data/*.csv` into `out`.
 pub(super) fn write_all(

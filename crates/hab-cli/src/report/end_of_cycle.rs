@@ -10,8 +10,8 @@ use indicatif::ProgressBar;
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
+use super::scale::Scale;
 use super::vm::{self, chat, chat_adaptive, find, warehouses};
-use super::Scale;
 use crate::vm_run::{self, VmRunSpec};
 
 /// Whose claims the section's table checks, in the list of claims.
@@ -77,7 +77,9 @@ impl Experiment for EndOfCycle {
             let results = (0..cx.scale.vm_repeat)
                 .map(|_| vm_run::run(&spec))
                 .collect::<Result<Vec<_>, _>>()?;
-            cx.vm_runs.push(vm::Runs::new(spec, results));
+            cx.results
+                .get_mut::<Vec<vm::Runs>>()
+                .push(vm::Runs::new(spec, results));
             progress.inc(1);
         }
         Ok(())
@@ -104,13 +106,12 @@ impl Experiment for EndOfCycle {
         );
         let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | --- |");
         for (label, spec) in full_sized(&cx.scale) {
-            let off = find(&cx.vm_runs, &spec);
-            let on = find(&cx.vm_runs, &with_end_of_cycle(&spec));
-            let per_cpu = cx
-                .vm_runs
+            let off = find(vm::runs(cx), &spec);
+            let on = find(vm::runs(cx), &with_end_of_cycle(&spec));
+            let per_cpu = vm::runs(cx)
                 .iter()
                 .any(|runs| runs.spec() == &in_cpu_labs(&spec))
-                .then(|| find(&cx.vm_runs, &in_cpu_labs(&spec)).mean(|r| r.collections));
+                .then(|| find(vm::runs(cx), &in_cpu_labs(&spec)).mean(|r| r.collections));
             let collections = |runs: &vm::Runs| runs.figure(|r| r.collections as f64);
             let verdict = claims.judge(
                 SECTION,
@@ -131,9 +132,9 @@ impl Experiment for EndOfCycle {
         }
         let chat_fixed = chat(&cx.scale, Mode::Tlab, ROOMS);
         let (off, on, per_cpu) = (
-            find(&cx.vm_runs, &chat_fixed).figure(|r| r.collections as f64),
-            find(&cx.vm_runs, &with_end_of_cycle(&chat_fixed)).figure(|r| r.collections as f64),
-            find(&cx.vm_runs, &in_cpu_labs(&chat_fixed)).figure(|r| r.collections as f64),
+            find(vm::runs(cx), &chat_fixed).figure(|r| r.collections as f64),
+            find(vm::runs(cx), &with_end_of_cycle(&chat_fixed)).figure(|r| r.collections as f64),
+            find(vm::runs(cx), &in_cpu_labs(&chat_fixed)).figure(|r| r.collections as f64),
         );
         let toward = claims.judge(
             SECTION,

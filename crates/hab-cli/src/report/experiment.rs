@@ -1,19 +1,21 @@
-//! What an experiment of the report is, what it reads, and the list the report walks.
+//! What an experiment of the report is, and what it reads.
 //!
 //! An experiment names the `hab run` configurations it reads (run once each, whichever
 //! experiments ask for them), measures what `hab run` does not (the VM, the C runtime,
 //! HotSpot with HABs, callgrind), and writes its section with its claims. The report walks
-//! [`EXPERIMENTS`] three times: for the runs and the progress bar's length, to measure, and
-//! to write. Adding an experiment is a file with a type that implements [`Experiment`] and a
-//! line in that list.
+//! its list (`report::EXPERIMENTS`) three times: for the runs and the progress bar's length,
+//! to measure, and to write. What an experiment measures goes into [`Results`], by type, so
+//! that this file names no experiment.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 
 use indicatif::ProgressBar;
 
 use super::claims::Claims;
-use super::{
-    c_runtime, concurrency_ids, costs, end_of_cycle, hotspot, hotspot_chat, hotspot_hab, jaffer,
-    middle, plab, shipilev, vm, Extras, Figures, Measured, Scale,
-};
+use super::hotspot;
+use super::scale::Scale;
+use super::shared::{Extras, Figures, Measured};
 use crate::workload::RunSpec;
 
 /// Everything the report measured, which experiments read to write their sections. Filled
@@ -25,26 +27,53 @@ pub struct Context {
     pub jvm_skipped: Option<String>,
     /// The `hab run` runs every experiment asked for.
     pub measured: Measured,
-    /// The compute loop, the noise probe, and the instruction counts.
+    /// The compute loop and the noise probe.
     pub extras: Extras,
     /// Stock HotSpot on the same workloads, or why not.
     pub hotspot: hotspot::HotSpot,
     /// The benchmark jar HotSpot ran, for the runs of HotSpot with HABs.
     pub bench_jar: Option<std::path::PathBuf>,
-    /// Hab's VM runs (the VM experiment's).
-    pub vm_runs: Vec<vm::Runs>,
-    /// The per-CPU LABs by concurrency id and by CPU (their experiment's).
-    pub concurrency_ids: Vec<concurrency_ids::IndexRun>,
-    /// `auto` and the grid's best run again in turn (the middle levels' experiment's).
-    pub auto_rematch: Vec<middle::AutoRematch>,
-    /// The C runtime's runs (its experiment's), once measured.
-    pub c_runtime: Option<c_runtime::CRuntime>,
-    /// HotSpot with HABs (its experiment's): one grid's runs per collector, or why not.
-    pub hotspot_with_habs: Result<Vec<hotspot_hab::Runs>, String>,
-    /// HotSpot with HABs under many threads (its experiment's), or why not.
-    pub hotspot_chat: Result<hotspot_chat::ChatRuns, String>,
+    /// What each experiment measured itself, by type.
+    pub results: Results,
     /// Where the plots go.
     pub figures: Figures,
+}
+
+impl Context {
+    /// Why HotSpot's experiments have nothing to show when they did not measure: HotSpot does
+    /// not run in this report, or `bench/jvm` did not build.
+    pub fn why_no_jvm(&self) -> String {
+        match &self.jvm_skipped {
+            Some(why) => format!("HotSpot does not run in this report: {why}"),
+            None => "bench/jvm did not build".into(),
+        }
+    }
+}
+
+/// What the experiments measured themselves, one value of each type: an experiment puts its
+/// own results in, and any section reads them by their type.
+#[derive(Default)]
+pub struct Results(HashMap<TypeId, Box<dyn Any>>);
+
+impl Results {
+    /// Keeps `value`, replacing an earlier value of its type.
+    pub fn put<T: Any>(&mut self, value: T) {
+        self.0.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
+    /// The value of type `T`, if an experiment put one.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+
+    /// The value of type `T`, a default one put first if there was none.
+    pub fn get_mut<T: Any + Default>(&mut self) -> &mut T {
+        self.0
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Box::new(T::default()))
+            .downcast_mut()
+            .expect("a value is stored under its own type")
+    }
 }
 
 /// One experiment of the report (see the module documentation).
@@ -71,17 +100,19 @@ pub trait Experiment: Sync {
     fn section(&self, context: &Context, claims: &mut Claims) -> String;
 }
 
-/// The report's experiments, in the order of their sections.
-pub const EXPERIMENTS: &[&dyn Experiment] = &[
-    &shipilev::Shipilev,
-    &jaffer::Jaffer,
-    &middle::Middle,
-    &plab::CpuLabs,
-    &concurrency_ids::ConcurrencyIds,
-    &vm::Vm,
-    &end_of_cycle::EndOfCycle,
-    &c_runtime::CRuntimeExperiment,
-    &hotspot_hab::HotSpotWithHabs,
-    &hotspot_chat::HotSpotManyThreads,
-    &costs::CostsExperiment,
-];
+#[cfg(test)]
+mod tests {
+    use super::Results;
+
+    #[test]
+    fn results_are_kept_by_type() {
+        let mut results = Results::default();
+        assert_eq!(results.get::<Vec<u32>>(), None);
+        results.get_mut::<Vec<u32>>().push(7);
+        results.put(String::from("seven"));
+        assert_eq!(results.get::<Vec<u32>>(), Some(&vec![7]));
+        assert_eq!(results.get::<String>().map(String::as_str), Some("seven"));
+        results.put(vec![8u32]);
+        assert_eq!(results.get::<Vec<u32>>(), Some(&vec![8]));
+    }
+}

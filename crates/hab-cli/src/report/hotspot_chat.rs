@@ -391,7 +391,7 @@ fn judge(runs: &ChatRuns, claims: &mut Claims) {
 }
 
 /// Messages per connection at the report's scales (none at the quick one).
-fn messages_for(scale: &super::Scale) -> Option<usize> {
+fn messages_for(scale: &super::scale::Scale) -> Option<usize> {
     match scale.name {
         "default" => Some(40),
         "full" => Some(200),
@@ -423,7 +423,7 @@ impl Experiment for HotSpotManyThreads {
         let Some(jar) = &cx.bench_jar else {
             return Ok(());
         };
-        cx.hotspot_chat = match (messages_for(&cx.scale), built_jdk()) {
+        let measured: Result<ChatRuns, String> = match (messages_for(&cx.scale), built_jdk()) {
             (None, _) => Err("the quick scale skips it".into()),
             (_, None) => Err(NOT_BUILT.into()),
             (Some(messages), Some(jdk)) => measure(
@@ -439,6 +439,7 @@ impl Experiment for HotSpotManyThreads {
             )
             .map_err(|why| format!("it failed: {why}")),
         };
+        cx.results.put(measured);
         Ok(())
     }
 
@@ -449,7 +450,12 @@ impl Experiment for HotSpotManyThreads {
              change where TLABs come from, so they bound the buffers' own tails, not the \
              TLABs'; `-XX:-UseTLAB` shows what no tails at all would give.\n\n",
         );
-        match &cx.hotspot_chat {
+        let not_measured = Err(cx.why_no_jvm());
+        match cx
+            .results
+            .get::<Result<ChatRuns, String>>()
+            .unwrap_or(&not_measured)
+        {
             Ok(runs) => {
                 judge(runs, claims);
                 text += &render_runs(runs);

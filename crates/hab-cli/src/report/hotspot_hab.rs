@@ -231,7 +231,7 @@ pub struct Runs {
 /// The grids `hab report` runs at `scale`, one per collector: none at the quick scale; a few
 /// points with many threads at the default ([`many_threads`]); the seed's grid at the full
 /// scale, on every CPU and with many threads.
-pub fn grids_for(scale: &super::Scale) -> Vec<Grid> {
+pub fn grids_for(scale: &super::scale::Scale) -> Vec<Grid> {
     let threads = &scale.threads;
     Collector::ALL
         .into_iter()
@@ -848,18 +848,24 @@ impl Experiment for HotSpotWithHabs {
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
         if let Some(jar) = &cx.bench_jar {
-            cx.hotspot_with_habs = measure_for_report(&grids_for(&cx.scale), jar, progress);
+            let measured = measure_for_report(&grids_for(&cx.scale), jar, progress);
+            cx.results.put(measured);
         }
         Ok(())
     }
 
     fn section(&self, cx: &Context, claims: &mut super::claims::Claims) -> String {
-        if let Ok(runs) = &cx.hotspot_with_habs {
+        let measured = cx
+            .results
+            .get::<Result<Vec<Runs>, String>>()
+            .cloned()
+            .unwrap_or_else(|| Err(cx.why_no_jvm()));
+        if let Ok(runs) = &measured {
             for runs in runs {
                 judge_auto(runs, claims);
             }
         }
-        render(&cx.hotspot_with_habs)
+        render(&measured)
     }
 }
 

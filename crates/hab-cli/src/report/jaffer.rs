@@ -9,7 +9,8 @@ use super::claims::{Claims, Verdict};
 use super::hotspot::HotSpot;
 use super::jvm::Point;
 use super::plot::BarPlot;
-use super::{seed_claim, spread, Extras, Figures, Measured, Scale};
+use super::scale::{Scale, ALLOC_OBJECT_HEAP_BYTES};
+use super::shared::{seed_claim, spread, Extras, Figures, Measured};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "Jaffer's experiment";
@@ -18,8 +19,6 @@ use crate::figures::Spread;
 use crate::workload::{RunResult, RunSpec, Workload};
 
 const SIZES: [usize; 3] = [16, 48, 144];
-/// The heap: small enough to stay in the caches.
-pub const HEAP_BYTES: usize = 16 << 20;
 
 /// Every thread count of the tables: the scaling axis, then four threads per CPU.
 fn all_threads(scale: &Scale) -> Vec<usize> {
@@ -107,7 +106,7 @@ pub fn render(
          `-XX:-UseTLAB`, average time over 3 one-second iterations after 2 of warm-up.\n",
         scale.object_objects,
         run(scale, Mode::Tlab, oversubscribed, 16).objects,
-        ByteSize::new(HEAP_BYTES),
+        ByteSize::new(ALLOC_OBJECT_HEAP_BYTES),
         scale.repeat
     );
     let counts = all_threads(scale);

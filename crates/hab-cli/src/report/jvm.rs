@@ -14,7 +14,7 @@ use std::process::Command;
 use indicatif::ProgressBar;
 use serde_json::Value;
 
-use super::Scale;
+use super::scale::Scale;
 use crate::figures::{median, Spread};
 
 /// Where the Java project is.

@@ -10,7 +10,8 @@ use super::claims::{Claims, Verdict};
 use super::costs::Costs;
 use super::experiment::{Context, Experiment};
 use super::plot::{LinePlot, Series};
-use super::{seed_claim, Figures, Measured, Scale};
+use super::scale::Scale;
+use super::shared::{seed_claim, Figures, Measured};
 use crate::figures::Spread;
 use crate::workload::{self, RunResult, RunSpec, Workload};
 
@@ -400,7 +401,7 @@ fn render_speedups(
         table_header(s, configs, "`tlab` ns/object");
         for &tlab in sizes {
             let base = measured.get(&grid(scale, threads, tlab, None));
-            let _ = write!(s, "| {tlab} | {} |", super::spread(base));
+            let _ = write!(s, "| {tlab} | {} |", super::shared::spread(base));
             for &middle in configs {
                 let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
                 let _ = write!(
@@ -469,8 +470,8 @@ The `hab` mode with no levels given picks them \
                 s,
                 "| {threads} | {tlab} | `{}` | {} | {} {best_name} | {:.2} | {} | {verdict} |",
                 picked.join(","),
-                super::spread(auto),
-                super::spread(best),
+                super::shared::spread(auto),
+                super::shared::spread(best),
                 in_grid.median,
                 again.map_or("—".to_string(), |ratio| format!(
                     "{:.2} ({:.2}–{:.2})",
@@ -633,8 +634,8 @@ fn render_refill_cost(
                 s,
                 "| {threads} | {} | {} | {} | {} | {:.1} | {counted} |",
                 source,
-                super::spread(small),
-                super::spread(large),
+                super::shared::spread(small),
+                super::shared::spread(large),
                 small.refills,
                 per_refill_ns(small, large, threads)
             );
@@ -735,7 +736,8 @@ impl Experiment for Middle {
     }
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        cx.auto_rematch = rematch(&cx.scale, &cx.measured, progress)?;
+        let rematches = rematch(&cx.scale, &cx.measured, progress)?;
+        cx.results.put(rematches);
         Ok(())
     }
 
@@ -743,7 +745,12 @@ impl Experiment for Middle {
         render(
             &cx.scale,
             &cx.measured,
-            (&cx.extras.costs, &cx.auto_rematch),
+            (
+                super::costs::counted(cx),
+                cx.results
+                    .get::<Vec<AutoRematch>>()
+                    .map_or(&[], Vec::as_slice),
+            ),
             &cx.figures,
             claims,
         )

@@ -24,6 +24,7 @@ mod noise;
 mod plab;
 mod plot;
 mod scale;
+mod shared;
 mod shipilev;
 mod summary;
 mod threads;
@@ -37,97 +38,30 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::machine;
-use crate::workload::{self, RunResult, RunSpec};
-use claims::{Claims, Verdict};
-use experiment::{Context, EXPERIMENTS};
-pub use scale::Scale;
+use crate::workload::{self, RunSpec};
+use claims::Claims;
+use experiment::{Context, Experiment, Results};
+pub use scale::{Scale, Size};
+use shared::{Extras, Figures, Measured};
 
-/// Every run of this report, with the spec it was run from.
-pub struct Measured {
-    runs: Vec<(RunSpec, RunResult)>,
-}
-
-impl Measured {
-    /// The result of a run; every experiment only asks for runs its `specs` listed.
-    pub fn get(&self, spec: &RunSpec) -> &RunResult {
-        self.runs
-            .iter()
-            .find(|(run, _)| run == spec)
-            .map(|(_, result)| result)
-            .expect("every configuration of the report was run")
-    }
-}
-
-/// Where the report's plots go. Each plot is written as SVG and PNG; the section links the
-/// PNG (and names the SVG) in its Markdown.
-pub struct Figures {
-    dir: std::path::PathBuf,
-}
-
-impl Figures {
-    /// A line plot, as Markdown.
-    pub fn lines(&self, stem: &str, plot: &plot::LinePlot<'_>) -> String {
-        Self::link(plot.title, plot::write(&self.dir, stem, plot))
-    }
-
-    /// A bar plot, as Markdown.
-    pub fn bars(&self, stem: &str, plot: &plot::BarPlot<'_>) -> String {
-        Self::link(plot.title, plot::write(&self.dir, stem, plot))
-    }
-
-    fn link(title: &str, written: Result<[String; 2], String>) -> String {
-        match written {
-            Ok([svg, png]) => format!(
-                "![{title}]({png})
-
-(vector: [{svg}]({svg}))
-
-"
-            ),
-            Err(why) => format!("(plot \"{title}\" not drawn: {why})\n\n"),
-        }
-    }
-}
-
-/// Figures measured outside `hab run`.
-pub struct Extras {
-    /// The compute loop's speed-up from 1 thread to each count of the scaling axis.
-    pub compute_speedups: Vec<(usize, f64)>,
-    /// The compute loop timed all through the run.
-    pub noise: noise::Noise,
-    pub costs: costs::Costs,
-}
-
-impl Extras {
-    /// The compute loop's speed-up from 1 to `threads` threads: what a perfectly scaling
-    /// workload reaches on this machine (NaN where it was not timed).
-    pub fn compute_speedup(&self, threads: usize) -> f64 {
-        self.compute_speedups
-            .iter()
-            .find(|(count, _)| *count == threads)
-            .map_or(f64::NAN, |(_, speedup)| *speedup)
-    }
-}
-
-/// Which experiments' sizes, and whether HotSpot runs beside Hab.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Size {
-    Quick,
-    Default,
-    Full,
-}
+/// The report's experiments, in the order of their sections. Adding one is a file with a type
+/// that implements [`Experiment`] and a line here.
+pub const EXPERIMENTS: &[&dyn Experiment] = &[
+    &shipilev::Shipilev,
+    &jaffer::Jaffer,
+    &middle::Middle,
+    &plab::CpuLabs,
+    &concurrency_ids::ConcurrencyIds,
+    &vm::Vm,
+    &end_of_cycle::EndOfCycle,
+    &c_runtime::CRuntimeExperiment,
+    &hotspot_hab::HotSpotWithHabs,
+    &hotspot_chat::HotSpotManyThreads,
+    &costs::CostsExperiment,
+];
 
 /// Fails at once, naming `--out`, when the report could not be written there: before minutes
 /// of measurements, not after.
-/// Why HotSpot's experiments have nothing to show before they measure: HotSpot does not run
-/// in this report, or `bench/jvm` did not build.
-fn why_no_jvm(jvm_skipped: &Option<String>) -> String {
-    match jvm_skipped {
-        Some(why) => format!("HotSpot does not run in this report: {why}"),
-        None => "bench/jvm did not build".into(),
-    }
-}
-
 fn check_writable(out: &Path) -> Result<(), String> {
     let probe = out.join(".hab-write-check");
     fs::create_dir_all(out)
@@ -171,20 +105,14 @@ pub fn write(size: Size, jvm: Option<bool>, cpus: Option<usize>, out: &Path) -> 
         hotspot: hotspot::HotSpot::Skipped(
             jvm_skipped.clone().unwrap_or_else(|| "not measured".into()),
         ),
-        hotspot_with_habs: Err(why_no_jvm(&jvm_skipped)),
-        hotspot_chat: Err(why_no_jvm(&jvm_skipped)),
         jvm_skipped,
         measured: Measured { runs: Vec::new() },
         extras: Extras {
             compute_speedups: Vec::new(),
             noise: noise::Noise::default(),
-            costs: costs::Costs::default(),
         },
         bench_jar: None,
-        vm_runs: Vec::new(),
-        concurrency_ids: Vec::new(),
-        auto_rematch: Vec::new(),
-        c_runtime: None,
+        results: Results::default(),
         figures: Figures {
             dir: out.to_path_buf(),
         },
@@ -247,7 +175,7 @@ pub fn write(size: Size, jvm: Option<bool>, cpus: Option<usize>, out: &Path) -> 
     progress.finish_and_clear();
 
     fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    data::write_all(out, &cx.measured, &cx.vm_runs)?;
+    data::write_all(out, &cx.measured, vm::runs(&cx))?;
     if let hotspot::HotSpot::Measured { points, .. } = &cx.hotspot {
         let json = serde_json::to_string_pretty(points).map_err(|e| e.to_string())?;
         fs::write(out.join("data/hotspot.json"), json).map_err(|e| e.to_string())?;
@@ -265,8 +193,8 @@ pub fn write(size: Size, jvm: Option<bool>, cpus: Option<usize>, out: &Path) -> 
     text += &summary::render(
         &cx.scale,
         &cx.measured,
-        &cx.extras,
-        &cx.vm_runs,
+        costs::counted(&cx),
+        vm::runs(&cx),
         &cx.hotspot,
     );
     if cx.scale.threads.is_simulated() {
@@ -404,22 +332,4 @@ impl Timings {
         s.push('\n');
         s
     }
-}
-
-/// A run's time per object as `median (min–max)` over its repetitions, in ns.
-pub fn spread(result: &RunResult) -> String {
-    result.ns_per_object().to_string()
-}
-
-/// How a section opens: the seed's claim with its own numbers, ours, and whether ours
-/// confirm it (recorded in `claims`).
-pub fn seed_claim(
-    claims: &mut Claims,
-    seed: &str,
-    original: &str,
-    ours: &str,
-    verdict: Verdict,
-) -> String {
-    claims.judge(seed, original, verdict);
-    format!("**The seed ({seed}):** {original}\n\n**Here:** {ours}\n\n**Confirmed here:** {verdict}\n\n")
 }

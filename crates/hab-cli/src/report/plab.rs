@@ -7,7 +7,8 @@ use hab::{ByteSize, Mode};
 
 use super::claims::{Claims, Verdict};
 use super::costs::{Costs, CPU_LAB_OBJECTS, SHARED_OBJECTS, TLAB_OBJECTS};
-use super::{jaffer, spread, Measured, Scale};
+use super::scale::{Scale, ALLOC_OBJECT_HEAP_BYTES};
+use super::shared::{spread, Measured};
 
 /// Whose claims the section's tables check, in the list of claims.
 const SECTION: &str = "Per-CPU LABs";
@@ -49,7 +50,7 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
          shared by the CPUs over 50 refills per collection). Median \
          of {} repetitions; all three modes in the same run.\n",
         scale.object_objects,
-        ByteSize::new(jaffer::HEAP_BYTES),
+        ByteSize::new(ALLOC_OBJECT_HEAP_BYTES),
         match restartable {
             Some(true) => "",
             _ => " (**rseq did not work in this run: per-CPU compare-and-swap buffers instead**)",
@@ -160,6 +161,6 @@ impl Experiment for CpuLabs {
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        render(&cx.scale, &cx.measured, &cx.extras.costs, claims)
+        render(&cx.scale, &cx.measured, super::costs::counted(cx), claims)
     }
 }

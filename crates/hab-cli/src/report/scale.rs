@@ -1,9 +1,19 @@
 //! How big the report's experiments are: the quick, default and full scales.
 
-use super::jaffer;
 use super::threads::Threads;
-use super::Size;
 use crate::workload::{RunSpec, Workload};
+
+/// Which experiments' sizes, and whether HotSpot runs beside Hab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    Quick,
+    Default,
+    Full,
+}
+
+/// The heap of every `alloc-object` run (Jaffer's experiment, the per-CPU LABs, the refill
+/// costs): small enough to stay in the caches.
+pub const ALLOC_OBJECT_HEAP_BYTES: usize = 16 << 20;
 
 /// How big the experiments are, and their thread counts.
 pub struct Scale {
@@ -92,7 +102,7 @@ impl Scale {
     pub fn spec(&self, workload: Workload) -> RunSpec {
         let (objects, heap_bytes) = match workload {
             Workload::AllocArray => (self.array_objects, None),
-            Workload::AllocObject => (self.object_objects, Some(jaffer::HEAP_BYTES)),
+            Workload::AllocObject => (self.object_objects, Some(ALLOC_OBJECT_HEAP_BYTES)),
         };
         RunSpec {
             workload,

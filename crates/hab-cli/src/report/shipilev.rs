@@ -12,7 +12,8 @@ use super::experiment::{Context, Experiment};
 use super::hotspot::{self, HotSpot};
 use super::jvm::JvmTlab;
 use super::plot::{LinePlot, Series};
-use super::{seed_claim, Figures, Measured, Scale};
+use super::scale::Scale;
+use super::shared::{seed_claim, Figures, Measured};
 use crate::figures::Spread;
 use crate::workload::{RunResult, RunSpec, Workload};
 
@@ -302,7 +303,7 @@ fn render_sweep<'m>(
                 label(policy, mode),
                 r.elapsed_ms_median,
                 r.elapsed_ms_min,
-                super::spread(r),
+                super::shared::spread(r),
                 r.allocs_per_sec / 1e6,
                 r.bytes_per_sec / 1e6,
                 r.refills,
@@ -382,9 +383,9 @@ fn render_zeroing<'m>(
             let _ = writeln!(
                 s,
                 "| {threads} | {policy} | {} | {} | {} |",
-                super::spread(ahead),
-                super::spread(at_refill),
-                super::spread(raw)
+                super::shared::spread(ahead),
+                super::shared::spread(at_refill),
+                super::shared::spread(raw)
             );
         }
     }
@@ -519,7 +520,7 @@ fn render_like_hotspot(
             SMALL_AND_LARGE
                 .contains(&policy)
                 .then(|| measured.get(&like_hotspot(scale, Mode::Hab, policy, middle)))
-                .map_or("—".into(), super::spread)
+                .map_or("—".into(), super::shared::spread)
         };
         let jvm = hotspot.alloc_array_ns(jvm_tlab(policy, Mode::Tlab));
         hab_runs.push(hab_tlab.ns_per_object());
@@ -527,7 +528,7 @@ fn render_like_hotspot(
         let _ = writeln!(
             s,
             "| {policy} | {} | {} | {} | {} | {:.2} | {} |",
-            super::spread(hab_tlab),
+            super::shared::spread(hab_tlab),
             hab_mode(None),
             hab_mode(Some(CPU_MIDDLE)),
             hotspot.alloc_array_spread(jvm_tlab(policy, Mode::Tlab)),
@@ -693,7 +694,7 @@ impl Experiment for Shipilev {
             &cx.measured,
             &cx.hotspot,
             &cx.figures,
-            &cx.extras.costs,
+            super::costs::counted(cx),
             claims,
         )
     }

@@ -4,9 +4,12 @@ use std::fmt::Write as _;
 
 use hab::{Level, MiddleLevelSpec, Mode};
 
+use super::costs::{self, Costs};
 use super::hotspot::HotSpot;
+use super::scale::Scale;
+use super::shared::Measured;
 use super::vm::{self, Runs};
-use super::{costs, jaffer, middle, plab, Extras, Measured, Scale};
+use super::{jaffer, middle, plab};
 use crate::figures::percent;
 
 /// One mode's row: its figures, then where it wins.
@@ -25,7 +28,7 @@ struct Row {
 pub fn render(
     scale: &Scale,
     measured: &Measured,
-    extras: &Extras,
+    costs: &Costs,
     vm_runs: &[Runs],
     hotspot: &HotSpot,
 ) -> String {
@@ -58,7 +61,7 @@ pub fn render(
         " ---: |".repeat(counts.len())
     );
     let cell = |value: Option<f64>| value.map_or("—".to_string(), |ns| format!("{ns:.2}"));
-    for row in rows(scale, measured, extras, vm_runs, hotspot) {
+    for row in rows(scale, measured, costs, vm_runs, hotspot) {
         let chat = match row.chat {
             Some((collections, Some(waste))) => format!("{collections:.0} ({waste:.1} %)"),
             Some((collections, None)) => format!("{collections:.0}"),
@@ -83,14 +86,13 @@ pub fn render(
 fn rows(
     scale: &Scale,
     measured: &Measured,
-    extras: &Extras,
+    costs: &Costs,
     vm_runs: &[Runs],
     hotspot: &HotSpot,
 ) -> Vec<Row> {
     let ns = |spec: &crate::workload::RunSpec| measured.get(spec).ns_per_alloc;
     let instructions = |needle: &str| {
-        extras
-            .costs
+        costs
             .instructions(needle)
             .map_or("—".to_string(), |count| format!("{count:.1}"))
     };

@@ -21,7 +21,7 @@ pub struct Threads {
 }
 
 impl Threads {
-    /// A placeholder in the scales' constants, which [`Scale::new`](super::Scale::new)
+    /// A placeholder in the scales' constants, which [`Scale::new`](super::scale::Scale::new)
     /// replaces with the machine's counts.
     pub(super) const UNSET: Threads = Threads {
         cpus: 1,

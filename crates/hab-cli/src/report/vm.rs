@@ -13,7 +13,8 @@ use super::experiment::{Context, Experiment};
 use super::hotspot::{self, HotSpot};
 use super::jvm::Point;
 use super::plot::{BarPlot, LinePlot, Series};
-use super::{seed_claim, Figures, Scale};
+use super::scale::Scale;
+use super::shared::{seed_claim, Figures};
 use crate::figures::Spread;
 use crate::vm_run::{self, VmRunResult, VmRunSpec, VmWorkload};
 
@@ -178,6 +179,11 @@ pub fn measure(scale: &Scale, progress: &ProgressBar) -> Result<Vec<Runs>, Strin
         progress.inc(1);
     }
     Ok(all)
+}
+
+/// Every VM run of the report so far (this experiment's, then the end of a cycle's).
+pub(super) fn runs(cx: &Context) -> &[Runs] {
+    cx.results.get::<Vec<Runs>>().map_or(&[], Vec::as_slice)
 }
 
 pub(super) fn find<'a>(runs: &'a [Runs], spec: &VmRunSpec) -> &'a Runs {
@@ -696,15 +702,16 @@ impl Experiment for Vm {
     }
 
     fn measure(&self, cx: &mut Context, progress: &ProgressBar) -> Result<(), String> {
-        cx.vm_runs = measure(&cx.scale, progress)?;
+        let measured = measure(&cx.scale, progress)?;
+        cx.results.get_mut::<Vec<Runs>>().extend(measured);
         Ok(())
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        let costs = &cx.extras.costs;
+        let costs = super::costs::counted(cx);
         render(
             &cx.scale,
-            &cx.vm_runs,
+            runs(cx),
             &cx.hotspot,
             (
                 costs.instructions(super::costs::TLAB_OBJECTS),
