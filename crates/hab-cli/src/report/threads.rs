@@ -95,9 +95,10 @@ impl Threads {
         counts
     }
 
-    /// Where claims are judged: 2 threads and every CPU (one count where the two are one).
+    /// Where claims are judged: 2 threads and every CPU (one count where the two are one,
+    /// and 2 alone on one CPU, where every CPU is one thread).
     pub fn claimed(&self) -> Vec<usize> {
-        dedup(vec![2, self.cpus])
+        dedup(vec![2, self.cpus.max(2)])
     }
 
     /// One thread and every CPU: the summary's columns.
@@ -206,7 +207,7 @@ mod tests {
         // (CPUs, scaling axis, claimed at, oversubscribed)
         type Case = (usize, &'static [usize], &'static [usize], [usize; 2]);
         let cases: [Case; 5] = [
-            (1, &[1, 2], &[1, 2], [4, 16]),
+            (1, &[1, 2], &[2], [4, 16]),
             (2, &[1, 2], &[2], [8, 32]),
             (16, &[1, 2, 4, 8, 16], &[2, 16], [64, 256]),
             (80, &[1, 2, 4, 8, 16, 32, 64, 80], &[2, 80], [320, 1280]),
@@ -224,6 +225,11 @@ mod tests {
             assert_eq!(threads.oversubscribed(), oversubscribed, "{cpus} CPUs");
             assert_eq!(threads.ends(), dedup(vec![1, cpus]), "{cpus} CPUs");
             assert!(threads.scaling().contains(&cpus));
+            // Every claimed count is on the scaling axis and in Kirsch's grid.
+            for count in threads.claimed() {
+                assert!(threads.scaling().contains(&count), "{cpus} CPUs");
+                assert!(threads.two_to_oversubscribed().contains(&count));
+            }
         }
         // The 2-CPU machine keeps the counts of earlier reports.
         let two = Threads::of(2);
