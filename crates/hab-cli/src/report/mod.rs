@@ -3,8 +3,9 @@
 //! `DIR/results.jsonl` (every run, one JSON line each).
 //!
 //! Each experiment is a file with a type that implements [`experiment::Experiment`] (the runs
-//! it needs, its own measurements, its section), listed once in [`experiment::EXPERIMENTS`];
-//! this file runs the list and frames its sections (the machine, the summary, the claims).
+//! it needs, its own measurements, its section), listed once in [`EXPERIMENTS`]; this file
+//! runs the list and frames its sections (the machine, the summary, the claims). What every
+//! experiment reads is in `shared.rs`, and no file here imports one that imports it back.
 
 mod c_runtime;
 mod claims;
