@@ -33,6 +33,14 @@ const MAX_FAILED_COLLECTIONS: u32 = 10_000;
 /// overhead limit).
 const MIN_FREE_FRACTION: usize = 64;
 
+impl Vm {
+    /// A thread's handle on the VM (attach once per thread).
+    pub fn attach(self: &Arc<Self>) -> VmThread {
+        let (mutator, roots) = self.register_thread();
+        VmThread::new(self.clone(), mutator, roots)
+    }
+}
+
 /// One thread's handle on a [`Vm`]. Dropping it detaches the thread.
 pub struct VmThread {
     vm: Arc<Vm>,

@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hab::{AllocationStats, ByteSize, Collection, Heap, HeapConfigBuilder, HeapStats};
+use hab::{AllocationStats, ByteSize, Collection, Heap, HeapConfigBuilder, HeapStats, Mutator};
 
 use crate::collector::{self, CheckSummary};
 use crate::object::{VmObjectModel, WORD_BYTES};
-use crate::thread::VmThread;
 
 /// How a VM is set up.
 #[derive(Clone, Debug)]
@@ -185,7 +184,7 @@ struct State {
     failure: Option<VmError>,
 }
 
-/// A VM: create one with [`Vm::new`], then give each thread a [`VmThread`] with
+/// A VM: create one with [`Vm::new`], then give each thread a [`VmThread`](crate::VmThread) with
 /// [`Vm::attach`].
 pub struct Vm {
     heap: Arc<Heap>,
@@ -242,14 +241,15 @@ impl Vm {
         }))
     }
 
-    /// A thread's handle on the VM (attach once per thread).
-    pub fn attach(self: &Arc<Self>) -> VmThread {
+    /// Registers a new thread: its heap mutator and its roots, which collections scan from
+    /// now on (a [`VmThread`](crate::VmThread) holds both: [`Vm::attach`]).
+    pub(crate) fn register_thread(&self) -> (Mutator, Arc<ThreadRoots>) {
         let mutator = self.heap.attach();
         let roots = Arc::new(ThreadRoots {
             slots: UnsafeCell::new(Vec::new()),
         });
         lock(&self.threads).push(roots.clone());
-        VmThread::new(self.clone(), mutator, roots)
+        (mutator, roots)
     }
 
     pub(crate) fn detach(&self, roots: &Arc<ThreadRoots>) {
@@ -381,7 +381,7 @@ impl Vm {
 
     /// Checks the current allocation space now (for tests): stops the world, walks from the
     /// start of the half to the top, and checks every reference. The caller's thread must not
-    /// hold a running [`VmThread`].
+    /// hold a running [`VmThread`](crate::VmThread).
     pub fn verify_now(&self) -> Result<CheckSummary, VmError> {
         let collection = self.heap.collection();
         let state = lock(&self.state);

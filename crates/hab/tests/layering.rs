@@ -373,3 +373,244 @@ fn a_file_circle_is_found() {
         BTreeSet::from([vec!["a".to_string(), "b".to_string(), "c".to_string()]])
     );
 }
+
+/// A file's module path in its crate: `src/a/b.rs` and `src/a/b/mod.rs` are `a::b`,
+/// `src/lib.rs` is the root (empty).
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|part| part.as_os_str().to_string_lossy().to_string())
+        .collect();
+    let file = parts.pop().unwrap();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The paths a `use` tree names, its groups expanded: `a::{b, c::{d, self}}` gives `a::b`,
+/// `a::c::d` and `a::c`. Renames and globs end a path.
+fn use_paths(tree: &str) -> Vec<String> {
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(open) = tree.find('{') else {
+        let path = tree.split(" as ").next().unwrap_or("");
+        let path = path.split("as").next().unwrap_or("");
+        return vec![path
+            .trim_end_matches("::*")
+            .trim_end_matches("::self")
+            .to_string()];
+    };
+    let prefix = tree[..open].trim_end_matches("::");
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let (mut depth, mut start, mut items) = (0, 0, Vec::new());
+    for (at, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+        .into_iter()
+        .filter(|item| !item.is_empty())
+        .flat_map(use_paths)
+        .map(|path| match path.as_str() {
+            "self" | "*" => prefix.to_string(),
+            _ => format!("{prefix}::{path}"),
+        })
+        .collect()
+}
+
+/// Which files each file of a crate's `src` imports (`use` trees and paths in code through
+/// `crate::`, `super::`, `self::` or a child module's name), as module paths joined by `::`
+/// (the root is `lib`). A `mod x;` declaration is not an import; tests are left out.
+fn file_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut paths = Vec::new();
+    rust_files(src, &mut paths);
+    let mut codes = BTreeMap::new();
+    for path in paths {
+        let relative = path.strip_prefix(src).unwrap();
+        if relative.file_name().is_some_and(|name| name == "tests.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        let code = code_of(text.split("#[cfg(test)]\nmod tests").next().unwrap());
+        codes.insert(module_of(relative), code);
+    }
+    let name = |module: &[String]| match module {
+        [] => "lib".to_string(),
+        _ => module.join("::"),
+    };
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    // `#[path = "file.rs"] mod name;`: the module `name` is the file `file.rs` (one of them,
+    // where `cfg`s pick one per platform: each counts).
+    let mut aliases: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();
+    for (module, code) in &codes {
+        for rest in code.split("#[path = \"").skip(1) {
+            let Some((file, rest)) = rest.split_once(".rs\"]") else {
+                continue;
+            };
+            let declared = rest.trim_start().strip_prefix("mod ");
+            if let Some(name) = declared.and_then(|rest| rest.split(';').next()) {
+                let alias = [module.clone(), vec![name.trim().to_string()]].concat();
+                let file = [module.clone(), vec![file.to_string()]].concat();
+                aliases.entry(alias).or_default().push(file);
+            }
+        }
+    }
+    let mut imports = BTreeMap::new();
+    for (module, code) in &codes {
+        let mut named: Vec<Vec<String>> = Vec::new();
+        let resolve = |path: &str| -> Vec<Vec<String>> {
+            let mut segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            let Some(first) = segments.first().copied() else {
+                return Vec::new();
+            };
+            let at: Vec<String> = match first {
+                "crate" => {
+                    segments.remove(0);
+                    Vec::new()
+                }
+                "super" | "self" => {
+                    let mut at = module.clone();
+                    while segments.first() == Some(&"super") || segments.first() == Some(&"self") {
+                        if segments.remove(0) == "super" {
+                            at.pop();
+                        }
+                    }
+                    at
+                }
+                first => {
+                    let mut child = module.clone();
+                    child.push(first.to_string());
+                    if !codes.contains_key(&child) && !aliases.contains_key(&child) {
+                        return Vec::new();
+                    }
+                    module.clone()
+                }
+            };
+            // The longest prefix that is a file, through every file an alias may be.
+            let mut found = Vec::new();
+            let mut paths = vec![at];
+            let mut deepest = paths.clone();
+            for segment in segments {
+                let mut next = Vec::new();
+                for path in &paths {
+                    let mut step = path.clone();
+                    step.push(segment.to_string());
+                    match aliases.get(&step) {
+                        Some(files) => next.extend(files.iter().cloned()),
+                        None if codes.contains_key(&step) => next.push(step),
+                        None => {}
+                    }
+                }
+                if next.is_empty() {
+                    break;
+                }
+                deepest = next.clone();
+                paths = next;
+            }
+            found.extend(deepest);
+            found
+        };
+        // `use` statements, their trees expanded.
+        for statement in code.split(';') {
+            let statement = statement.trim();
+            let tree = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
+                .iter()
+                .find_map(|prefix| statement.rsplit_once(prefix).map(|(_, tree)| tree));
+            if let Some(tree) = tree {
+                named.extend(use_paths(tree).iter().flat_map(|path| resolve(path)));
+            }
+        }
+        // Paths in code.
+        for start in ["crate::", "super::", "self::"] {
+            for (at, _) in code.match_indices(start) {
+                if code[..at].chars().next_back().is_some_and(is_word) {
+                    continue;
+                }
+                let path: String = code[at..]
+                    .chars()
+                    .take_while(|&c| is_word(c) || c == ':')
+                    .collect();
+                named.extend(resolve(&path));
+            }
+        }
+        // A child module's items, named from its parent by the child's name or the name a
+        // `#[path]` gives it.
+        for child in codes.keys() {
+            if child.len() == module.len() + 1 && child.starts_with(module) {
+                let file = child.last().unwrap();
+                let mut names = vec![file.clone()];
+                names.extend(
+                    aliases
+                        .iter()
+                        .filter(|(alias, targets)| {
+                            targets.contains(child) && alias.len() == child.len()
+                        })
+                        .map(|(alias, _)| alias.last().unwrap().clone()),
+                );
+                let used = names.iter().any(|name| {
+                    let pattern = format!("{name}::");
+                    code.match_indices(&pattern).any(|(at, _)| {
+                        let before = code[..at].chars().next_back();
+                        !before.is_some_and(|c| is_word(c) || c == ':')
+                    })
+                });
+                if used {
+                    named.push(child.clone());
+                }
+            }
+        }
+        let targets: BTreeSet<String> = named
+            .iter()
+            .filter(|target| *target != module)
+            .map(|target| name(target))
+            .collect();
+        imports.insert(name(module), targets);
+    }
+    imports
+}
+
+/// No two files of the library (`crates/hab/src`) or of the example VM
+/// (`crates/hab-vm/src`) import each other, directly or through others: each crate's files
+/// form a tree a newcomer reads bottom up. `lib.rs`, which re-exports, is left out.
+#[test]
+fn the_crates_have_no_file_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for crate_dir in ["src", "../hab-vm/src"] {
+        let mut imports = file_imports(&root.join(crate_dir));
+        imports.remove("lib");
+        for targets in imports.values_mut() {
+            targets.remove("lib");
+        }
+        for (file, named) in &imports {
+            println!("{crate_dir}: {file} -> {named:?}");
+        }
+        for circle in file_circles(&imports) {
+            found.push(format!("{crate_dir}: {}", circle.join(" <-> ")));
+        }
+    }
+    assert!(found.is_empty(), "file circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_file_graph_reads_every_import_form() {
+    let paths = use_paths("crate::levels::{chunk::{Chunk, self}, middle as m, refill::*}");
+    assert_eq!(
+        paths,
+        [
+            "crate::levels::chunk::Chunk",
+            "crate::levels::chunk",
+            "crate::levels::middle",
+            "crate::levels::refill"
+        ]
+    );
+}

@@ -18,8 +18,11 @@
 //!   cycle's sizes: each collection then resizes the buffers to follow what the domains
 //!   allocate (`levels/buffer_sizing.rs`).
 
-use crate::config::{ConfigError, CpuIdSource, MiddleLevelSpec, TopologySpec};
+use crate::config::error::ConfigError;
+use crate::config::levels::{check_smallest_tlab, MiddleLevelSpec, TopologySpec};
+use crate::config::options::MAX_CAPACITY_BYTES;
 use crate::memory::size::ByteSize;
+use crate::platform::cpu_id::CpuIdSource;
 use crate::platform::rseq::{self, RseqMechanism};
 use crate::platform::topology::{Level, Topology, TopologySource};
 
@@ -153,6 +156,48 @@ pub(crate) fn power_of_two_within(bytes: usize, min: usize, max: usize) -> usize
         1 << (usize::BITS - 1 - bytes.leading_zeros())
     };
     floor.clamp(min.next_power_of_two(), max.max(min.next_power_of_two()))
+}
+
+impl MiddleLevelSpec {
+    /// The levels `auto` picks on this machine for a space of `capacity_bytes` whose smallest
+    /// TLAB is `min_tlab_bytes` (see [`HeapConfigBuilder::middle`]): for a runtime that
+    /// keeps its own eden and gives these to [`MiddleLevels`](crate::MiddleLevels) (whose
+    /// list must be explicit, as it is not told its space's size).
+    ///
+    /// ```
+    /// use hab::MiddleLevelSpec;
+    /// let levels = MiddleLevelSpec::auto(256 << 20, 2048)?;
+    /// assert!(!levels.is_empty());
+    /// println!("{}", MiddleLevelSpec::list_to_string(&levels)); // e.g. cpu:8MiB
+    /// # Ok::<(), hab::ConfigError>(())
+    /// ```
+    ///
+    /// Every buffer lies within the space and holds at least one smallest TLAB.
+    ///
+    /// Errors: a space of 0 or beyond Hab's 16 TiB limit, a smallest TLAB that is not a
+    /// positive multiple of 8 or is larger than the space, or a space that holds no
+    /// power-of-two buffer of at least one smallest TLAB.
+    pub fn auto(
+        capacity_bytes: usize,
+        min_tlab_bytes: usize,
+    ) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
+        if capacity_bytes == 0 || capacity_bytes > MAX_CAPACITY_BYTES {
+            return Err(ConfigError::new(
+                "capacity",
+                format!(
+                    "auto needs a space of 1 byte to 16TiB, not {}",
+                    ByteSize::new(capacity_bytes)
+                ),
+            ));
+        }
+        check_smallest_tlab("auto", capacity_bytes, min_tlab_bytes)?;
+        let fit = Fit {
+            capacity_bytes,
+            min_tlab_bytes,
+            max_tlab_bytes: None,
+        };
+        choose(&TopologySpec::Discover, None, fit)
+    }
 }
 
 #[cfg(test)]

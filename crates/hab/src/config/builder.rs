@@ -1,14 +1,24 @@
 //! The builder of [`HeapConfig`]: collects settings, then checks them all in one place,
 //! naming the first field that is wrong.
 
-use super::auto_levels;
-use super::{
-    ConfigError, HeapConfig, IntoByteSize, MiddleLevelSpec, Mode, TlabPolicy, TopologySpec,
-    ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES, MAX_CAPACITY_BYTES,
-    MIN_ALIGNMENT_BYTES, WORD_BYTES,
+use crate::config::auto_levels;
+use crate::config::error::ConfigError;
+use crate::config::heap_config::HeapConfig;
+use crate::config::levels::{MiddleLevelSpec, TopologySpec};
+use crate::config::options::{
+    IntoByteSize, Mode, TlabPolicy, ZeroMemory, GROWING_INITIAL_BYTES, MAX_ALIGNMENT_BYTES,
+    MAX_CAPACITY_BYTES, MIN_ALIGNMENT_BYTES, WORD_BYTES,
 };
 use crate::memory::size::{ByteSize, SizeParseError};
 use crate::platform::cpu_id::CpuIdSource;
+
+impl HeapConfig {
+    /// A builder with HotSpot's defaults: 64 MiB, `tlab` mode, adaptive sizing, TLABs of
+    /// 2 KiB … 1 MiB, 8-byte alignment, 1 % waste target, refill waste limit 1/64 of the TLAB.
+    pub fn builder() -> HeapConfigBuilder {
+        HeapConfigBuilder::default()
+    }
+}
 
 /// Collects heap settings; [`build`](HeapConfigBuilder::build) checks them.
 ///
@@ -412,28 +422,6 @@ struct SizingKnobs {
     allocation_weight_percent: u32,
 }
 
-/// Checks middle levels used on their own (`MiddleLevels`), over the chunks of an upstream
-/// whose addresses are multiples of `alignment_bytes`: as in a heap of mode `hab`.
-pub(crate) fn check_levels(
-    middle: &[MiddleLevelSpec],
-    max_tlab_bytes: usize,
-    alignment_bytes: usize,
-) -> Result<(), ConfigError> {
-    if middle.is_empty() {
-        // `auto` sizes buffers from a heap's capacity, which the upstream does not tell.
-        return Err(ConfigError::new(
-            "middle",
-            "levels over a runtime's own space are given explicitly (auto needs the space's \
-             size: MiddleLevelSpec::auto, hab_levels_auto in C, gives the list): e.g. core:1MiB",
-        ));
-    }
-    let limits = Limits {
-        capacity_bytes: usize::MAX,
-        alignment_bytes,
-    };
-    check_middle(Mode::Hab, middle, max_tlab_bytes, &limits)
-}
-
 /// Each middle level's buffer is a positive multiple of the alignment, no larger than the
 /// heap: checked before anything is derived from the buffers (the largest TLAB), so that a
 /// wrong buffer is blamed on `middle`.
@@ -513,4 +501,26 @@ fn check_middle(
         below = Some(*spec);
     }
     Ok(())
+}
+
+/// Checks middle levels used on their own (`MiddleLevels`), over the chunks of an upstream
+/// whose addresses are multiples of `alignment_bytes`: as in a heap of mode `hab`.
+pub(crate) fn check_levels(
+    middle: &[MiddleLevelSpec],
+    max_tlab_bytes: usize,
+    alignment_bytes: usize,
+) -> Result<(), ConfigError> {
+    if middle.is_empty() {
+        // `auto` sizes buffers from a heap's capacity, which the upstream does not tell.
+        return Err(ConfigError::new(
+            "middle",
+            "levels over a runtime's own space are given explicitly (auto needs the space's \
+             size: MiddleLevelSpec::auto, hab_levels_auto in C, gives the list): e.g. core:1MiB",
+        ));
+    }
+    let limits = Limits {
+        capacity_bytes: usize::MAX,
+        alignment_bytes,
+    };
+    check_middle(Mode::Hab, middle, max_tlab_bytes, &limits)
 }

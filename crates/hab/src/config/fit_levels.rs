@@ -14,7 +14,9 @@
 //! Levels that fit are returned unchanged, so a caller can tell "fitted" by comparing.
 
 use crate::config::auto_levels::power_of_two_within;
-use crate::config::{check_levels, check_smallest_tlab, ConfigError, MiddleLevelSpec};
+use crate::config::builder::check_levels;
+use crate::config::error::ConfigError;
+use crate::config::levels::{check_smallest_tlab, MiddleLevelSpec};
 use crate::memory::words::WORD_BYTES;
 use crate::platform::topology::Topology;
 
@@ -82,6 +84,39 @@ pub(crate) fn fit(
         });
     }
     Ok(fitted)
+}
+
+impl MiddleLevelSpec {
+    /// `levels` brought within a space of `space_bytes` on this machine, for a runtime that
+    /// was given explicit sizes and must keep its buffers on at any eden: each level's
+    /// buffers together hold at most a quarter of the space and each at most
+    /// `max_buffer_bytes` (the largest piece the space hands out, such as a G1 region;
+    /// `None`: no bound). A level that does not fit shrinks (the lowest to a power of two of
+    /// at least one smallest TLAB, a level above to a whole number of at least two buffers
+    /// below, or it is dropped with those above it); levels that fit come back unchanged.
+    ///
+    /// ```
+    /// use hab::MiddleLevelSpec;
+    /// let asked = MiddleLevelSpec::parse_list("cpu:16MiB")?;
+    /// let fitted = MiddleLevelSpec::fit(&asked, 1 << 20, 2048, None)?;
+    /// assert!(fitted[0].buffer_bytes < 16 << 20);
+    /// # Ok::<(), hab::ConfigError>(())
+    /// ```
+    ///
+    /// Errors: a smallest TLAB that is not a positive multiple of 8 within the space.
+    pub fn fit(
+        levels: &[MiddleLevelSpec],
+        space_bytes: usize,
+        min_tlab_bytes: usize,
+        max_buffer_bytes: Option<usize>,
+    ) -> Result<Vec<MiddleLevelSpec>, ConfigError> {
+        let room = Room {
+            space_bytes,
+            min_tlab_bytes,
+            max_buffer_bytes,
+        };
+        fit(&Topology::discover(), levels, room)
+    }
 }
 
 #[cfg(test)]

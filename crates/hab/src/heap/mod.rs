@@ -2,12 +2,15 @@
 //! the handles threads allocate through. A heap is built here; collections (the layer above)
 //! stop its mutators through the registry and the collector lock.
 //!
-//! - `mod.rs`: [`Heap`]: building one, attaching mutators, figures;
-//! - `registry`: the mutators a collection must stop, attach/detach/unpark, forks;
+//! - `mod.rs`: [`Heap`]: building one, its figures;
+//! - `registry`: the mutators a collection must stop, locked with forks held off;
+//! - `attach`: mutators joining and leaving (attach, detach, unpark, release, forks);
 //! - `collector_lock`: one collection at a time, with deadlines and fork takeover;
-//! - `mutator`: the [`Mutator`] and [`ParkedMutator`] handles and their TLAB fast path;
+//! - `mutator_handle`: the [`Mutator`](crate::Mutator) and
+//!   [`ParkedMutator`](crate::ParkedMutator) handles and their TLAB fast path;
 //! - `error`, `stats`: why a heap could not be built; heap-wide figures.
 
+pub(crate) mod attach;
 pub(crate) mod collector_lock;
 pub(crate) mod error;
 pub(crate) mod mutator_handle;
@@ -22,11 +25,10 @@ use crate::config::ZeroMemory;
 use crate::config::{ConfigError, HeapConfig, TopologySpec};
 use crate::heap::collector_lock::CollectorLock;
 use crate::heap::error::HeapError;
-use crate::heap::mutator_handle::Mutator;
-use crate::heap::registry::Registry;
+use crate::heap::registry::{Registry, RegistryGuard};
 use crate::heap::stats::HeapStats;
 use crate::labs::cpu_labs::CpuLabs;
-use crate::labs::sizing::{DecayingAverage, TlabSizer};
+use crate::labs::sizing::DecayingAverage;
 use crate::memory::global::GlobalHeap;
 use crate::memory::object_model::ObjectModel;
 use crate::memory::reservation::{Reservation, RuntimeMemory};
@@ -34,10 +36,11 @@ use crate::memory::size::ByteSize;
 use crate::memory::space::{self, Space};
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::Allocator;
-use crate::mutator::cell::{MutatorCell, MutatorLocal};
-use crate::mutator::sampling::{AllocationSampler, NextSample};
+use crate::mutator::cell::MutatorCell;
+use crate::mutator::sampling::AllocationSampler;
+use crate::mutator::short_line;
 use crate::mutator::stats::{AllocationStats, Counters};
-use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
 use crate::platform::process;
 use crate::platform::topology::{Level, Topology};
 
@@ -57,7 +60,7 @@ pub struct MiddleLevelInfo {
 }
 
 /// A garbage-collected heap's allocation subsystem. Create one with [`Heap::new`], give each
-/// mutator thread a [`Mutator`] with [`attach`](Heap::attach), and stop them all for a
+/// mutator thread a [`Mutator`](crate::Mutator) with [`attach`](Heap::attach), and stop them all for a
 /// [`collection`](Heap::collection).
 pub struct Heap {
     /// The configuration, memory, machine and mode's parts the allocation paths read.
@@ -186,7 +189,7 @@ impl Heap {
         let mut allocating_threads = DecayingAverage::new(config.allocation_weight_percent());
         allocating_threads.sample(1.0);
         let heap = Arc::new(Heap {
-            allocator: Allocator::new(config, space, topology, cpu_id),
+            allocator: Allocator::new(config, space, topology, cpu_id, short_line::line_for),
             cpu_lab_collections: AtomicU64::new(0),
             totals_at_last_collection: process::ForkSafeMutex::new(AllocationStats::default()),
             collector: Counters::default(),
@@ -201,56 +204,6 @@ impl Heap {
         let watcher: Weak<dyn process::ForkWatcher> = Arc::downgrade(&heap) as Weak<Heap>;
         process::watch_forks_for(watcher);
         Ok(heap)
-    }
-
-    /// Registers a new mutator for the calling thread (or one it will be sent to). Waits while
-    /// a collection is in progress.
-    ///
-    /// # Panics
-    /// When the calling thread began a collection that has not ended
-    /// ([`is_collecting_thread`](Heap::is_collecting_thread)): it would wait for itself.
-    pub fn attach(self: &Arc<Self>) -> Mutator {
-        self.refuse_wait_for_own_collection("Heap::attach");
-        let mut registry = self.registry();
-        while registry.stopping {
-            registry = self.wait_for_resume(registry);
-        }
-        self.forget_mutators_lost_in_fork(&mut registry);
-        let (start, end) = self.global().range();
-        let sizer = TlabSizer::new(
-            self.config(),
-            end - start,
-            registry.allocating_threads.average(),
-            self.allocator.space.lab_reserve_bytes(),
-        );
-        let counters = Counters::default();
-        counters
-            .desired_size_bytes
-            .set(sizer.desired_bytes() as u64);
-        let id = MutatorCell::next_id();
-        let local = MutatorLocal {
-            sizer,
-            allocated_at_last_collection: 0,
-            refills_at_last_collection: 0,
-            simulated_cpu: SimulatedCpu::new(self.cpu_id(), registry.attached),
-            in_cpu_labs: false,
-            next_sample: NextSample::default(),
-            end_of_cycle: self.allocator.end_of_cycle.new_thread(end),
-        };
-        let cell = Arc::new(MutatorCell::new(
-            id,
-            local,
-            counters,
-            self.collections(),
-            self.allocator.sampling.full_path_size_bits(),
-        ));
-        if self.allocator.safepoints.pending() {
-            cell.request_safepoint_before_running();
-        }
-        registry.attached += 1;
-        registry.mutators.push(cell.clone());
-        drop(registry);
-        Mutator::new(cell, self.clone())
     }
 
     /// Whether the calling thread began a collection that has not ended yet (even if it
@@ -463,6 +416,11 @@ impl Heap {
     /// after a flip in the `flip` mode.
     pub fn allocates_in_cpu_labs(&self) -> bool {
         self.allocator.allocates_in_cpu_labs()
+    }
+
+    /// The registry of mutators, locked (with forks held off while it is).
+    pub(crate) fn registry(&self) -> RegistryGuard<'_> {
+        RegistryGuard::lock(&self.registry)
     }
 
     /// The allocation side: what the allocation paths read.

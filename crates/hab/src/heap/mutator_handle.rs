@@ -176,7 +176,7 @@ impl Mutator {
     #[inline(always)]
     fn alloc_slow(&mut self, size: AllocSize) -> Result<NonNull<u8>, AllocError> {
         let (result, lab) = if self.lab.is_active() {
-            CpuLabCursor::miss(self.slow_path(), self.lab.area_offset(), size)
+            self.slow_path().cpu_lab_miss(self.lab.area_offset(), size)
         } else {
             // The common misses first: an address in a register, no cursor to change.
             let object = self.slow_path().common_miss(size.bytes());

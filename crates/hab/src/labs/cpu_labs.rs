@@ -40,7 +40,8 @@ use crate::levels::sideline::Sideline;
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::cpu_id::SimulatedCpu;
-use crate::platform::rseq::{self, CpuLabSlots, LabBump, LabInstall, EMPTY_LAB};
+use crate::platform::rseq::cpu_slots::{CpuLabSlots, EMPTY_LAB};
+use crate::platform::rseq::{self, LabBump, LabInstall};
 use crate::platform::topology::{Level, Topology};
 
 /// How far a per-CPU LAB in reused memory is zeroed ahead of its objects at each step, when the

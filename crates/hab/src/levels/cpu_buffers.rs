@@ -18,7 +18,8 @@ use crate::levels::sideline::Sideline;
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::memory::words;
-use crate::platform::rseq::{self, CpuSlots, HomeBump, Outcome, PackedWord};
+use crate::platform::rseq::cpu_slots::CpuSlots;
+use crate::platform::rseq::{self, HomeBump, Outcome, PackedWord};
 
 /// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
 /// install.

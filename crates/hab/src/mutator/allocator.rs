@@ -21,12 +21,16 @@ use crate::levels::cpu_buffers::CpuBuffers;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
 use crate::memory::space::Space;
+use crate::mutator::cell::MutatorCell;
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::sampling::Sampling;
-use crate::mutator::slow_path::{ShortLine, SlowPath};
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
 use crate::platform::rseq;
 use crate::platform::topology::Topology;
+
+/// A heap's short line: the slow path's common misses for its mode
+/// (`short_line.rs`); the object's address, or 0 to take the full slow path.
+pub(crate) type ShortLine = fn(&Allocator, &MutatorCell, usize) -> usize;
 
 /// Where a mutator's TLABs come from.
 pub(crate) enum TlabSource {
@@ -68,8 +72,8 @@ pub(crate) struct Allocator {
     /// lowest level's compare-and-swap buffers ([`CommonMiss::RefillFromSharedHome`]), else 0
     /// (never read then).
     home_cpu_id_offset: isize,
-    /// The short slow path ([`SlowPath::common_miss`]) for what it may do in this mode (a
-    /// [`CommonMiss`]), called through this pointer: no miss tests the mode.
+    /// The slow path's short line for what it may do in this mode (a [`CommonMiss`]), called
+    /// through this pointer: no miss tests the mode.
     pub(crate) short_line: ShortLine,
 }
 
@@ -98,12 +102,14 @@ pub(crate) enum CommonMiss {
 }
 
 impl Allocator {
-    /// The allocation side of a heap in `config`'s mode.
+    /// The allocation side of a heap in `config`'s mode, whose short line is
+    /// `line_for(`the mode's common misses`)`.
     pub(crate) fn new(
         config: HeapConfig,
         space: Space,
         topology: Topology,
         cpu_id: CpuIdReader,
+        line_for: fn(CommonMiss) -> ShortLine,
     ) -> Self {
         let reserve_bytes = space.lab_reserve_bytes();
         let levels = || {
@@ -161,7 +167,7 @@ impl Allocator {
         };
         let sampling = Sampling::new(config.alignment_bytes());
         Allocator {
-            short_line: SlowPath::short_line(common),
+            short_line: line_for(common),
             home_area_offset: fixed_area_offset.unwrap_or(0),
             home_cpu_id_offset: home_cpu_id_offset.unwrap_or(0),
             end_of_cycle: EndOfCycle::new(

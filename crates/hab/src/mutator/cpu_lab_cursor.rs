@@ -1,15 +1,15 @@
 //! The `cpu-lab` fast path's state: the CPU the thread last ran on and that CPU's LAB, plain
 //! values a mutator keeps beside its cell (so that a caller's loop holds them in registers).
 //! A restartable section checks that the thread still runs on that CPU, bumps and commits;
-//! a miss looks the CPU up again, then takes the mutator's slow path.
+//! a miss looks the CPU up again, then takes the mutator's slow path (`slow_path.rs`).
 
 use std::ptr::NonNull;
 
 use crate::labs::cpu_labs::CpuLabs;
 use crate::memory::reservation::address_to_pointer;
-use crate::mutator::alloc_size::{AllocError, AllocSize};
-use crate::mutator::slow_path::SlowPath;
-use crate::platform::rseq::{self, CpuLabSlots};
+use crate::mutator::alloc_size::AllocSize;
+use crate::platform::rseq;
+use crate::platform::rseq::cpu_slots::{self, CpuLabSlots};
 
 /// Where the next `cpu-lab` allocation goes: a CPU (or concurrency id: the LABs'
 /// [`SlotIndex`](rseq::SlotIndex)) and its LAB, and the rseq area's offset from the thread
@@ -67,10 +67,6 @@ pub struct CpuLabPath {
     pub cpus: u32,
 }
 
-/// What the slow paths return: the allocation's result and the fast path the mutator takes
-/// next (`None`: its TLAB's).
-pub(crate) type SlowResult = (Result<NonNull<u8>, AllocError>, CpuLabCursor);
-
 /// The top bit of an inactive cursor's `cpu`.
 const INACTIVE_CPU: u32 = 1 << 31;
 
@@ -105,10 +101,10 @@ impl CpuLabCursor {
 
     /// A cursor at the index the thread runs with now, in `slots`.
     #[inline]
-    fn at(slots: &CpuLabSlots, area_offset: isize) -> Option<CpuLabCursor> {
+    pub(crate) fn at(slots: &CpuLabSlots, area_offset: isize) -> Option<CpuLabCursor> {
         let index_offset = area_offset + slots.index().field_offset() as isize;
         // SAFETY: `index_offset` is the fixed rseq area offset plus the slots' index field.
-        let cpu = unsafe { rseq::cpu_hint(index_offset) };
+        let cpu = unsafe { cpu_slots::cpu_hint(index_offset) };
         let slot = slots.slot_of(cpu);
         (!slot.is_null() && cpu & INACTIVE_CPU == 0).then_some(CpuLabCursor {
             slot,
@@ -128,37 +124,10 @@ impl CpuLabCursor {
     pub(crate) unsafe fn bump(&self, size: AllocSize) -> Option<NonNull<u8>> {
         // SAFETY: `slot` is CPU `cpu`'s LAB in the heap's live per-CPU LABs, `area_offset`
         // glibc's fixed rseq area offset (the caller's contract).
-        let object = unsafe { rseq::lab_bump(self.area_offset, self.slot, self.cpu, size.bytes()) };
+        let object =
+            unsafe { cpu_slots::lab_bump(self.area_offset, self.slot, self.cpu, size.bytes()) };
         // SAFETY: a LAB address is inside the reservation, so not null; 0 means a miss.
         (object != 0).then(|| unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
-    }
-
-    /// After a miss: looks the CPU up again and retries once; then the mutator's slow path
-    /// (which refills the LAB, or stops at a safepoint first). Takes and returns plain values
-    /// so that the caller's copies can stay in registers.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn miss(slow_path: SlowPath<'_>, area_offset: isize, size: AllocSize) -> SlowResult {
-        if slow_path.cell.safepoint_requested() {
-            return slow_path.alloc(size.bytes());
-        }
-        let Some(slots) = slow_path
-            .allocator
-            .cpu_labs
-            .as_ref()
-            .and_then(CpuLabs::lab_slots)
-        else {
-            return slow_path.alloc(size.bytes());
-        };
-        let Some(cursor) = Self::at(slots, area_offset) else {
-            return slow_path.alloc(size.bytes());
-        };
-        // SAFETY: the mutator still allocates in these LABs (it has not parked since the
-        // cursor it missed with was made); `slot` is the LAB of `cpu`.
-        match unsafe { cursor.bump(size) } {
-            Some(object) => (Ok(object), cursor),
-            None => slow_path.alloc(size.bytes()),
-        }
     }
 
     /// The rseq area's offset from the thread pointer.

@@ -3,7 +3,7 @@
 //! two collections, averaged with a decaying weight (35 %), and the target refills come from
 //! the waste target (50 for 1 %). A new thread starts at `capacity / (threads × refills)`.
 
-use super::{
+use super::policy::{
     aligned_within, refill_share_bytes, CollectionFeedback, DecayingAverage, SizingPolicy,
 };
 use crate::config::HeapConfig;

@@ -1,7 +1,7 @@
 //! The fixed TLAB size (`-XX:TLABSize=<n> -XX:-ResizeTLAB`): every TLAB has the configured
 //! size. Only the last TLAB carved before the heap fills may be smaller (the slow path's doing).
 
-use super::{CollectionFeedback, SizingPolicy};
+use super::policy::{CollectionFeedback, SizingPolicy};
 use crate::config::HeapConfig;
 
 /// Always `bytes`.

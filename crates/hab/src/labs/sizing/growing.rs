@@ -2,7 +2,7 @@
 //! refill and halves them at every collection, within the smallest and largest TLAB. Its
 //! refills resize, so they take the full slow path.
 
-use super::{CollectionFeedback, SizingPolicy};
+use super::policy::{CollectionFeedback, SizingPolicy};
 use crate::config::{HeapConfig, GROWING_INITIAL_BYTES};
 
 /// ×1.5 at every refill, ÷2 at every collection.

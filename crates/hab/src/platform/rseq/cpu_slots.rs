@@ -4,56 +4,14 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{
-    fixed_area_offset, imp, PackedWord, SlotIndex, BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW,
-    HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET, LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET,
-    LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, SLOT_BYTES,
+use super::layout::{
+    BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW, HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET,
+    LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET, LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, SLOT_BYTES,
 };
+use super::outcome::{HomeBump, LabBump, LabInstall, Outcome};
+use super::{fixed_area_offset, imp, SlotIndex};
+use crate::memory::packed::PackedWord;
 use crate::memory::packed::OFFSET_BITS;
-
-/// How a critical section ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Committed on `cpu`; `before` is the slot's word before the commit.
-    Done { cpu: usize, before: PackedWord },
-    /// Not committed: the slot of `cpu` had too little left (bump) or no longer held the
-    /// expected word (install). `seen` is the slot's word.
-    Refused { cpu: usize, seen: PackedWord },
-    /// Not committed: the thread runs on another CPU than the install expected.
-    Moved,
-    /// Not committed: the thread runs on a CPU at or beyond the slots (a topology that does
-    /// not cover every CPU the kernel numbers). The caller takes its compare-and-swap path.
-    OutOfRange,
-    /// Aborted [`MAX_ABORTS`] times in a row.
-    GaveUp,
-}
-
-/// What the short refill's one-try bump ([`CpuSlots::bump_at_home`]) did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HomeBump {
-    /// Committed: the words taken start at this offset from the heap's base, in bytes (the
-    /// offset the slot's word held, never 0).
-    Done { offset_bytes: usize },
-    /// Too few words left, or an index at or beyond the slots: nothing written.
-    Refused,
-    /// Interrupted (a preemption, a migration, a signal): nothing written.
-    Aborted,
-}
-
-impl HomeBump {
-    /// The section's outputs read: the offset in bytes (0 unless committed) and the slot's
-    /// address (0 after an abort).
-    #[inline(always)]
-    fn read(offset_bytes: u64, slot: usize) -> HomeBump {
-        match (offset_bytes, slot) {
-            (0, 0) => HomeBump::Aborted,
-            (0, _) => HomeBump::Refused,
-            (offset_bytes, _) => HomeBump::Done {
-                offset_bytes: offset_bytes as usize,
-            },
-        }
-    }
-}
 
 /// What the bump section subtracts from a slot's word to take `words` (at least 1, fewer
 /// than 2^22) from its upper field (what is left) and add them to its offset: one
@@ -271,39 +229,6 @@ impl Drop for CpuSlots {
             std::alloc::dealloc(self.base.cast::<u8>().wrapping_sub(SLOT_BYTES), self.layout)
         };
     }
-}
-
-/// How a `cpu-lab`-mode bump-or-claim section ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LabBump {
-    /// The object fits: it starts at `address`, in the LAB of `cpu`.
-    Object { cpu: usize, address: usize },
-    /// It does not fit: the section emptied the LAB of `cpu`, whose state was
-    /// `{top, end, limit}`; when `top <= end`, its free memory `[top, limit + reserve)` is now
-    /// the thread's (ready for objects up to `end`, not yet zeroed beyond).
-    Claimed {
-        cpu: usize,
-        top: usize,
-        end: usize,
-        limit: usize,
-    },
-    /// The thread runs on a CPU at or beyond the slots: nothing was touched.
-    OutOfRange,
-    /// Aborted [`MAX_ABORTS`] times in a row.
-    GaveUp,
-}
-
-/// How a `cpu-lab`-mode install section ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LabInstall {
-    /// The new LAB is `cpu`'s.
-    Done { cpu: usize },
-    /// `cpu`'s LAB still has free memory (another thread installed one first): not installed.
-    Occupied { cpu: usize },
-    /// The thread runs on a CPU at or beyond the slots: not installed.
-    OutOfRange,
-    /// Aborted [`MAX_ABORTS`] times in a row.
-    GaveUp,
 }
 
 /// The LAB of an empty slot: `top > end`, so nothing fits and nothing is free. The slot's

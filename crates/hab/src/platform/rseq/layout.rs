@@ -112,3 +112,6 @@ const _: () = {
     // What the kernel's ABI fixes.
     assert!(CPU_ID_START_OFFSET == 0 && RSEQ_CS_OFFSET == 8 && MM_CID_OFFSET == 24);
 };
+
+/// The signature glibc registers with on x86_64; Hab's own registrations use it too.
+pub(crate) const SIGNATURE: u32 = 0x5305_3053;

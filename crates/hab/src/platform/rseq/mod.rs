@@ -38,49 +38,6 @@ use crate::memory::packed::MAX_UPPER;
 /// The largest per-CPU buffer, in bytes: a slot's [`PackedWord`] counts the words left in its
 /// upper field.
 pub(crate) const MAX_BUFFER_BYTES: usize = MAX_UPPER as usize * crate::memory::words::WORD_BYTES;
-/// Aborts in a row after which a thread gives up and takes the fallback (e.g. a debugger
-/// single-stepping through the section makes it abort forever).
-pub(crate) const MAX_ABORTS: u64 = 64;
-/// The signature glibc registers with on x86_64; Hab's own registrations use it too.
-pub(crate) const SIGNATURE: u32 = 0x5305_3053;
-
-/// How this process gets an rseq area for its threads.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RseqMechanism {
-    /// glibc registered an area for every thread, at this offset from the thread pointer.
-    Glibc {
-        /// `__rseq_offset`.
-        offset: isize,
-    },
-    /// Hab registers an area per thread itself (glibc did not: an older or other C library,
-    /// or `GLIBC_TUNABLES=glibc.pthread.rseq=0`), and unregisters it when the thread exits.
-    Own,
-    /// glibc's area used *without* a registration (`HAB_RSEQ=unregistered`, honoured only
-    /// when the crate is built with its `instruction-counting` feature), for tools that do
-    /// not implement rseq, such as valgrind: the sections run the same instructions but the
-    /// kernel never aborts them, so this is correct only while one thread allocates. Used to
-    /// count instructions, never to run concurrent work.
-    Unregistered {
-        /// `__rseq_offset`.
-        offset: isize,
-    },
-    /// No rseq: per-CPU buffers fall back to compare-and-swap.
-    Unavailable(String),
-}
-
-impl fmt::Display for RseqMechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RseqMechanism::Glibc { offset } => write!(f, "glibc's registration (offset {offset})"),
-            RseqMechanism::Own => f.write_str("Hab's own registration per thread"),
-            RseqMechanism::Unregistered { offset } => write!(
-                f,
-                "glibc's area unregistered (offset {offset}; single-threaded instruction counting only)"
-            ),
-            RseqMechanism::Unavailable(why) => write!(f, "unavailable: {why}"),
-        }
-    }
-}
 
 /// The mechanism, decided once per process. `HAB_RSEQ=off` in the environment forces the
 /// fallback (for tests of it). With the `instruction-counting` feature, `HAB_RSEQ=unregistered`
@@ -192,19 +149,7 @@ fn decide_mechanism() -> RseqMechanism {
 /// Where glibc's registration put every thread's area: `__rseq_offset` from the thread
 /// pointer, or why glibc registered none. The one place the process looks glibc's symbols up.
 pub(crate) fn glibc_area_offset() -> Result<isize, String> {
-    match imp::glibc_symbols() {
-        None => Err(
-            "__rseq_offset not found: this C library does not register rseq areas \
-             (glibc >= 2.35 does)"
-                .to_string(),
-        ),
-        Some((_, 0)) => Err(
-            "glibc did not register rseq areas (__rseq_size is 0: the kernel \
-             lacks rseq, or GLIBC_TUNABLES=glibc.pthread.rseq=0)"
-                .to_string(),
-        ),
-        Some((offset, _)) => Ok(offset),
-    }
+    mechanism::glibc_offset_from(imp::glibc_symbols())
 }
 
 /// `__rseq_offset`, whether or not glibc registered areas (for tests of an unregistered area).
@@ -247,10 +192,13 @@ fn current_area_decided() -> Option<*mut u8> {
     }
 }
 
-mod cpu_slots;
-pub(crate) use cpu_slots::*;
+pub(crate) mod cpu_slots;
 mod layout;
 pub(crate) use layout::*;
+mod mechanism;
+pub use mechanism::RseqMechanism;
+mod outcome;
+pub(crate) use outcome::*;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[path = "x86_64.rs"]

@@ -1,7 +1,9 @@
 //! Other platforms: no restartable sequences. Every function says so, and the per-CPU
 //! buffers and LABs take their compare-and-swap paths.
 
-use super::{LabBump, LabInstall, Outcome, PackedWord, RseqMechanism};
+use super::mechanism::RseqMechanism;
+use super::outcome::{LabBump, LabInstall, Outcome};
+use crate::memory::packed::PackedWord;
 
 pub(super) fn discover() -> RseqMechanism {
     RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())

@@ -5,7 +5,8 @@
 use std::arch::asm;
 use std::cell::{Cell, UnsafeCell};
 
-use super::{RseqArea, RseqMechanism, RSEQ_AREA_BYTES, SIGNATURE};
+use super::layout::{RseqArea, RSEQ_AREA_BYTES, SIGNATURE};
+use super::mechanism::{glibc_offset_from, RseqMechanism};
 
 const SYS_RSEQ: libc::c_long = 334;
 const UNREGISTER: libc::c_int = 1;
@@ -21,7 +22,7 @@ pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
 }
 
 pub(super) fn discover() -> RseqMechanism {
-    if let Ok(offset) = super::glibc_area_offset() {
+    if let Ok(offset) = glibc_offset_from(glibc_symbols()) {
         return RseqMechanism::Glibc { offset };
     }
     match own_area() {

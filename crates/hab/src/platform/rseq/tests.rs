@@ -1,6 +1,7 @@
 //! The sections under the kernel: bumps, installs and claims on every CPU, aborts injected
 //! at every instruction boundary, migrations and signal storms.
 
+use super::cpu_slots::*;
 use super::*;
 use crate::memory::packed::MAX_OFFSET_WORDS;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -8,12 +8,14 @@ use std::arch::asm;
 
 use crate::memory::packed::OFFSET_BITS;
 
-pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
-use super::{
-    LabBump, LabInstall, Outcome, PackedWord, BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW,
-    HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET, LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET,
-    LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, MAX_ABORTS, RSEQ_CS_OFFSET, SIGNATURE, SLOT_SHIFT,
+use super::layout::{
+    BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW, HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET,
+    LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET, LAB_LIMIT_OFFSET, LAB_TOP_OFFSET,
+    RSEQ_CS_OFFSET, SIGNATURE, SLOT_SHIFT,
 };
+use super::outcome::{LabBump, LabInstall, Outcome, MAX_ABORTS};
+pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
+use crate::memory::packed::PackedWord;
 
 /// A restartable section: `$body` runs between the start and the commit, ending with the
 /// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address

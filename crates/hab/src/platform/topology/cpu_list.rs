@@ -1,6 +1,6 @@
 //! The kernel's cpu list format (`0-3,8,10-11`), read and written.
 
-use super::MAX_CPU_ID;
+use super::raw::MAX_CPU_ID;
 
 /// Parses a kernel cpu list such as `0-3,8,10-11` (the format of `possible`, `online`,
 /// `shared_cpu_list` and `cpulist`) into ascending, distinct CPU ids. Blank text is an empty

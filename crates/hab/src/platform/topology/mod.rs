@@ -22,9 +22,11 @@ use std::path::Path;
 use std::str::FromStr;
 
 mod cpu_list;
+mod raw;
 mod sysfs;
 
 use cpu_list::format_cpu_list;
+use raw::{CoreKey, CpuFacts, LlcKey, RawCpu, RawCpus};
 use sysfs::{kernel_cpu_ids, KernelCpus};
 
 /// A level of the hierarchy between TLABs and the global heap, lowest first.
@@ -97,10 +99,6 @@ impl FromStr for Level {
 
 /// The most CPUs a simulated machine may have.
 const MAX_SIMULATED_CPUS: usize = 4096;
-
-/// The largest CPU id accepted from sysfs. It bounds the per-CPU tables that a corrupt file
-/// could otherwise make huge; Linux's `NR_CPUS` is at most 8192.
-const MAX_CPU_ID: usize = 65_535;
 
 /// Where a topology came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -477,53 +475,6 @@ impl<K: Hash + Eq> DenseIds<K> {
     fn count(&self) -> usize {
         self.ids.len().max(1)
     }
-}
-
-/// Which core a CPU belongs to, before dense numbering.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum CoreKey {
-    /// Known from sysfs. `core_id` repeats across packages (and may across dies and clusters),
-    /// so it is qualified by all three; SMT siblings always share them.
-    Ids {
-        package: i64,
-        die: i64,
-        cluster: i64,
-        core: i64,
-    },
-    /// Unknown: the CPU is taken to be a core of its own.
-    Alone(usize),
-}
-
-/// Which last-level cache a CPU uses, before dense numbering.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum LlcKey {
-    /// Known from sysfs: the CPUs sharing it (its `shared_cpu_list`).
-    Shared(Vec<usize>),
-    /// Unknown, or simulated: one per package.
-    OfPackage(i64),
-}
-
-/// Everything a CPU's domains are derived from.
-#[derive(Clone, Debug)]
-struct CpuFacts {
-    core: CoreKey,
-    llc: LlcKey,
-    /// The package id (sysfs `physical_package_id`, or the simulated package).
-    package: i64,
-    /// The NUMA node number.
-    node: i64,
-    /// The sysfs cluster id, if any; shown by `describe()` only.
-    cluster: Option<i64>,
-}
-
-/// One entry per CPU slot before dense numbering, `None` for a gap in the ids.
-type RawCpus = Vec<Option<RawCpu>>;
-
-/// One CPU before dense numbering.
-#[derive(Clone, Debug)]
-struct RawCpu {
-    online: bool,
-    facts: CpuFacts,
 }
 
 /// Parses a `PxCxT` spec into its three counts.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 
 use super::cpu_list::{format_cpu_list, parse_cpu_list};
-use super::{CoreKey, CpuFacts, LlcKey, RawCpu, RawCpus, MAX_CPU_ID};
+use super::raw::{CoreKey, CpuFacts, LlcKey, RawCpu, RawCpus, MAX_CPU_ID};
 
 /// Reads the CPUs under `root` (which plays the role of `/sys`): one entry per CPU slot
 /// (`None` for a gap) and the warnings for what had to be guessed. `Err` with the warnings
