@@ -160,7 +160,7 @@ pub(crate) fn power_of_two_within(bytes: usize, min: usize, max: usize) -> usize
 
 impl MiddleLevelSpec {
     /// The levels `auto` picks on this machine for a space of `capacity_bytes` whose smallest
-    /// TLAB is `min_tlab_bytes` (see [`HeapConfigBuilder::middle`]): for a runtime that
+    /// TLAB is `min_tlab_bytes` (see [`HeapConfigBuilder::middle`](crate::HeapConfigBuilder::middle)): for a runtime that
     /// keeps its own eden and gives these to [`MiddleLevels`](crate::MiddleLevels) (whose
     /// list must be explicit, as it is not told its space's size).
     ///

@@ -20,7 +20,7 @@ pub struct MiddleLevelSpec {
 impl MiddleLevelSpec {
     /// Parses a list such as `core:1MiB` or `core:512KiB,package:32MiB` (lowest level first).
     /// `auto`, alone, is an empty list: the `hab` mode then picks its levels from the machine
-    /// and the heap (see [`HeapConfigBuilder::middle`]).
+    /// and the heap (see [`HeapConfigBuilder::middle`](crate::HeapConfigBuilder::middle)).
     ///
     /// ```
     /// use hab::{Level, MiddleLevelSpec};

@@ -260,7 +260,7 @@ impl Heap {
         self.config().max_tlab_bytes() - self.allocator.space.lab_reserve_bytes()
     }
 
-    /// Checks an object size once, for [`Mutator::alloc_sized`].
+    /// Checks an object size once, for [`Mutator::alloc_sized`](crate::Mutator::alloc_sized).
     pub fn checked_size(&self, bytes: usize) -> Result<AllocSize, AllocError> {
         AllocSize::check(
             bytes,
@@ -326,7 +326,7 @@ impl Heap {
     }
 
     /// Asks every mutator to stop at its next safepoint: its next poll
-    /// ([`Mutator::poll`]) or allocation slow path (its TLAB is tripped, so its next TLAB
+    /// ([`Mutator::poll`](crate::Mutator::poll)) or allocation slow path (its TLAB is tripped, so its next TLAB
     /// allocation takes the slow path; a thread allocating in restartable per-CPU LABs reaches
     /// it at its next LAB miss, so such threads should poll). Stopped mutators sleep until the
     /// next collection to end, which satisfies every request made before it ended; a
