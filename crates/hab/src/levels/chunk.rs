@@ -1,10 +1,12 @@
 //! The levels' shared vocabulary, below every level kind (`middle.rs`, `cpu_buffers.rs`,
 //! `sideline.rs` use it; none of them imports another's protocol): a chunk of the heap, how
-//! much of a chunk a request takes, what a level is (its shape), what a carve is for, and what
-//! the protocol needs from the thread running it.
+//! much of a chunk a request takes, what a level is (its shape), what a carve is for, the
+//! level above a level ([`Above`]), and the thread running the protocol ([`RefillThread`]:
+//! where it runs, and the [`LevelEvent`]s it counts).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::levels::buffer_end_of_cycle;
 use crate::memory::words::{self, WORD_BYTES};
 use crate::platform::topology::Level;
 
@@ -103,67 +105,108 @@ pub(crate) fn portion_bytes(shape: &LevelShape, chunk_bytes: usize, desired_byte
     portion(chunk_bytes as u64, desired_bytes as u64, min_tail_bytes) as usize
 }
 
-/// What the protocol needs from the thread running it and from the heap around it.
+/// The level above a level: where a level's buffers get their chunks, and what covers the
+/// tails they retire. One trait for every kind of place above: the middle levels further up,
+/// each with the same protocol and its own place above (`middle::LevelsAbove`), or, above
+/// every level, the space the levels carve from (a heap's global heap, `refill.rs`; a
+/// runtime's upstream, `component.rs`).
+pub(crate) trait Above {
+    /// Carves `desired` bytes, or at least `min`.
+    fn carve(&self, min: usize, desired: usize) -> Option<Chunk>;
+    /// The bytes the space above every level has left to carve this cycle, if it says (and
+    /// the end of a cycle is on: buffers refilled near the end take a share of it,
+    /// `buffer_end_of_cycle.rs`).
+    fn free_bytes(&self) -> Option<usize>;
+    /// Covers the unused gap `[start, start + bytes)` with a filler.
+    ///
+    /// # Safety
+    /// The caller owns the gap exclusively.
+    unsafe fn write_filler(&self, start: usize, bytes: usize);
+}
+
+/// What a level's protocol meets, counted where the refilling thread counts
+/// ([`RefillThread::count`]): one event per kind, beside the protocol rather than a hook each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LevelEvent {
+    /// The level handed out a chunk; `foreign` when the buffer was not the one of the domain
+    /// the thread ran in when the carve committed.
+    Served { foreign: bool },
+    /// The thread claimed one of the level's buffers for a refill; the tail it retired (covered
+    /// by a filler) held `waste_bytes`.
+    Refilled { waste_bytes: usize },
+    /// A refill asked the level above for less than a whole buffer (the end of a cycle) and
+    /// installed what it got.
+    ShortRefill,
+    /// The thread found a buffer exhausted, but another thread claimed or carved from it
+    /// first.
+    ClaimLost,
+    /// Restartable sections aborted this many times (at least once).
+    RseqAborts(u64),
+    /// A request took the compare-and-swap path of a restartable level.
+    RseqFallback,
+    /// A restartable section ran on a CPU beyond the per-CPU array (the request then takes
+    /// the compare-and-swap path).
+    OutOfRangeCpu,
+    /// A refill kept a chunk it could not install, for later refills.
+    Sidelined,
+    /// A refill took a sidelined chunk.
+    SidelineReused,
+}
+
+/// The thread running the protocol: where offsets start, where it runs, where it counts.
 pub(crate) trait RefillThread {
     /// Address that offsets are counted from (the reservation's start).
     fn base(&self) -> usize;
-    /// The domain at `level` of the CPU the thread runs on now.
-    fn current_domain(&mut self, level: Level) -> usize;
-    /// Carves from the global heap.
-    fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk>;
-    /// The bytes a buffer of shape `shape` asks of the level above at a refill for a request
-    /// of at least `min` bytes that desires `desired`: the level's buffer size (or `min`, if
-    /// larger), or less near the end of a cycle, never below the request's `desired`
-    /// (`buffer_end_of_cycle.rs`).
-    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize, desired: usize) -> usize {
-        let _ = desired;
-        shape.buffer_bytes().max(min)
+    /// The domain at `level` of the CPU the thread ran on when the request began.
+    fn current_domain(&self, level: Level) -> usize;
+    /// The domain at `level` of the CPU the thread runs on now (read again after a commit:
+    /// the thread may have moved since it chose the buffer).
+    fn domain_now(&self, level: Level) -> usize;
+    /// Counts `event` at `level`.
+    fn count(&self, level: Level, event: LevelEvent);
+    /// A TLAB came straight from the space above every level: each level's buffers were busy
+    /// or too small for it.
+    fn tlab_past_every_level(&self) {}
+}
+
+/// The bytes a buffer of shape `shape` asks of the level above at a refill for a request of
+/// at least `min` bytes that desires `desired`: the level's buffer size (or `min`, if larger),
+/// or less near the end of a cycle where the space above says what it has left, never below
+/// the request's `desired` (`buffer_end_of_cycle.rs`).
+pub(crate) fn buffer_refill_bytes(
+    shape: &LevelShape,
+    above: &impl Above,
+    min: usize,
+    desired: usize,
+) -> usize {
+    let request = buffer_end_of_cycle::Request { min, desired };
+    buffer_end_of_cycle::refill_bytes(
+        shape.buffer_bytes(),
+        shape.buffers(),
+        above.free_bytes(),
+        request,
+    )
+}
+
+/// Retires the free tail `[start, end)` (maybe empty) of a buffer of `level` that `thread`
+/// claimed for a refill: a filler from `above` covers it, and the refill is counted with the
+/// tail as its waste.
+///
+/// # Safety
+/// The thread owns the tail: no other thread carves from a claimed buffer.
+pub(crate) unsafe fn retire_tail(
+    level: Level,
+    start: usize,
+    end: usize,
+    thread: &impl RefillThread,
+    above: &impl Above,
+) {
+    let waste_bytes = end.saturating_sub(start);
+    if waste_bytes > 0 {
+        // SAFETY: the caller's contract.
+        unsafe { above.write_filler(start, waste_bytes) };
     }
-    /// A refill of the level at `index` asked for less than a whole buffer and installed
-    /// what it got.
-    fn short_refill(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// This thread claimed a buffer of the level at `index` for a refill; `[start, end)` (maybe
-    /// empty) is the free tail of its previous chunk, to be covered by a filler and counted as
-    /// waste. The thread owns the tail: no other thread carves from a claimed buffer.
-    fn retire_tail(&mut self, index: usize, start: usize, end: usize);
-    /// The level at `index` served a request from `domain`.
-    fn served(&mut self, index: usize, level: Level, domain: usize);
-    /// The level at `index` served a request from the buffer of `cpu`, the CPU the thread ran
-    /// on at the commit: never foreign.
-    fn served_without_moving(&mut self, index: usize, level: Level, cpu: usize) {
-        let _ = (index, level, cpu);
-    }
-    /// Restartable sections at the level at `index` aborted `aborts` times.
-    fn rseq_aborts(&mut self, index: usize, aborts: u64) {
-        let _ = (index, aborts);
-    }
-    /// A thread took the compare-and-swap path of a restartable level.
-    fn rseq_fallback(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A restartable section of the level at `index` ran on a CPU beyond its per-CPU array;
-    /// the request takes the compare-and-swap path.
-    fn out_of_range_cpu(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// This thread found a buffer of the level at `index` exhausted, but another thread
-    /// claimed or carved from it first.
-    fn claim_lost(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A refill of the level at `index` kept a chunk it could not install for later.
-    fn sidelined(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A refill of the level at `index` took a sidelined chunk.
-    fn sideline_reused(&mut self, index: usize) {
-        let _ = index;
-    }
-    /// A TLAB came straight from the global heap: every level's buffers were busy or too
-    /// small for it.
-    fn tlab_past_every_level(&mut self) {}
+    thread.count(level, LevelEvent::Refilled { waste_bytes });
 }
 
 /// What a carve is for: where a chunk that passes every level is counted.

@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
 use crate::levels::buffer_sizing;
+use crate::levels::chunk::Above;
 use crate::levels::chunk::Chunk;
 use crate::levels::middle::MiddleLevel;
-use crate::levels::refill::{self, middle_level, Above, LevelCountersByLevel};
+use crate::levels::refill::{self, middle_level, LevelCountersByLevel};
 use crate::levels::stats::LevelStats;
 use crate::memory::packed::MAX_OFFSET_WORDS;
 use crate::memory::size::ByteSize;
@@ -58,10 +59,6 @@ struct Checked {
 }
 
 impl Above for Checked {
-    fn base(&self) -> usize {
-        self.base
-    }
-
     fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
         let range = self.upstream.carve(min, desired)?;
         let len = range.end.wrapping_sub(range.start);
@@ -502,7 +499,7 @@ impl LevelsThread {
         }
         let levels = &*self.levels;
         let chunk = refill::carve_chunk_from(
-            &levels.above,
+            (&levels.above, levels.above.base),
             &levels.topology,
             &levels.cpu_id,
             &levels.levels,

@@ -13,7 +13,10 @@
 //! its slot shows: every tail is then at least the reserve. An installed slot never holds the
 //! raw word 0 (its offset is past the chunk's first TLAB), so 0 marks an empty slot.
 
-use crate::levels::chunk::{check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread};
+use crate::levels::chunk::{
+    buffer_refill_bytes, check_buffer, portion, portion_bytes, retire_tail, Above, Chunk,
+    LevelEvent, LevelShape, RefillThread,
+};
 use crate::levels::sideline::Sideline;
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
@@ -67,33 +70,33 @@ pub(crate) enum Carved {
 }
 
 /// Carves a chunk of `desired` bytes (at least `min`) from the buffer of the CPU the thread
-/// runs on, the level at `index` of shape `level`; when it has less than `min` left, refills
-/// it with `above(env, min, bytes)` (the levels above: the caller's protocol, which this file
-/// does not know).
-pub(crate) fn carve<E: RefillThread>(
+/// runs on, in the `cpu` level of shape `level`; when it has less than `min` left, refills it
+/// from `above`.
+pub(crate) fn carve<T: RefillThread>(
     level: &LevelShape,
-    index: usize,
     buffers: &CpuBuffers,
     min: usize,
     desired: usize,
-    env: &mut E,
-    above: impl FnOnce(&mut E, usize, usize) -> Option<Chunk>,
+    thread: &T,
+    above: &impl Above,
 ) -> Carved {
     let Some(area) = rseq::current_area() else {
         return Carved::Fallback;
     };
     let slots = &buffers.slots;
-    let base = env.base();
+    let base = thread.base();
     let (min_words, mut want_words) = (words::words(min), words::words(desired));
     // A few rounds: another thread on this CPU may take what a refusal showed was left.
     for _ in 0..4 {
         // SAFETY: `area` is the calling thread's registered area.
         let (outcome, aborts) = unsafe { slots.bump(area, want_words) };
-        env.rseq_aborts(index, aborts);
+        if aborts > 0 {
+            thread.count(level.level(), LevelEvent::RseqAborts(aborts));
+        }
         let (cpu, seen) = match outcome {
-            Outcome::Done { cpu, before } => {
+            Outcome::Done { before, .. } => {
                 check_bump(before, want_words);
-                env.served_without_moving(index, level.level(), cpu);
+                thread.count(level.level(), LevelEvent::Served { foreign: false });
                 return Carved::Chunk(Chunk {
                     start: words::address(base, before.offset_words()),
                     len: words::bytes(want_words),
@@ -101,7 +104,7 @@ pub(crate) fn carve<E: RefillThread>(
             }
             Outcome::Refused { cpu, seen } => (cpu, seen),
             Outcome::OutOfRange => {
-                env.out_of_range_cpu(index);
+                thread.count(level.level(), LevelEvent::OutOfRangeCpu);
                 return Carved::Fallback;
             }
             Outcome::Moved | Outcome::GaveUp => return Carved::Fallback,
@@ -111,9 +114,7 @@ pub(crate) fn carve<E: RefillThread>(
             want_words = portion(left_words, want_words, level.min_tail_words());
             continue;
         }
-        return refill(
-            level, index, buffers, area, cpu, seen, min, desired, env, above,
-        );
+        return refill(level, buffers, area, cpu, seen, min, desired, thread, above);
     }
     Carved::Fallback
 }
@@ -202,31 +203,31 @@ pub(crate) unsafe fn carve_at_fixed_home(
 /// still is `seen`.
 #[cold]
 #[allow(clippy::too_many_arguments)]
-fn refill<E: RefillThread>(
+fn refill<T: RefillThread>(
     level: &LevelShape,
-    index: usize,
     buffers: &CpuBuffers,
     area: *mut u8,
     cpu: usize,
     seen: PackedWord,
     min: usize,
     desired: usize,
-    env: &mut E,
-    above: impl FnOnce(&mut E, usize, usize) -> Option<Chunk>,
+    thread: &T,
+    above: &impl Above,
 ) -> Carved {
-    let base = env.base();
+    let kind = level.level();
+    let base = thread.base();
     let sidelined = buffers.sideline.take(base, min);
     if sidelined.is_some() {
-        env.sideline_reused(index);
+        thread.count(kind, LevelEvent::SidelineReused);
     }
     // A refill that asks for less than a whole buffer (the end of a cycle) is counted once
     // its chunk is installed.
     let (chunk, short) = match sidelined {
         Some(chunk) => (Some(chunk), false),
         None => {
-            let bytes = env.buffer_refill_bytes(level, min, desired);
+            let bytes = buffer_refill_bytes(level, above, min, desired);
             (
-                above(env, min, bytes),
+                above.carve(min, bytes),
                 bytes < level.buffer_bytes().max(min),
             )
         }
@@ -255,23 +256,27 @@ fn refill<E: RefillThread>(
     // SAFETY: `area` is the calling thread's registered area; `cpu` came from a section, so it
     // is below the number of slots.
     let (installed, aborts) = unsafe { buffers.slots.install(area, cpu, seen, new) };
-    env.rseq_aborts(index, aborts);
+    if aborts > 0 {
+        thread.count(kind, LevelEvent::RseqAborts(aborts));
+    }
     match installed {
         // The old buffer is unreachable now: its tail is this thread's to retire (an empty
         // slot, as after a collection, has none: the refill is counted all the same).
         Outcome::Done { .. } => {
             let (start, end) = buffers.tail_of(base, seen).unwrap_or((rest, rest));
-            env.retire_tail(index, start, end);
+            // SAFETY: the old buffer is unreachable: its tail is this thread's.
+            unsafe { retire_tail(kind, start, end, thread, above) };
             if short {
-                env.short_refill(index);
+                thread.count(kind, LevelEvent::ShortRefill);
             }
         }
         // Not installed: the rest of the chunk is this thread's; keep it for a later refill.
         _ if rest == end => {}
-        _ if buffers.sideline.put(base, rest, end) => env.sidelined(index),
-        _ => env.retire_tail(index, rest, end),
+        _ if buffers.sideline.put(base, rest, end) => thread.count(kind, LevelEvent::Sidelined),
+        // SAFETY: the rest of the chunk was carved by this thread and installed nowhere.
+        _ => unsafe { retire_tail(kind, rest, end, thread, above) },
     }
-    env.served_without_moving(index, level.level(), cpu);
+    thread.count(kind, LevelEvent::Served { foreign: false });
     Carved::Chunk(Chunk {
         start: chunk.start,
         len: take,
@@ -299,49 +304,59 @@ mod tests {
     use super::*;
     use crate::platform::topology::Level;
 
-    /// RefillThread whose global heap hands out chunks from offset 0 up, and which can make
+    use std::cell::{Cell, RefCell};
+
+    /// A thread whose global heap hands out chunks from offset 0 up, and which can make
     /// another thread's install happen while a refill is between its refusal and its install.
     struct Interfering<'a> {
         buffers: &'a CpuBuffers,
-        next_words: u64,
-        interfere: bool,
-        sidelined: u32,
-        reused: u32,
-        tails: Vec<(usize, usize)>,
+        next_words: Cell<u64>,
+        interfere: Cell<bool>,
+        sidelined: Cell<u32>,
+        reused: Cell<u32>,
+        tails: RefCell<Vec<(usize, usize)>>,
     }
 
     impl RefillThread for Interfering<'_> {
         fn base(&self) -> usize {
             0
         }
-        fn current_domain(&mut self, _: Level) -> usize {
+        fn current_domain(&self, _: Level) -> usize {
             0
         }
-        fn carve_global(&mut self, _: usize, desired: usize) -> Option<Chunk> {
-            if self.interfere {
+        fn domain_now(&self, _: Level) -> usize {
+            0
+        }
+        fn count(&self, _: Level, event: LevelEvent) {
+            match event {
+                LevelEvent::Sidelined => self.sidelined.set(self.sidelined.get() + 1),
+                LevelEvent::SidelineReused => self.reused.set(self.reused.get() + 1),
+                _ => {}
+            }
+        }
+    }
+
+    impl Above for Interfering<'_> {
+        fn carve(&self, _: usize, desired: usize) -> Option<Chunk> {
+            if self.interfere.get() {
                 // Another thread on every CPU installs a buffer first.
                 for cpu in 0..self.buffers.slots.cpus() {
                     self.buffers.slots.store(cpu, PackedWord::new(1 << 30, 1));
                 }
             }
-            let start = words::bytes(self.next_words);
-            self.next_words += words::words(desired);
+            let start = words::bytes(self.next_words.get());
+            self.next_words
+                .set(self.next_words.get() + words::words(desired));
             Some(Chunk {
                 start,
                 len: desired,
             })
         }
-        fn retire_tail(&mut self, _: usize, start: usize, end: usize) {
-            if end > start {
-                self.tails.push((start, end));
-            }
+        fn free_bytes(&self) -> Option<usize> {
+            None
         }
-        fn served(&mut self, _: usize, _: Level, _: usize) {}
-        fn sidelined(&mut self, _: usize) {
-            self.sidelined += 1;
-        }
-        fn sideline_reused(&mut self, _: usize) {
-            self.reused += 1;
+        unsafe fn write_filler(&self, start: usize, bytes: usize) {
+            self.tails.borrow_mut().push((start, start + bytes));
         }
     }
 
@@ -356,18 +371,17 @@ mod tests {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let level = LevelShape::new(Level::Cpu, 1, 4096, 0);
         let buffers = &CpuBuffers::new(cpus, 0);
-        let above = |env: &mut Interfering, min, bytes| env.carve_global(min, bytes);
-        let mut env = Interfering {
+        let env = Interfering {
             buffers,
-            next_words: 0,
-            interfere: true,
-            sidelined: 0,
-            reused: 0,
-            tails: vec![],
+            next_words: Cell::new(0),
+            interfere: Cell::new(true),
+            sidelined: Cell::new(0),
+            reused: Cell::new(0),
+            tails: RefCell::new(vec![]),
         };
         // The refill takes [0, 4096) from above, keeps 1024 for itself, cannot install the
         // rest: 3072 bytes are sidelined.
-        let Carved::Chunk(first) = carve(&level, 0, buffers, 1024, 1024, &mut env, above) else {
+        let Carved::Chunk(first) = carve(&level, buffers, 1024, 1024, &env, &env) else {
             panic!("carved nothing")
         };
         assert_eq!(
@@ -377,11 +391,11 @@ mod tests {
                 len: 1024
             }
         );
-        assert_eq!((env.sidelined, env.reused), (1, 0));
-        assert!(env.tails.is_empty(), "nothing wasted");
+        assert_eq!((env.sidelined.get(), env.reused.get()), (1, 0));
+        assert!(env.tails.borrow().is_empty(), "nothing wasted");
         // Every CPU's buffer now holds one word: the next request refills from the sideline.
-        env.interfere = false;
-        let Carved::Chunk(second) = carve(&level, 0, buffers, 1024, 1024, &mut env, above) else {
+        env.interfere.set(false);
+        let Carved::Chunk(second) = carve(&level, buffers, 1024, 1024, &env, &env) else {
             panic!("carved nothing")
         };
         assert_eq!(
@@ -391,7 +405,11 @@ mod tests {
                 len: 1024
             }
         );
-        assert_eq!(env.reused, 1);
-        assert_eq!(env.next_words, 4096 / 8, "nothing more taken from above");
+        assert_eq!(env.reused.get(), 1);
+        assert_eq!(
+            env.next_words.get(),
+            4096 / 8,
+            "nothing more taken from above"
+        );
     }
 }

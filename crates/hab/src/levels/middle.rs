@@ -23,7 +23,8 @@
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
 use crate::levels::chunk::{
-    check_buffer, portion, portion_bytes, Chunk, LevelShape, RefillThread, Request,
+    buffer_refill_bytes, check_buffer, portion, portion_bytes, retire_tail, Above, Chunk,
+    LevelEvent, LevelShape, RefillThread, Request,
 };
 use crate::levels::cpu_buffers::{self, CpuBuffers};
 use crate::memory::global::CachePadded;
@@ -317,6 +318,14 @@ impl MiddleLevel {
         self.buffers.len()
     }
 
+    /// Counts a carve from the buffer of `domain` that committed: foreign when the thread
+    /// runs in another domain by now (its CPU read again).
+    #[inline]
+    fn count_served(&self, thread: &impl RefillThread, domain: usize) {
+        let foreign = thread.domain_now(self.level()) % self.domains() != domain;
+        thread.count(self.level(), LevelEvent::Served { foreign });
+    }
+
     /// Empties every buffer; calls `tail(start, end)` (addresses) for each non-empty free tail.
     /// Only at a collection, with every mutator stopped.
     pub(crate) fn retire_all(&self, base: usize, mut tail: impl FnMut(usize, usize)) {
@@ -332,46 +341,93 @@ impl MiddleLevel {
     }
 }
 
-/// Carves a chunk of `desired` bytes (or at least `min`) for the level below `levels[index]`
-/// (a TLAB when `index` is 0), following the protocol above. `min` and `desired` are multiples
-/// of 8. `None` when every level and the global heap are exhausted.
-pub(crate) fn carve(
-    levels: &[MiddleLevel],
-    index: usize,
+/// The middle levels from one level up, over the space above them all, as the level below
+/// sees them: its one place [`Above`]. Carving from it runs the protocol above at its lowest
+/// level (`levels[0]`), whose own place above is the rest of the levels; with no level left
+/// it carves from `space`. Plain references, copied at each level.
+pub(crate) struct LevelsAbove<'a, S: Above + ?Sized, T: RefillThread> {
+    /// The levels, lowest first (none: the space itself).
+    pub(crate) levels: &'a [MiddleLevel],
+    /// The space above every level.
+    pub(crate) space: &'a S,
+    /// The thread running the protocol.
+    pub(crate) thread: &'a T,
+    /// What the chunk is for.
+    pub(crate) request: Request,
+}
+
+impl<S: Above + ?Sized, T: RefillThread> Clone for LevelsAbove<'_, S, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: Above + ?Sized, T: RefillThread> Copy for LevelsAbove<'_, S, T> {}
+
+impl<S: Above + ?Sized, T: RefillThread> LevelsAbove<'_, S, T> {
+    /// The levels above the lowest one, asked for a buffer of it.
+    fn above_lowest(self) -> Self {
+        LevelsAbove {
+            levels: self.levels.get(1..).unwrap_or_default(),
+            request: Request::Buffer,
+            ..self
+        }
+    }
+}
+
+impl<S: Above + ?Sized, T: RefillThread> Above for LevelsAbove<'_, S, T> {
+    fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
+        carve(*self, min, desired)
+    }
+
+    fn free_bytes(&self) -> Option<usize> {
+        self.space.free_bytes()
+    }
+
+    unsafe fn write_filler(&self, start: usize, bytes: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { self.space.write_filler(start, bytes) }
+    }
+}
+
+/// Carves a chunk of `desired` bytes (or at least `min`) from the lowest of `from`'s levels,
+/// following the protocol above, or from the levels above it, and finally the space above
+/// them all. `min` and `desired` are multiples of 8. `None` when every level and the space
+/// are exhausted.
+pub(crate) fn carve<S: Above + ?Sized, T: RefillThread>(
+    from: LevelsAbove<'_, S, T>,
     min: usize,
     desired: usize,
-    request: Request,
-    env: &mut impl RefillThread,
 ) -> Option<Chunk> {
-    let Some(level) = levels.get(index) else {
-        let chunk = env.carve_global(min, desired)?;
-        if request == Request::Tlab {
-            env.tlab_past_every_level();
+    let thread = from.thread;
+    let Some(level) = from.levels.first() else {
+        let chunk = from.space.carve(min, desired)?;
+        if from.request == Request::Tlab {
+            thread.tlab_past_every_level();
         }
         return Some(chunk);
     };
+    let above = from.above_lowest();
     if let Some(buffers) = &level.cpu_buffers {
-        let above =
-            |env: &mut _, min, bytes| carve(levels, index + 1, min, bytes, Request::Buffer, env);
-        match cpu_buffers::carve(&level.shape, index, buffers, min, desired, env, above) {
+        match cpu_buffers::carve(&level.shape, buffers, min, desired, thread, &above) {
             cpu_buffers::Carved::Chunk(chunk) => return Some(chunk),
             cpu_buffers::Carved::Exhausted => return None,
-            cpu_buffers::Carved::Fallback => env.rseq_fallback(index),
+            cpu_buffers::Carved::Fallback => thread.count(level.level(), LevelEvent::RseqFallback),
         }
     }
-    let base = env.base();
-    let home = env.current_domain(level.level()) % level.domains();
+    let base = thread.base();
+    let home = thread.current_domain(level.level()) % level.domains();
     match level.buffers[home]
         .0
         .try_carve(base, min, desired, level.min_tail_words())
     {
         Attempt::Carved(chunk) => {
-            env.served(index, level.level(), home);
+            level.count_served(thread, home);
             return Some(chunk);
         }
         Attempt::Exhausted(seen) => {
-            if let Some(chunk) = refill(levels, index, home, seen, min, desired, env) {
-                env.served(index, level.level(), home);
+            if let Some(chunk) = refill(level, home, seen, min, desired, thread, &above) {
+                level.count_served(thread, home);
                 return Some(chunk);
             }
         }
@@ -384,11 +440,19 @@ pub(crate) fn carve(
                 .0
                 .try_carve(base, min, desired, level.min_tail_words())
         {
-            env.served(index, level.level(), domain);
+            level.count_served(thread, domain);
             return Some(chunk);
         }
     }
-    carve(levels, index + 1, min, desired, request, env)
+    // Up, for the same request.
+    carve(
+        LevelsAbove {
+            request: from.request,
+            ..above
+        },
+        min,
+        desired,
+    )
 }
 
 /// What the thread's own compare-and-swap buffer at the lowest level gave
@@ -462,37 +526,38 @@ pub(crate) fn carve_exact_at_home(
     Some((chunk, home))
 }
 
-/// Claims the exhausted buffer of `domain`, retires its tail, refills it from the level above
-/// and keeps this request's part. `None` if the claim was lost or the levels above are empty.
+/// Claims the exhausted buffer of `domain`, retires its tail, refills it from `above` and
+/// keeps this request's part. `None` if the claim was lost or the levels above are empty.
 #[cold]
-fn refill(
-    levels: &[MiddleLevel],
-    index: usize,
+fn refill<T: RefillThread>(
+    level: &MiddleLevel,
     domain: usize,
     seen: u64,
     min: usize,
     desired: usize,
-    env: &mut impl RefillThread,
+    thread: &T,
+    above: &impl Above,
 ) -> Option<Chunk> {
-    let level = &levels[index];
     let buffer = &level.buffers[domain].0;
     let Some((tail_top, tail_end)) = buffer.claim(seen) else {
-        env.claim_lost(index);
+        thread.count(level.level(), LevelEvent::ClaimLost);
         return None;
     };
-    let base = env.base();
-    env.retire_tail(
-        index,
+    let base = thread.base();
+    let (tail_start, tail_end_address) = (
         words::address(base, tail_top),
         words::address(base, tail_end),
     );
-    let buffer_bytes = env.buffer_refill_bytes(&level.shape, min, desired);
-    let Some(chunk) = carve(levels, index + 1, min, buffer_bytes, Request::Buffer, env) else {
+    // SAFETY: this thread claimed the buffer; no other thread carves from a claimed buffer,
+    // so the tail is this thread's.
+    unsafe { retire_tail(level.level(), tail_start, tail_end_address, thread, above) };
+    let buffer_bytes = buffer_refill_bytes(&level.shape, above, min, desired);
+    let Some(chunk) = above.carve(min, buffer_bytes) else {
         buffer.install(seen, tail_end, tail_end, level.min_tail_words());
         return None;
     };
     if buffer_bytes < level.buffer_bytes().max(min) {
-        env.short_refill(index);
+        thread.count(level.level(), LevelEvent::ShortRefill);
     }
     let take = portion_bytes(&level.shape, chunk.len, desired);
     let (top_words, end_words) = (
@@ -511,61 +576,87 @@ fn refill(
 mod tests {
     use super::*;
 
-    /// RefillThread with a bump "global heap" over offsets and a fixed domain.
+    use std::cell::{Cell, RefCell};
+
+    /// A thread in a fixed domain, over a bump "global heap" of offsets from 0.
     struct Fixed {
-        domain: usize,
-        global_top: usize,
+        domain: Cell<usize>,
+        global_top: Cell<usize>,
         global_end: usize,
-        tails: Vec<(usize, usize)>,
-        served: Vec<(usize, usize)>,
-        tlabs_past_levels: usize,
-        claims_lost: usize,
+        tails: RefCell<Vec<(usize, usize)>>,
+        /// The level of every chunk served, and whether it was foreign.
+        served: RefCell<Vec<(Level, bool)>>,
+        tlabs_past_levels: Cell<usize>,
+        claims_lost: Cell<usize>,
     }
 
     impl RefillThread for Fixed {
         fn base(&self) -> usize {
             0
         }
-        fn current_domain(&mut self, _: Level) -> usize {
-            self.domain
+        fn current_domain(&self, _: Level) -> usize {
+            self.domain.get()
         }
-        fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
-            let len = desired.min(self.global_end - self.global_top);
+        fn domain_now(&self, _: Level) -> usize {
+            self.domain.get()
+        }
+        fn count(&self, level: Level, event: LevelEvent) {
+            match event {
+                LevelEvent::Served { foreign } => self.served.borrow_mut().push((level, foreign)),
+                LevelEvent::ClaimLost => self.claims_lost.set(self.claims_lost.get() + 1),
+                _ => {}
+            }
+        }
+        fn tlab_past_every_level(&self) {
+            self.tlabs_past_levels.set(self.tlabs_past_levels.get() + 1);
+        }
+    }
+
+    impl Above for Fixed {
+        fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
+            let top = self.global_top.get();
+            let len = desired.min(self.global_end - top);
             if len < min {
                 return None;
             }
-            self.global_top += len;
-            Some(Chunk {
-                start: self.global_top - len,
-                len,
-            })
+            self.global_top.set(top + len);
+            Some(Chunk { start: top, len })
         }
-        fn retire_tail(&mut self, _: usize, start: usize, end: usize) {
-            if end > start {
-                self.tails.push((start, end));
-            }
+        fn free_bytes(&self) -> Option<usize> {
+            None
         }
-        fn served(&mut self, index: usize, _: Level, domain: usize) {
-            self.served.push((index, domain));
-        }
-        fn tlab_past_every_level(&mut self) {
-            self.tlabs_past_levels += 1;
-        }
-        fn claim_lost(&mut self, _: usize) {
-            self.claims_lost += 1;
+        unsafe fn write_filler(&self, start: usize, bytes: usize) {
+            self.tails.borrow_mut().push((start, start + bytes));
         }
     }
 
     fn env(domain: usize, global_bytes: usize) -> Fixed {
         Fixed {
-            domain,
-            global_top: 0,
+            domain: Cell::new(domain),
+            global_top: Cell::new(0),
             global_end: global_bytes,
-            tails: vec![],
-            served: vec![],
-            tlabs_past_levels: 0,
-            claims_lost: 0,
+            tails: RefCell::new(vec![]),
+            served: RefCell::new(vec![]),
+            tlabs_past_levels: Cell::new(0),
+            claims_lost: Cell::new(0),
         }
+    }
+
+    /// The protocol from the lowest of `levels`, over `env` as the thread and the space.
+    fn carve_in(
+        levels: &[MiddleLevel],
+        min: usize,
+        desired: usize,
+        request: Request,
+        env: &Fixed,
+    ) -> Option<Chunk> {
+        let from = LevelsAbove {
+            levels,
+            space: env,
+            thread: env,
+            request,
+        };
+        carve(from, min, desired)
     }
 
     /// Marks the (empty or exhausted) buffer as being refilled by another thread.
@@ -580,14 +671,14 @@ mod tests {
     #[test]
     fn a_claim_another_thread_won_is_counted_as_lost() {
         let levels = [MiddleLevel::new(Level::Core, 1024, 1, 0)];
-        let mut env = env(0, 1 << 20);
+        let env = env(0, 1 << 20);
         let buffer = &levels[0].buffers[0].0;
         let Attempt::Exhausted(seen) = buffer.try_carve(0, 64, 64, 0) else {
             panic!("a new buffer is empty");
         };
         make_busy(buffer); // another thread claims it between our look and our claim
-        assert_eq!(refill(&levels, 0, 0, seen, 64, 64, &mut env), None);
-        assert_eq!((env.claims_lost, env.global_top), (1, 0));
+        assert_eq!(refill(&levels[0], 0, seen, 64, 64, &env, &env), None);
+        assert_eq!((env.claims_lost.get(), env.global_top.get()), (1, 0));
     }
 
     #[test]
@@ -596,38 +687,38 @@ mod tests {
             MiddleLevel::new(Level::Core, 1024, 1, 0),
             MiddleLevel::new(Level::Package, 4096, 1, 0),
         ];
-        let mut env = env(0, 1 << 20);
+        let env = env(0, 1 << 20);
         make_busy(&levels[0].buffers[0].0);
         // The core buffer is busy: the package level serves the TLAB.
-        assert!(carve(&levels, 0, 64, 256, Request::Tlab, &mut env).is_some());
-        assert_eq!(env.served, vec![(1, 0)]);
+        assert!(carve_in(&levels, 64, 256, Request::Tlab, &env).is_some());
+        assert_eq!(*env.served.borrow(), [(Level::Package, false)]);
         make_busy(&levels[1].buffers[0].0);
-        let past = carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap();
+        let past = carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap();
         assert_eq!(past.len, 256);
-        assert_eq!(env.served.len(), 1, "served by no level");
-        assert_eq!(env.tlabs_past_levels, 1);
+        assert_eq!(env.served.borrow().len(), 1, "served by no level");
+        assert_eq!(env.tlabs_past_levels.get(), 1);
         // A buffer that passes the busy levels above is its level's refill, not a TLAB.
-        assert!(carve(&levels, 0, 64, 1024, Request::Buffer, &mut env).is_some());
-        assert_eq!(env.tlabs_past_levels, 1);
+        assert!(carve_in(&levels, 64, 1024, Request::Buffer, &env).is_some());
+        assert_eq!(env.tlabs_past_levels.get(), 1);
     }
 
     #[test]
     fn carves_from_the_home_buffer_and_refills_it() {
         let levels = [MiddleLevel::new(Level::Core, 1024, 2, 0)];
-        let mut env = env(1, 1 << 20);
-        let first = carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap();
+        let env = env(1, 1 << 20);
+        let first = carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap();
         assert_eq!(first, Chunk { start: 0, len: 256 });
         assert_eq!(
-            carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap(),
+            carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap(),
             Chunk {
                 start: 256,
                 len: 256
             }
         );
-        assert_eq!(env.global_top, 1024, "one refill of the level's size");
+        assert_eq!(env.global_top.get(), 1024, "one refill of the level's size");
         // 512 left: a 600-byte request takes what is left.
         assert_eq!(
-            carve(&levels, 0, 64, 600, Request::Tlab, &mut env).unwrap(),
+            carve_in(&levels, 64, 600, Request::Tlab, &env).unwrap(),
             Chunk {
                 start: 512,
                 len: 512
@@ -635,26 +726,27 @@ mod tests {
         );
         // Exhausted: refilled, no tail to retire.
         assert_eq!(
-            carve(&levels, 0, 64, 256, Request::Tlab, &mut env).unwrap(),
+            carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap(),
             Chunk {
                 start: 1024,
                 len: 256
             }
         );
-        assert!(env.tails.is_empty());
+        assert!(env.tails.borrow().is_empty());
         // 768 left but the minimum is 800: the tail is retired, the buffer refilled.
         assert_eq!(
-            carve(&levels, 0, 800, 800, Request::Tlab, &mut env).unwrap(),
+            carve_in(&levels, 800, 800, Request::Tlab, &env).unwrap(),
             Chunk {
                 start: 2048,
                 len: 800
             }
         );
-        assert_eq!(env.tails, [(1280, 2048)]);
+        assert_eq!(*env.tails.borrow(), [(1280, 2048)]);
         assert!(env
             .served
+            .borrow()
             .iter()
-            .all(|&(index, domain)| index == 0 && domain == 1));
+            .all(|&served| served == (Level::Core, false)));
     }
 
     #[test]
@@ -663,45 +755,49 @@ mod tests {
             MiddleLevel::new(Level::Core, 1024, 3, 0),
             MiddleLevel::new(Level::Package, 4096, 1, 0),
         ];
-        let mut env = env(0, 1 << 20);
+        let env = env(0, 1 << 20);
         // Domain 2 gets a chunk; then domain 0 is marked busy.
-        env.domain = 2;
-        carve(&levels, 0, 64, 64, Request::Tlab, &mut env).unwrap();
+        env.domain.set(2);
+        carve_in(&levels, 64, 64, Request::Tlab, &env).unwrap();
         levels[0].buffers[0]
             .0
             .state
             .store(REFILLING, Ordering::Relaxed);
-        env.domain = 0;
-        env.served.clear();
-        let chunk = carve(&levels, 0, 64, 64, Request::Tlab, &mut env).unwrap();
+        env.domain.set(0);
+        env.served.borrow_mut().clear();
+        let chunk = carve_in(&levels, 64, 64, Request::Tlab, &env).unwrap();
         assert_eq!(
             chunk,
             Chunk { start: 64, len: 64 },
             "from domain 2's buffer"
         );
-        assert_eq!(env.served, [(0, 2)]);
+        assert_eq!(*env.served.borrow(), [(Level::Core, true)]);
         // Domain 2 exhausted (a minimum larger than what is left): up to the package level.
-        env.served.clear();
-        let chunk = carve(&levels, 0, 1000, 1000, Request::Tlab, &mut env).unwrap();
-        assert_eq!(env.served, [(1, 0)], "served by the package level");
+        env.served.borrow_mut().clear();
+        let chunk = carve_in(&levels, 1000, 1000, Request::Tlab, &env).unwrap();
+        assert_eq!(
+            *env.served.borrow(),
+            [(Level::Package, false)],
+            "served by the package level"
+        );
         assert_eq!(chunk.len, 1000);
     }
 
     #[test]
     fn an_exhausted_heap_leaves_the_buffer_empty_and_usable() {
         let levels = [MiddleLevel::new(Level::Cpu, 1024, 1, 0)];
-        let mut env = env(0, 1536);
-        assert!(carve(&levels, 0, 512, 512, Request::Tlab, &mut env).is_some());
-        assert!(carve(&levels, 0, 512, 512, Request::Tlab, &mut env).is_some());
+        let env = env(0, 1536);
+        assert!(carve_in(&levels, 512, 512, Request::Tlab, &env).is_some());
+        assert!(carve_in(&levels, 512, 512, Request::Tlab, &env).is_some());
         // 512 left in the global heap: the refill takes it (at least the minimum).
         assert_eq!(
-            carve(&levels, 0, 512, 512, Request::Tlab, &mut env),
+            carve_in(&levels, 512, 512, Request::Tlab, &env),
             Some(Chunk {
                 start: 1024,
                 len: 512
             })
         );
-        assert_eq!(carve(&levels, 0, 8, 8, Request::Tlab, &mut env), None);
+        assert_eq!(carve_in(&levels, 8, 8, Request::Tlab, &env), None);
         assert_eq!(
             top_of(levels[0].buffers[0].0.state.load(Ordering::Relaxed)),
             1536 / 8
@@ -714,10 +810,10 @@ mod tests {
     #[test]
     fn no_carve_leaves_a_tail_too_short_for_a_filler() {
         let levels = [MiddleLevel::new(Level::Cpu, 1024, 1, 16)];
-        let mut env = env(0, 1 << 20);
+        let env = env(0, 1 << 20);
         // 1024 - 1016 would leave 8 bytes: the whole buffer goes.
         assert_eq!(
-            carve(&levels, 0, 8, 1016, Request::Tlab, &mut env),
+            carve_in(&levels, 8, 1016, Request::Tlab, &env),
             Some(Chunk {
                 start: 0,
                 len: 1024
@@ -725,14 +821,14 @@ mod tests {
         );
         // From a partly used buffer too: 1024 - 512 - 504 = 8.
         assert_eq!(
-            carve(&levels, 0, 8, 512, Request::Tlab, &mut env),
+            carve_in(&levels, 8, 512, Request::Tlab, &env),
             Some(Chunk {
                 start: 1024,
                 len: 512
             })
         );
         assert_eq!(
-            carve(&levels, 0, 8, 504, Request::Tlab, &mut env),
+            carve_in(&levels, 8, 504, Request::Tlab, &env),
             Some(Chunk {
                 start: 1536,
                 len: 512
@@ -740,13 +836,13 @@ mod tests {
         );
         // A 16-byte rest is fine.
         assert_eq!(
-            carve(&levels, 0, 8, 1008, Request::Tlab, &mut env),
+            carve_in(&levels, 8, 1008, Request::Tlab, &env),
             Some(Chunk {
                 start: 2048,
                 len: 1008
             })
         );
-        assert!(env.tails.is_empty());
+        assert!(env.tails.borrow().is_empty());
         assert_eq!(portion(100, 40, 0), 40);
         assert_eq!(portion(100, 200, 16), 100);
     }
@@ -850,17 +946,24 @@ mod model_check {
     struct Thread<'a> {
         global: &'a Global,
         domain: usize,
-        tails: Vec<(usize, usize)>,
+        tails: std::cell::RefCell<Vec<(usize, usize)>>,
     }
 
     impl RefillThread for Thread<'_> {
         fn base(&self) -> usize {
             0
         }
-        fn current_domain(&mut self, _: Level) -> usize {
+        fn current_domain(&self, _: Level) -> usize {
             self.domain
         }
-        fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
+        fn domain_now(&self, _: Level) -> usize {
+            self.domain
+        }
+        fn count(&self, _: Level, _: LevelEvent) {}
+    }
+
+    impl Above for Thread<'_> {
+        fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
             let mut top = self.global.top.load(Ordering::Relaxed);
             loop {
                 let len = (desired as u64).min(self.global.end.saturating_sub(top));
@@ -883,12 +986,12 @@ mod model_check {
                 }
             }
         }
-        fn retire_tail(&mut self, _: usize, start: usize, end: usize) {
-            if end > start {
-                self.tails.push((start, end));
-            }
+        fn free_bytes(&self) -> Option<usize> {
+            None
         }
-        fn served(&mut self, _: usize, _: Level, _: usize) {}
+        unsafe fn write_filler(&self, start: usize, bytes: usize) {
+            self.tails.borrow_mut().push((start, start + bytes));
+        }
     }
 
     /// Context switches explored per execution: enough for a refill to be interrupted between
@@ -919,10 +1022,10 @@ mod model_check {
                 .map(|t| {
                     let (levels, global) = (levels.clone(), global.clone());
                     ::loom::thread::spawn(move || {
-                        let mut env = Thread {
+                        let env = Thread {
                             global: &global,
                             domain: t % domains,
-                            tails: vec![],
+                            tails: std::cell::RefCell::new(vec![]),
                         };
                         let mut pieces = vec![];
                         for _ in 0..requests {
@@ -935,13 +1038,17 @@ mod model_check {
                                     start: words::address(0, top),
                                     len: 16,
                                 });
-                            if let Some(chunk) = exact
-                                .or_else(|| carve(&levels[..], 0, 8, 16, Request::Tlab, &mut env))
-                            {
+                            let from = LevelsAbove {
+                                levels: &levels[..],
+                                space: &env,
+                                thread: &env,
+                                request: Request::Tlab,
+                            };
+                            if let Some(chunk) = exact.or_else(|| carve(from, 8, 16)) {
                                 pieces.push((chunk.start, chunk.start + chunk.len));
                             }
                         }
-                        pieces.extend(env.tails);
+                        pieces.extend(env.tails.into_inner());
                         pieces
                     })
                 })

@@ -2,10 +2,9 @@
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
 use crate::config::MiddleLevelSpec;
-use crate::levels::buffer_end_of_cycle;
-use crate::levels::chunk::{Chunk, LevelShape, RefillThread, Request};
+use crate::levels::chunk::{Above, Chunk, LevelEvent, RefillThread, Request};
 use crate::levels::cpu_buffers;
-use crate::levels::middle::{self, MiddleLevel, SharedHome};
+use crate::levels::middle::{self, LevelsAbove, MiddleLevel, SharedHome};
 use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::platform::counter::Counter;
@@ -28,24 +27,6 @@ pub(crate) struct RefillContext<'a> {
 /// One thread's counters of every level, indexed by [`Level::index`].
 pub(crate) type LevelCountersByLevel = [LevelCounters; Level::ALL.len()];
 
-/// Where the levels' buffers come from and what covers the tails they leave: the heap's
-/// [`Space`] (its global heap and the object model's fillers), or the runtime's upstream when
-/// the levels serve a runtime's own TLABs (`levels::component`).
-pub(crate) trait Above {
-    /// Address that offsets are counted from: no chunk starts below it.
-    fn base(&self) -> usize;
-    /// Carves `desired` bytes, or at least `min`.
-    fn carve(&self, min: usize, desired: usize) -> Option<Chunk>;
-    /// The bytes it has left to carve this cycle, if it says (and the end of a cycle is on:
-    /// buffers refilled near the end take a share of it, `buffer_end_of_cycle.rs`).
-    fn free_bytes(&self) -> Option<usize>;
-    /// Covers the unused gap `[start, start + bytes)` with a filler.
-    ///
-    /// # Safety
-    /// The caller owns the gap exclusively.
-    unsafe fn write_filler(&self, start: usize, bytes: usize);
-}
-
 /// A heap's space as the levels' [`Above`]: its global heap, which says what is left of the
 /// allocation range where the end of a cycle is on.
 struct HeapAbove<'a> {
@@ -54,10 +35,6 @@ struct HeapAbove<'a> {
 }
 
 impl Above for HeapAbove<'_> {
-    fn base(&self) -> usize {
-        self.space.base()
-    }
-
     fn carve(&self, min: usize, desired: usize) -> Option<Chunk> {
         let (start, len) = self.space.global().carve_between(min, desired)?;
         Some(Chunk { start, len })
@@ -73,14 +50,12 @@ impl Above for HeapAbove<'_> {
     }
 }
 
-/// One refill by one thread.
+/// One refill by one thread: the thread's side of the protocol.
 struct Refill<'a> {
-    above: &'a dyn Above,
-    /// `above.base()`, read once per refill.
+    /// The base of the space above the levels, read once per refill.
     base: usize,
     topology: &'a Topology,
     cpu_id: &'a CpuIdReader,
-    levels: &'a [MiddleLevel],
     counters: &'a LevelCountersByLevel,
     simulated: &'a SimulatedCpu,
     /// Where TLABs that pass every level are counted, if anywhere.
@@ -108,7 +83,7 @@ pub(crate) fn carve_chunk(
         end_of_cycle: context.end_of_cycle,
     };
     carve_chunk_from(
-        &above,
+        (&above, context.space.base()),
         context.topology,
         context.cpu_id,
         levels,
@@ -119,12 +94,13 @@ pub(crate) fn carve_chunk(
     )
 }
 
-/// [`carve_chunk`] from levels over any [`Above`]; `counters` are the thread's counters of
-/// every level and, if any, where it counts the TLABs that passed every level.
+/// [`carve_chunk`] from levels over any space `above` whose offsets count from `base`;
+/// `counters` are the thread's counters of every level and, if any, where it counts the TLABs
+/// that passed every level.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) fn carve_chunk_from(
-    above: &dyn Above,
+    (above, base): (&dyn Above, usize),
     topology: &Topology,
     cpu_id: &CpuIdReader,
     levels: &[MiddleLevel],
@@ -134,25 +110,28 @@ pub(crate) fn carve_chunk_from(
     desired: usize,
 ) -> Option<Chunk> {
     cpu_id.on_slow_path(simulated);
-    let base = above.base();
     if let Some(chunk) =
         carve_at_home_counted(base, topology, cpu_id, levels, counters, simulated, desired)
     {
         return Some(chunk);
     }
     let cpu = cpu_id.current(simulated);
-    let mut refill = Refill {
-        above,
+    let refill = Refill {
         base,
         topology,
         cpu_id,
-        levels,
         counters,
         simulated,
         tlabs_past_levels,
         cpu,
     };
-    middle::carve(levels, 0, min, desired, Request::Tlab, &mut refill)
+    let from = LevelsAbove {
+        levels,
+        space: above,
+        thread: &refill,
+        request: Request::Tlab,
+    };
+    middle::carve(from, min, desired)
 }
 
 /// The slow path's short refill through the levels: exactly `bytes` from the thread's own
@@ -258,13 +237,6 @@ pub(crate) fn per_cpu_works(topology: &Topology, cpu_id: &CpuIdReader) -> bool {
         && !matches!(rseq::mechanism(), RseqMechanism::Unavailable(_))
 }
 
-impl Refill<'_> {
-    /// This thread's counters of the configured level at `index`.
-    fn level_counters(&self, index: usize) -> &LevelCounters {
-        &self.counters[self.levels[index].level().index()]
-    }
-}
-
 impl RefillThread for Refill<'_> {
     #[inline]
     fn base(&self) -> usize {
@@ -272,87 +244,49 @@ impl RefillThread for Refill<'_> {
     }
 
     #[inline]
-    fn current_domain(&mut self, level: Level) -> usize {
+    fn current_domain(&self, level: Level) -> usize {
         self.topology.domain_of(self.cpu, level)
     }
 
-    fn carve_global(&mut self, min: usize, desired: usize) -> Option<Chunk> {
-        self.above.carve(min, desired)
-    }
-
-    /// A whole buffer, or its share of what the space above has left near the end of a
-    /// cycle.
-    fn buffer_refill_bytes(&mut self, shape: &LevelShape, min: usize, desired: usize) -> usize {
-        let free_bytes = self.above.free_bytes();
-        let request = buffer_end_of_cycle::Request { min, desired };
-        buffer_end_of_cycle::refill_bytes(
-            shape.buffer_bytes(),
-            shape.buffers(),
-            free_bytes,
-            request,
-        )
-    }
-
-    fn short_refill(&mut self, index: usize) {
-        self.level_counters(index).short_refills.add(1);
-    }
-
-    fn retire_tail(&mut self, index: usize, start: usize, end: usize) {
-        let counters = self.level_counters(index);
-        counters.refills.add(1);
-        if end > start {
-            // SAFETY: the tail belongs to a buffer this thread claimed; no other thread carves
-            // from a claimed buffer, so the thread owns the gap.
-            unsafe { self.above.write_filler(start, end - start) };
-            counters.waste_bytes.add((end - start) as u64);
-        }
-    }
-
-    /// Counts the allocation, and whether it is foreign: the CPU id is read again after the
-    /// commit, as the thread may have moved since it chose the domain.
+    /// The CPU id read again, as the thread may have moved since it chose the domain.
     #[inline]
-    fn served(&mut self, _: usize, level: Level, domain: usize) {
-        let counters = &self.counters[level.index()];
-        counters.allocs.add(1);
+    fn domain_now(&self, level: Level) -> usize {
         let now = self.cpu_id.current(self.simulated);
-        if self.topology.domain_of(now, level) != domain {
-            counters.foreign_allocs.add(1);
-        }
+        self.topology.domain_of(now, level)
     }
 
-    fn served_without_moving(&mut self, _: usize, level: Level, _: usize) {
-        self.counters[level.index()].allocs.add(1);
+    #[inline]
+    fn count(&self, level: Level, event: LevelEvent) {
+        count(&self.counters[level.index()], event);
     }
 
-    fn rseq_aborts(&mut self, index: usize, aborts: u64) {
-        if aborts > 0 {
-            self.level_counters(index).rseq_aborts.add(aborts);
-        }
-    }
-
-    fn rseq_fallback(&mut self, index: usize) {
-        self.level_counters(index).rseq_fallbacks.add(1);
-    }
-
-    fn out_of_range_cpu(&mut self, index: usize) {
-        self.level_counters(index).out_of_range_cpus.add(1);
-    }
-
-    fn claim_lost(&mut self, index: usize) {
-        self.level_counters(index).claims_lost.add(1);
-    }
-
-    fn sidelined(&mut self, index: usize) {
-        self.level_counters(index).sidelined.add(1);
-    }
-
-    fn sideline_reused(&mut self, index: usize) {
-        self.level_counters(index).sideline_reused.add(1);
-    }
-
-    fn tlab_past_every_level(&mut self) {
+    fn tlab_past_every_level(&self) {
         if let Some(counter) = self.tlabs_past_levels {
             counter.add(1);
         }
+    }
+}
+
+/// Counts `event` in a thread's counters of its level.
+#[inline]
+pub(crate) fn count(counters: &LevelCounters, event: LevelEvent) {
+    match event {
+        LevelEvent::Served { foreign } => {
+            counters.allocs.add(1);
+            if foreign {
+                counters.foreign_allocs.add(1);
+            }
+        }
+        LevelEvent::Refilled { waste_bytes } => {
+            counters.refills.add(1);
+            counters.waste_bytes.add(waste_bytes as u64);
+        }
+        LevelEvent::ShortRefill => counters.short_refills.add(1),
+        LevelEvent::ClaimLost => counters.claims_lost.add(1),
+        LevelEvent::RseqAborts(aborts) => counters.rseq_aborts.add(aborts),
+        LevelEvent::RseqFallback => counters.rseq_fallbacks.add(1),
+        LevelEvent::OutOfRangeCpu => counters.out_of_range_cpus.add(1),
+        LevelEvent::Sidelined => counters.sidelined.add(1),
+        LevelEvent::SidelineReused => counters.sideline_reused.add(1),
     }
 }
