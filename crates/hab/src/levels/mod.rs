@@ -12,6 +12,7 @@ pub(crate) mod buffer_sizing;
 pub(crate) mod chunk;
 pub(crate) mod component;
 pub(crate) mod cpu_buffers;
+pub(crate) mod heap_levels;
 pub(crate) mod middle;
 pub(crate) mod refill;
 pub(crate) mod sideline;

@@ -17,15 +17,14 @@ use crate::config::{HeapConfig, Mode};
 use crate::labs::cpu_labs::CpuLabs;
 use crate::labs::end_of_cycle::EndOfCycle;
 use crate::labs::flip::{CycleWaste, FlipPolicy};
-use crate::levels::cpu_buffers::CpuBuffers;
+use crate::levels::heap_levels::{HeapLevels, HomeKind};
 use crate::levels::middle::MiddleLevel;
-use crate::levels::refill::{middle_level, per_cpu_works, RefillContext};
+use crate::levels::refill::{per_cpu_works, RefillContext};
 use crate::memory::space::Space;
 use crate::mutator::cell::MutatorCell;
 use crate::mutator::safepoint::Safepoints;
 use crate::mutator::sampling::Sampling;
-use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
-use crate::platform::rseq;
+use crate::platform::cpu_id::CpuIdReader;
 use crate::platform::topology::Topology;
 
 /// A heap's short line: the slow path's common misses for its mode
@@ -49,9 +48,9 @@ pub(crate) struct Allocator {
     pub(crate) cpu_id: CpuIdReader,
     /// `None` in the `shared` mode: every object is carved from the global heap.
     pub(crate) tlab_source: Option<TlabSource>,
-    /// The middle levels, lowest first: none unless TLABs come from them. A field of its
-    /// own, so that a refill reaches the lowest level with one load.
-    levels: Box<[MiddleLevel]>,
+    /// The middle levels (none unless TLABs come from them), and how a refill reaches the
+    /// thread's own buffer at the lowest.
+    pub(crate) levels: HeapLevels,
     /// The per-CPU LABs of the `cpu-lab` and `flip` modes.
     pub(crate) cpu_labs: Option<CpuLabs>,
     /// The `flip` mode's policy.
@@ -64,14 +63,6 @@ pub(crate) struct Allocator {
     pub(crate) safepoints: Safepoints,
     /// The allocation sampler, if any.
     pub(crate) sampling: Sampling,
-    /// The offset of every thread's rseq area from its thread pointer where the short line
-    /// bumps the lowest level's restartable buffers ([`CommonMiss::RefillFromCpuBuffers`]),
-    /// else 0 (never read then).
-    home_area_offset: isize,
-    /// The offset of `cpu_id` from the thread pointer where the short line carves from the
-    /// lowest level's compare-and-swap buffers ([`CommonMiss::RefillFromSharedHome`]), else 0
-    /// (never read then).
-    home_cpu_id_offset: isize,
     /// The slow path's short line for what it may do in this mode (a [`CommonMiss`]), called
     /// through this pointer: no miss tests the mode.
     pub(crate) short_line: ShortLine,
@@ -85,17 +76,10 @@ pub(crate) enum CommonMiss {
     SharedObject,
     /// TLABs from the global heap and no per-CPU LABs (`tlab`): zeroing steps and refills.
     RefillFromGlobal,
-    /// TLABs from the middle levels (`hab`), on the CPUs the kernel numbers: zeroing steps
-    /// and refills.
-    RefillFromLevels,
-    /// TLABs from the middle levels (`hab`) whose lowest is the restartable `cpu` level, where
-    /// every thread's rseq area sits at one offset from its thread pointer: zeroing steps and
-    /// refills, the buffer bumped in one try through `fs`.
-    RefillFromCpuBuffers,
-    /// TLABs from the middle levels (`hab`) whose lowest has compare-and-swap buffers, where
-    /// the CPU is read from the rseq area: zeroing steps and refills, the CPU read once and
-    /// its buffer found in a table.
-    RefillFromSharedHome,
+    /// TLABs from the middle levels (`hab`) on the CPUs the kernel numbers: zeroing steps and
+    /// refills from the thread's own buffer at the lowest level, found as the levels' home
+    /// says.
+    RefillFromLevels(HomeKind),
     /// TLABs beside per-CPU LABs (`flip`), or from the levels on simulated CPUs: zeroing
     /// steps only.
     ZeroingStep,
@@ -112,12 +96,6 @@ impl Allocator {
         line_for: fn(CommonMiss) -> ShortLine,
     ) -> Self {
         let reserve_bytes = space.lab_reserve_bytes();
-        let levels = || {
-            let levels = config.middle().iter();
-            levels
-                .map(|spec| middle_level(spec, reserve_bytes, &topology, &cpu_id, true))
-                .collect()
-        };
         let cpu_labs = || {
             let restartable = per_cpu_works(&topology, &cpu_id);
             CpuLabs::new(&config, reserve_bytes, &topology, restartable)
@@ -135,41 +113,22 @@ impl Allocator {
                 false,
             ),
         };
-        let levels: Box<[MiddleLevel]> = match tlab_source {
-            Some(TlabSource::Levels) => levels(),
-            _ => Box::default(),
+        let levels = match tlab_source {
+            Some(TlabSource::Levels) => {
+                let reserve_bytes = space.lab_reserve_bytes();
+                HeapLevels::new(config.middle(), reserve_bytes, &topology, &cpu_id)
+            }
+            _ => HeapLevels::none(),
         };
-        // Where every thread's rseq area sits at one offset from its thread pointer (glibc's
-        // registration), a restartable lowest level is bumped through `fs` in one try.
-        let fixed_area_offset = rseq::fixed_area_offset()
-            .filter(|_| levels.first().is_some_and(|level| level.is_restartable()));
-        // Where the CPU is read from the rseq area, a compare-and-swap lowest level is found
-        // by the CPU read there, with one table load.
-        let home_cpu_id_offset = cpu_id
-            .rseq_cpu_id_offset()
-            .filter(|_| levels.first().is_some_and(|level| !level.is_restartable()));
-        let common = match (&tlab_source, &cpu_labs) {
-            (None, None) => CommonMiss::SharedObject,
-            (Some(TlabSource::GlobalHeap), None) => CommonMiss::RefillFromGlobal,
-            (Some(TlabSource::Levels), None) if fixed_area_offset.is_some() => {
-                CommonMiss::RefillFromCpuBuffers
-            }
-            (Some(TlabSource::Levels), None) if home_cpu_id_offset.is_some() => {
-                CommonMiss::RefillFromSharedHome
-            }
-            // A simulated thread's migrations belong to the full path's carve.
-            (Some(TlabSource::Levels), None)
-                if !matches!(cpu_id.source(), CpuIdSource::Simulated { .. }) =>
-            {
-                CommonMiss::RefillFromLevels
-            }
+        let common = match (&tlab_source, &cpu_labs, levels.home()) {
+            (None, None, _) => CommonMiss::SharedObject,
+            (Some(TlabSource::GlobalHeap), None, _) => CommonMiss::RefillFromGlobal,
+            (Some(TlabSource::Levels), None, Some(home)) => CommonMiss::RefillFromLevels(home),
             _ => CommonMiss::ZeroingStep,
         };
         let sampling = Sampling::new(config.alignment_bytes());
         Allocator {
             short_line: line_for(common),
-            home_area_offset: fixed_area_offset.unwrap_or(0),
-            home_cpu_id_offset: home_cpu_id_offset.unwrap_or(0),
             end_of_cycle: EndOfCycle::new(
                 config.end_of_cycle(),
                 config.allocation_weight_percent(),
@@ -191,40 +150,7 @@ impl Allocator {
     /// The middle levels, lowest first (none unless TLABs come from them).
     #[inline]
     pub(crate) fn levels(&self) -> &[MiddleLevel] {
-        &self.levels
-    }
-
-    /// The lowest level's restartable buffers and the offset of every thread's rseq area
-    /// from its thread pointer, for the short line of [`CommonMiss::RefillFromCpuBuffers`]:
-    /// two loads, no test.
-    ///
-    /// # Safety
-    /// Only where the heap's common misses are [`CommonMiss::RefillFromCpuBuffers`] (its
-    /// short line is the one that calls this), which the heap picks only where both exist.
-    #[inline(always)]
-    pub(crate) unsafe fn home_cpu_buffers(&self) -> (&CpuBuffers, isize) {
-        debug_assert_ne!(self.home_area_offset, 0);
-        // SAFETY: the caller's contract: the heap picked that line because the first level
-        // has restartable buffers (and the area a fixed offset, stored then).
-        let buffers = unsafe {
-            let home = self.levels.get_unchecked(0);
-            home.cpu_buffers().unwrap_unchecked()
-        };
-        (buffers, self.home_area_offset)
-    }
-
-    /// The lowest level (of compare-and-swap buffers) and the offset of `cpu_id` from the
-    /// thread pointer, for the short line of [`CommonMiss::RefillFromSharedHome`]: one load
-    /// each, no test.
-    ///
-    /// # Safety
-    /// Only where the heap's common misses are [`CommonMiss::RefillFromSharedHome`], which
-    /// the heap picks only where both exist.
-    #[inline(always)]
-    pub(crate) unsafe fn shared_home(&self) -> (&MiddleLevel, isize) {
-        // SAFETY: the caller's contract: the heap picked that line because it has a level.
-        let home = unsafe { self.levels.get_unchecked(0) };
-        (home, self.home_cpu_id_offset)
+        self.levels.levels()
     }
 
     /// What a refill through the levels reads.

@@ -8,27 +8,26 @@
 //!   first place ([`SlowPath::refill`]: the global heap, or its own buffer at the lowest
 //!   level).
 
+use std::marker::PhantomData;
+
 use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
 use crate::labs::tlab::{Retired, Tlab, Waste};
 use crate::levels::chunk::Chunk;
-use crate::levels::cpu_buffers;
-use crate::levels::middle::{self, Home, MiddleLevel};
-use crate::levels::refill;
-use crate::levels::stats::LevelCounters;
+use crate::levels::heap_levels::{
+    AnyHome, CpuBuffersAtFixedArea, Home, HomeKind, SharedBuffersByRseqCpu,
+};
 use crate::mutator::allocator::{Allocator, CommonMiss, ShortLine};
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::slow_path::SlowPath;
-use crate::platform::cpu_id::read_rseq_cpu;
-use crate::platform::topology::Level;
 
 /// The short line of a heap whose common misses are `common`.
 pub(crate) fn line_for(common: CommonMiss) -> ShortLine {
     match common {
         CommonMiss::SharedObject => shared_line,
-        CommonMiss::RefillFromGlobal => global_refill_line,
-        CommonMiss::RefillFromLevels => levels_refill_line,
-        CommonMiss::RefillFromCpuBuffers => cpu_buffers_refill_line,
-        CommonMiss::RefillFromSharedHome => shared_home_refill_line,
+        CommonMiss::RefillFromGlobal => global_line,
+        CommonMiss::RefillFromLevels(HomeKind::CpuBuffersAtFixedArea) => cpu_buffers_line,
+        CommonMiss::RefillFromLevels(HomeKind::SharedBuffersByRseqCpu) => shared_buffers_line,
+        CommonMiss::RefillFromLevels(HomeKind::Any) => any_home_line,
         CommonMiss::ZeroingStep => zeroing_step_line,
     }
 }
@@ -41,37 +40,48 @@ fn shared_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize
     SlowPath { allocator, cell }.shared_object(bytes)
 }
 
-/// The `tlab` mode's short line: a zeroing step or a refill from the global heap.
-#[cold]
-#[inline(never)]
-fn global_refill_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize {
-    SlowPath { allocator, cell }.tlab_miss(bytes, SlowPath::refill_from_global::<false>)
+/// The short lines of the TLAB modes, one per place TLABs come from: for each, the line (a
+/// zeroing step, or a refill), the refill ([`SlowPath::refill`] from that place) and its
+/// variant that first covers the old TLAB's tail with a filler. Each is the one routine
+/// instantiated for a place, as a function of its own rather than a generic one: the jumps
+/// between them then stay direct (generic instances were reached through the global offset
+/// table here, an instruction more per refill).
+macro_rules! refill_lines {
+    ($($(#[$doc:meta])* $line:ident, $refill:ident, $fill_first:ident: $place:ty;)*) => {$(
+        $(#[$doc])*
+        #[cold]
+        #[inline(never)]
+        fn $line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize {
+            SlowPath { allocator, cell }.tlab_miss(bytes, $refill)
+        }
+
+        #[inline(never)]
+        fn $refill(path: SlowPath<'_>, bytes: usize, free_bytes: usize) -> usize {
+            // SAFETY: reached only from its line, which `line_for` picks for this place.
+            unsafe { path.refill_from::<$place, false>(bytes, free_bytes, $fill_first) }
+        }
+
+        #[inline(never)]
+        fn $fill_first(path: SlowPath<'_>, bytes: usize, free_bytes: usize) -> usize {
+            // SAFETY: as for the refill.
+            unsafe { path.refill_from::<$place, true>(bytes, free_bytes, $fill_first) }
+        }
+    )*};
 }
 
-/// The `hab` mode's short line (on the CPUs the kernel numbers): a zeroing step or a refill
-/// through the levels.
-#[cold]
-#[inline(never)]
-fn levels_refill_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize {
-    SlowPath { allocator, cell }.tlab_miss(bytes, SlowPath::refill_from_levels::<false>)
-}
-
-/// The `hab` mode's short line where the lowest level is the restartable `cpu` level (and
-/// every thread's rseq area sits at one offset): a zeroing step or a refill from the buffer of
-/// the thread's CPU.
-#[cold]
-#[inline(never)]
-fn cpu_buffers_refill_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize {
-    SlowPath { allocator, cell }.tlab_miss(bytes, SlowPath::refill_from_cpu_buffers::<false>)
-}
-
-/// The `hab` mode's short line where the lowest level has compare-and-swap buffers and the
-/// CPU is read from the rseq area: a zeroing step or a refill from the buffer of the thread's
-/// domain.
-#[cold]
-#[inline(never)]
-fn shared_home_refill_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize {
-    SlowPath { allocator, cell }.tlab_miss(bytes, SlowPath::refill_from_shared_home::<false>)
+refill_lines! {
+    /// The `tlab` mode's short line: TLABs from the global heap.
+    global_line, global_refill, global_fill_first: GlobalHeap;
+    /// The `hab` mode's short line where the lowest level is the restartable `cpu` level and
+    /// every thread's rseq area sits at one offset.
+    cpu_buffers_line, cpu_buffers_refill, cpu_buffers_fill_first:
+        LevelsHome<CpuBuffersAtFixedArea>;
+    /// The `hab` mode's short line where the lowest level has compare-and-swap buffers and the
+    /// CPU is read from the rseq area.
+    shared_buffers_line, shared_buffers_refill, shared_buffers_fill_first:
+        LevelsHome<SharedBuffersByRseqCpu>;
+    /// The `hab` mode's short line elsewhere (on the CPUs the kernel numbers).
+    any_home_line, any_home_refill, any_home_fill_first: LevelsHome<AnyHome>;
 }
 
 /// The short line where TLABs are not refilled on it (`flip`, or levels on simulated CPUs):
@@ -82,14 +92,110 @@ fn zeroing_step_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) ->
     SlowPath { allocator, cell }.tlab_miss(bytes, |_, _, _| 0)
 }
 
-/// After a short refill from the buffer `home` of a compare-and-swap level, by a thread that
-/// now runs on `cpu`, another CPU than the one it read: counts the carve foreign when `cpu`
-/// belongs to another buffer's domain. Inline, and calling nothing: a call here, however
-/// rare, made the refill save four registers on every run (10 instructions).
-#[inline(always)]
-fn count_if_foreign(level: &MiddleLevel, counters: &LevelCounters, cpu: usize, home: Home) {
-    if level.home_of(cpu) != Some(home) {
-        counters.foreign_allocs.add(1);
+/// Where a short refill takes its TLAB, as a type: one refill routine is generated per place.
+/// What the carve needs is found before the refill begins ([`find`](FirstPlace::find)), then
+/// held in registers while the refill retires the old TLAB.
+trait FirstPlace {
+    /// Whether the refill reads the old TLAB's used bytes after the carve rather than holding
+    /// them in a register across it: one load more, which pays where the carve (a restartable
+    /// section, a compare-and-swap found by the CPU) needs the registers.
+    const LATE_OLD: bool;
+
+    /// What the carve needs.
+    type Found<'a>: Copy;
+
+    /// Finds what the carve needs.
+    ///
+    /// # Safety
+    /// The heap's short line is this place's ([`line_for`] picked it for the heap's mode and
+    /// levels).
+    unsafe fn find<'a>(path: SlowPath<'a>) -> Self::Found<'a>;
+
+    /// Exactly `tlab_bytes` for the thread's next TLAB, counted where the place counts;
+    /// `None` when the place cannot serve it (nothing carved).
+    ///
+    /// # Safety
+    /// `found` came from [`find`](FirstPlace::find) on the same path.
+    unsafe fn carve(
+        found: Self::Found<'_>,
+        path: SlowPath<'_>,
+        local: &MutatorLocal,
+        tlab_bytes: usize,
+    ) -> Option<Chunk>;
+}
+
+/// The global heap: one compare-and-swap on its top, below the thread's end of the cycle.
+struct GlobalHeap;
+
+impl FirstPlace for GlobalHeap {
+    const LATE_OLD: bool = false;
+
+    type Found<'a> = &'a crate::memory::global::GlobalHeap;
+
+    #[inline(always)]
+    unsafe fn find<'a>(path: SlowPath<'a>) -> Self::Found<'a> {
+        path.allocator.space.global()
+    }
+
+    #[inline(always)]
+    unsafe fn carve(
+        global: Self::Found<'_>,
+        _: SlowPath<'_>,
+        local: &MutatorLocal,
+        tlab_bytes: usize,
+    ) -> Option<Chunk> {
+        let start = global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end())?;
+        Some(Chunk {
+            start,
+            len: tlab_bytes,
+        })
+    }
+}
+
+/// The thread's own buffer at the lowest middle level, found as the home `H` finds it
+/// ([`HeapLevels::carve_at_home`](crate::levels::heap_levels::HeapLevels::carve_at_home)).
+struct LevelsHome<H>(PhantomData<H>);
+
+impl<H: Home> FirstPlace for LevelsHome<H> {
+    const LATE_OLD: bool = !matches!(H::KIND, HomeKind::Any);
+
+    type Found<'a> = H::Found<'a>;
+
+    #[inline(always)]
+    unsafe fn find<'a>(path: SlowPath<'a>) -> Self::Found<'a> {
+        let allocator = path.allocator;
+        // SAFETY: the caller's contract: the heap's levels have home `H`.
+        unsafe {
+            allocator
+                .levels
+                .find_home::<H>(&allocator.space, &path.cell.counters.levels)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn carve(
+        found: Self::Found<'_>,
+        path: SlowPath<'_>,
+        local: &MutatorLocal,
+        tlab_bytes: usize,
+    ) -> Option<Chunk> {
+        let allocator = path.allocator;
+        // SAFETY: the caller's contract.
+        let chunk = unsafe {
+            allocator.levels.carve_at_home::<H>(
+                found,
+                allocator.refill_context(),
+                || &path.cell.counters.levels,
+                &local.simulated_cpu,
+                tlab_bytes,
+            )
+        }?;
+        // The length read again (the sizer's, which the carve was asked for) rather than
+        // held across the carve.
+        Some(Chunk {
+            len: local.sizer.steady_bytes(),
+            ..chunk
+        })
     }
 }
 
@@ -135,106 +241,27 @@ impl SlowPath<'_> {
         refill(self, bytes, free_bytes)
     }
 
-    /// The `tlab` mode's [`refill`](SlowPath::refill): one CAS on the global top.
-    #[inline(never)]
-    fn refill_from_global<const FILL_FIRST: bool>(self, bytes: usize, free_bytes: usize) -> usize {
-        let global = self.allocator.space.global();
-        self.refill::<FILL_FIRST>(
-            bytes,
-            free_bytes,
-            |local, tlab_bytes| {
-                let start = global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end())?;
-                Some(Chunk {
-                    start,
-                    len: tlab_bytes,
-                })
-            },
-            Self::refill_from_global::<true>,
-            false,
-        )
-    }
-
-    /// The `hab` mode's [`refill`](SlowPath::refill): through the middle levels, their home
-    /// carve inlined (the section or the compare-and-swap keeps enough values that this line
-    /// saves registers all the same: 6).
-    #[inline(never)]
-    fn refill_from_levels<const FILL_FIRST: bool>(self, bytes: usize, free_bytes: usize) -> usize {
-        let levels = self.allocator.levels();
-        self.refill::<FILL_FIRST>(
-            bytes,
-            free_bytes,
-            |local, tlab_bytes| self.carve_at_home(levels, local, tlab_bytes),
-            Self::refill_from_levels::<true>,
-            false,
-        )
-    }
-
-    /// The `hab` mode's [`refill`](SlowPath::refill) where the lowest level is the restartable
-    /// `cpu` level: one try of a restartable bump addressed through `fs`
-    /// ([`cpu_buffers::carve_at_fixed_home`]), its counters at a fixed place.
-    #[inline(never)]
-    fn refill_from_cpu_buffers<const FILL_FIRST: bool>(
+    /// A TLAB mode's [`refill`](SlowPath::refill) from the place `P`, whose variant that
+    /// writes the old TLAB's filler first is `fill_first`.
+    ///
+    /// # Safety
+    /// The heap's short line is `P`'s.
+    #[inline(always)]
+    unsafe fn refill_from<P: FirstPlace, const FILL_FIRST: bool>(
         self,
         bytes: usize,
         free_bytes: usize,
+        fill_first: fn(Self, usize, usize) -> usize,
     ) -> usize {
-        // SAFETY: this refill is reached only from `cpu_buffers_refill_line`, the short line
-        // of a heap whose common misses are `RefillFromCpuBuffers`.
-        let (buffers, area_offset) = unsafe { self.allocator.home_cpu_buffers() };
-        let space = &self.allocator.space;
-        let counters = &self.cell.counters.levels[Level::Cpu.index()];
+        // SAFETY: the caller's contract.
+        let found = unsafe { P::find(self) };
         self.refill::<FILL_FIRST>(
             bytes,
             free_bytes,
-            // SAFETY: `area_offset` is the fixed offset the heap found.
-            |_, tlab_bytes| unsafe {
-                cpu_buffers::carve_at_fixed_home(buffers, area_offset, space, counters, tlab_bytes)
-            },
-            Self::refill_from_cpu_buffers::<true>,
-            true,
-        )
-    }
-
-    /// The `hab` mode's [`refill`](SlowPath::refill) where the lowest level has
-    /// compare-and-swap buffers: the CPU read once, its buffer from the level's table, one
-    /// compare-and-swap for exactly the TLAB ([`middle::carve_exact_at_home`]); the carve is
-    /// counted foreign when the thread ran on a CPU of another domain by the time it
-    /// committed (the CPU read again: one load and a compare).
-    #[inline(never)]
-    fn refill_from_shared_home<const FILL_FIRST: bool>(
-        self,
-        bytes: usize,
-        free_bytes: usize,
-    ) -> usize {
-        // SAFETY: this refill is reached only from `shared_home_refill_line`, the short line
-        // of a heap whose common misses are `RefillFromSharedHome`.
-        let (level, cpu_id_offset) = unsafe { self.allocator.shared_home() };
-        let space = &self.allocator.space;
-        self.refill::<FILL_FIRST>(
-            bytes,
-            free_bytes,
-            |local, tlab_bytes| {
-                // SAFETY: the offset is the heap's CPU-id reader's.
-                let cpu = unsafe { read_rseq_cpu(cpu_id_offset) };
-                let (chunk, home) = middle::carve_exact_at_home(level, space, cpu, tlab_bytes)?;
-                // Found again after the compare-and-swap, rather than held across it.
-                // SAFETY: as for the first `shared_home` above.
-                let (level, cpu_id_offset) = unsafe { self.allocator.shared_home() };
-                let counters = &self.cell.counters.levels[level.level().index()];
-                counters.allocs.add(1);
-                // SAFETY: as for the first reading.
-                let now = unsafe { read_rseq_cpu(cpu_id_offset) };
-                if now != cpu {
-                    count_if_foreign(level, counters, now, home);
-                }
-                // The length read again too (the sizer's, which the carve was asked for).
-                Some(Chunk {
-                    len: local.sizer.steady_bytes(),
-                    ..chunk
-                })
-            },
-            Self::refill_from_shared_home::<true>,
-            true,
+            // SAFETY: as for `find`.
+            |local, tlab_bytes| unsafe { P::carve(found, self, local, tlab_bytes) },
+            fill_first,
+            P::LATE_OLD,
         )
     }
 
@@ -367,24 +394,5 @@ impl SlowPath<'_> {
         self.raise_soft_end(tlab);
         // Opaque to the optimizer (as `zero_object`'s).
         std::hint::black_box(object)
-    }
-
-    /// The short refill's carve through the levels ([`refill::carve_at_home`]), inlined in
-    /// [`refill_from_levels`](SlowPath::refill_from_levels) alone; `None` when it carved
-    /// nothing.
-    #[inline(always)]
-    fn carve_at_home(
-        self,
-        levels: &[MiddleLevel],
-        local: &MutatorLocal,
-        bytes: usize,
-    ) -> Option<Chunk> {
-        refill::carve_at_home(
-            self.allocator.refill_context(),
-            levels,
-            &self.cell.counters.levels,
-            &local.simulated_cpu,
-            bytes,
-        )
     }
 }

@@ -12,7 +12,6 @@ use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
 use crate::labs::cpu_labs::{self, CpuLabs, Requester};
 use crate::labs::tlab::{Tlab, Waste};
 use crate::levels::chunk::Chunk;
-use crate::levels::refill;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::allocator::{Allocator, TlabSource};
@@ -161,9 +160,8 @@ impl SlowPath<'_> {
                 }
                 Some(Chunk { start, len })
             }
-            TlabSource::Levels => refill::carve_chunk(
+            TlabSource::Levels => allocator.levels.carve(
                 allocator.refill_context(),
-                allocator.levels(),
                 (
                     &cell.counters.levels,
                     Some(&cell.counters.tlabs_past_levels),
