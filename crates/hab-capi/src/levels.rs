@@ -525,91 +525,31 @@ pub unsafe extern "C" fn hab_levels_tlabs_past_levels(levels: *mut hab_levels) -
     count
 }
 
-/// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills). Its
-/// figures are [`hab::LevelStats`]'s, in the order of [`hab::LevelStats::NAMES`] (which
-/// `tests/header.rs` checks); converting to and from it names every field, so a figure added
-/// there fails to compile until it is added here.
+/// One level's figures: `hab_level_stats` in `hab.h` (what `hab_levels_stats` fills): the
+/// level's name, then [`hab::LevelStats`] as it is (`#[repr(C)]`, every field a `u64`), whose
+/// fields the header lists flat, in the order of [`hab::LevelStats::NAMES`]
+/// (`tests/header.rs` checks both).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct hab_level_stats {
     /// The level's name (`cpu`, `core`, `llc`, `package`, `node`): a static string.
     pub level: *const c_char,
-    /// Chunks the level handed out: TLABs (lowest level) or buffers of the level below.
-    pub allocs: u64,
-    /// Those served by a domain other than the thread's.
-    pub foreign_allocs: u64,
-    /// Buffers of this level claimed for a refill.
-    pub refills: u64,
-    /// Claims of an exhausted buffer that another thread won.
-    pub claims_lost: u64,
-    /// Free bytes of this level's buffers retired (as fillers) at refills and collections.
-    pub waste_bytes: u64,
-    /// Restartable sections that aborted and restarted.
-    pub rseq_aborts: u64,
-    /// Requests of a restartable level that took the compare-and-swap path.
-    pub rseq_fallbacks: u64,
-    /// Of `rseq_fallbacks`, requests from a CPU number beyond the per-CPU array.
-    pub out_of_range_cpus: u64,
-    /// Chunks a refill could not install and kept for later refills.
-    pub sidelined: u64,
-    /// Refills served by a sidelined chunk.
-    pub sideline_reused: u64,
-    /// Refills cut short at the end of a cycle (a share of what eden had left).
-    pub short_refills: u64,
-    /// The size of the chunk each of the level's buffers takes from above.
-    pub buffer_bytes: u64,
+    /// The level's figures.
+    pub figures: LevelStats,
 }
 
 impl hab_level_stats {
     /// `figures` of `level`, for C.
     fn new(level: Level, figures: &LevelStats) -> Self {
-        let LevelStats {
-            allocs,
-            foreign_allocs,
-            refills,
-            claims_lost,
-            waste_bytes,
-            rseq_aborts,
-            rseq_fallbacks,
-            out_of_range_cpus,
-            sidelined,
-            sideline_reused,
-            short_refills,
-            buffer_bytes,
-        } = *figures;
         hab_level_stats {
             level: level.c_name().as_ptr(),
-            allocs,
-            foreign_allocs,
-            refills,
-            claims_lost,
-            waste_bytes,
-            rseq_aborts,
-            rseq_fallbacks,
-            out_of_range_cpus,
-            sidelined,
-            sideline_reused,
-            short_refills,
-            buffer_bytes,
+            figures: *figures,
         }
     }
 
     /// The figures, back in Rust.
     fn figures(&self) -> LevelStats {
-        LevelStats {
-            allocs: self.allocs,
-            foreign_allocs: self.foreign_allocs,
-            refills: self.refills,
-            claims_lost: self.claims_lost,
-            waste_bytes: self.waste_bytes,
-            rseq_aborts: self.rseq_aborts,
-            rseq_fallbacks: self.rseq_fallbacks,
-            out_of_range_cpus: self.out_of_range_cpus,
-            sidelined: self.sidelined,
-            sideline_reused: self.sideline_reused,
-            short_refills: self.short_refills,
-            buffer_bytes: self.buffer_bytes,
-        }
+        self.figures
     }
 }
 
@@ -688,6 +628,33 @@ mod tests {
             assert!(figures.set_figure(name, 10_000 + i as u64));
         }
         figures
+    }
+
+    /// C reads the figures flat after the name: one `u64` each, in `NAMES`' order, from the
+    /// second word on.
+    #[test]
+    fn the_figures_lie_flat_after_the_name() {
+        assert_eq!(std::mem::offset_of!(hab_level_stats, figures), 8);
+        assert_eq!(
+            std::mem::size_of::<hab_level_stats>(),
+            8 + 8 * LevelStats::NAMES.len()
+        );
+        let c = hab_level_stats::new(Level::Cpu, &distinct());
+        // SAFETY: `figures` is `#[repr(C)]` and all `u64`s (the sizes above), so it reads as
+        // an array of them.
+        let flat = unsafe {
+            std::slice::from_raw_parts(
+                std::ptr::addr_of!(c.figures).cast::<u64>(),
+                LevelStats::NAMES.len(),
+            )
+        };
+        let named: Vec<(&str, u64)> = c.figures.named_figures().collect();
+        let expected: Vec<(&str, u64)> = LevelStats::NAMES
+            .iter()
+            .copied()
+            .zip(flat.iter().copied())
+            .collect();
+        assert_eq!(named, expected);
     }
 
     #[test]

@@ -75,6 +75,22 @@ fn read_abi(directory: &Path, abi: &mut Abi) {
     }
 }
 
+/// A field as C sees it: a field of type `LevelStats` (the `hab` crate's `#[repr(C)]`
+/// figures, every one a `u64`) is its figures, flat, in their order; any other field is
+/// itself.
+fn flat_fields(name: String, ty: Type) -> Vec<(String, Type)> {
+    let is_level_stats = matches!(&ty, Type::Path(path)
+        if path.path.segments.last().is_some_and(|last| last.ident == "LevelStats"));
+    if !is_level_stats {
+        return vec![(name, ty)];
+    }
+    let figure: Type = syn::parse_quote!(u64);
+    hab::LevelStats::NAMES
+        .iter()
+        .map(|figure_name| (figure_name.to_string(), figure.clone()))
+        .collect()
+}
+
 fn read_item(item: Item, abi: &mut Abi) {
     match item {
         Item::Fn(function)
@@ -103,7 +119,7 @@ fn read_item(item: Item, abi: &mut Abi) {
             let fields = fields
                 .named
                 .into_iter()
-                .map(|field| (field.ident.unwrap().to_string(), field.ty))
+                .flat_map(|field| flat_fields(field.ident.unwrap().to_string(), field.ty))
                 .collect();
             abi.structs.push((structure.ident.to_string(), fields));
         }
@@ -395,8 +411,8 @@ fn the_level_statistics_struct_lists_the_libraries_figures_in_their_order() {
         .find(|(name, _)| name == "hab_level_stats")
         .expect("the library defines hab_level_stats");
     let names: Vec<&str> = fields.iter().map(|(name, _)| name.as_str()).collect();
-    // The C struct's offsets are checked against this Rust struct above; its figures are
-    // `LevelStats`'s, named and ordered as declared.
+    // The C struct's offsets are checked against this Rust struct above, its `figures` field
+    // read as `LevelStats`'s fields, flat: named and ordered as declared.
     assert_eq!(names[0], "level");
     assert_eq!(&names[1..], hab::LevelStats::NAMES);
 }

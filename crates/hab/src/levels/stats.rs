@@ -5,7 +5,9 @@ use std::ops::AddAssign;
 use crate::platform::counter::{figures, percent};
 
 figures! {
-    /// What one middle level did.
+    /// What one middle level did. `#[repr(C)]`, every field a `u64`: the C API hands it out
+    /// as it is (`hab_level_stats` in `hab.h`, where its fields follow the level's name).
+    #[repr(C)]
     LevelStats,
     // A refill finds its level's counters in an array by level: at 128 bytes (12 counters,
     // padded) the index is one shift, where 96 took two instructions.
