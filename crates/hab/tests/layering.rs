@@ -434,10 +434,19 @@ fn file_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut paths = Vec::new();
     rust_files(src, &mut paths);
     let mut codes = BTreeMap::new();
+    // Modules whose file is a folder's `mod.rs` (or `lib.rs`): a `#[path]` there names a file
+    // of that folder; elsewhere, of the folder the declaring file sits in.
+    let mut folder_roots = BTreeSet::new();
     for path in paths {
         let relative = path.strip_prefix(src).unwrap();
         if relative.file_name().is_some_and(|name| name == "tests.rs") {
             continue;
+        }
+        if relative
+            .file_name()
+            .is_some_and(|name| name == "mod.rs" || name == "lib.rs")
+        {
+            folder_roots.insert(module_of(relative));
         }
         let text = fs::read_to_string(&path).unwrap();
         let code = code_of(text.split("#[cfg(test)]\nmod tests").next().unwrap());
@@ -459,7 +468,11 @@ fn file_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             let declared = rest.trim_start().strip_prefix("mod ");
             if let Some(name) = declared.and_then(|rest| rest.split(';').next()) {
                 let alias = [module.clone(), vec![name.trim().to_string()]].concat();
-                let file = [module.clone(), vec![file.to_string()]].concat();
+                let mut folder = module.clone();
+                if !folder_roots.contains(module) {
+                    folder.pop();
+                }
+                let file = [folder, vec![file.to_string()]].concat();
                 aliases.entry(alias).or_default().push(file);
             }
         }
@@ -613,4 +626,55 @@ fn the_file_graph_reads_every_import_form() {
             "crate::levels::refill"
         ]
     );
+}
+
+/// The most lines a file of the library may have outside its tests: a file a newcomer reads
+/// in one sitting.
+const MAX_FILE_LINES: usize = 650;
+
+/// The lines of `text` before its test module (`#[cfg(test)] mod tests`), if any.
+fn non_test_lines(text: &str) -> usize {
+    text.split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .count()
+}
+
+/// No file of the library is longer than [`MAX_FILE_LINES`] outside its tests (a test-only
+/// file, `tests.rs`, aside). Prints the longest.
+#[test]
+fn no_library_file_is_too_long() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut lengths: Vec<(usize, String)> = files
+        .iter()
+        .filter(|path| path.file_name().is_some_and(|name| name != "tests.rs"))
+        .map(|path| {
+            let lines = non_test_lines(&fs::read_to_string(path).unwrap());
+            let name = path.strip_prefix(&src).unwrap().display().to_string();
+            (lines, name)
+        })
+        .collect();
+    lengths.sort_unstable_by(|a, b| b.cmp(a));
+    println!("the longest files, in lines outside their tests:");
+    for (lines, name) in lengths.iter().take(8) {
+        println!("  {lines:>4} {name}");
+    }
+    let long: Vec<_> = lengths
+        .iter()
+        .filter(|(lines, _)| *lines > MAX_FILE_LINES)
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files longer than {MAX_FILE_LINES} lines outside their tests: {long:?}"
+    );
+}
+
+#[test]
+fn test_modules_do_not_count_towards_a_files_length() {
+    let text = "fn a() {}\nfn b() {}\n#[cfg(test)]\nmod tests {\n    fn c() {}\n}\n";
+    assert_eq!(non_test_lines(text), 2);
+    assert_eq!(non_test_lines("fn a() {}\n"), 1);
 }

@@ -312,8 +312,8 @@ impl MiddleLevel {
     }
 
     /// The level's domains: the length of its buffer array, which the compare-and-swap
-    /// carve reads anyway (the shape's copy, for the per-CPU refill that has only the shape,
-    /// took the `core` refill from 157.85 to 160.87 instructions when read here).
+    /// carve reads anyway (the shape's copy serves the per-CPU refill, which has only the
+    /// shape; read here it costs the compare-and-swap refill a load and more).
     pub(crate) fn domains(&self) -> usize {
         self.buffers.len()
     }

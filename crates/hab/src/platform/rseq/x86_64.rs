@@ -6,16 +6,16 @@
 
 use std::arch::asm;
 
-use crate::memory::packed::OFFSET_BITS;
-
 use super::layout::{
     BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW, HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET,
-    LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET, LAB_LIMIT_OFFSET, LAB_TOP_OFFSET,
-    RSEQ_CS_OFFSET, SIGNATURE, SLOT_SHIFT,
+    LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, RSEQ_CS_OFFSET, SIGNATURE, SLOT_SHIFT,
 };
 use super::outcome::{LabBump, LabInstall, Outcome, MAX_ABORTS};
 pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
 use crate::memory::packed::PackedWord;
+pub(super) use one_try::{home_bump, lab_bump};
+#[cfg(test)]
+pub(super) use one_try::{home_bump_injected, lab_bump_injected};
 
 /// A restartable section: `$body` runs between the start and the commit, ending with the
 /// commit store. Around it, this writes the descriptor (in `__rseq_cs`), stores its address
@@ -117,10 +117,42 @@ macro_rules! section {
     };
 }
 
+/// A section over a per-CPU array (see `section!`), its body opened by the one index
+/// prologue: the index field's offset (the word `index_field_below` bytes before the array at
+/// `{base}`), the index the thread runs with (read from `{area}` at that offset), the index's
+/// check, then the slot's address in `{slot}`. `bounded`: an index at or beyond the slots
+/// (their count is the word `{bound_below}` bytes before the array) exits with status 4
+/// before touching memory; `on_cpu`: an index other than `{cpu}` exits with status 3 (the
+/// thread moved). In `inject` mode every prologue instruction gets its injection point too.
+macro_rules! slot_section {
+    ($mode:ident bounded [$($body:literal),* $(,)?], $($rest:tt)*) => {
+        slot_section!(
+            @open $mode
+            ["cmp {slot}, qword ptr [{base} - {bound_below}]", "jae 14f"]
+            [$($body),*],
+            $($rest)*
+        )
+    };
+    ($mode:ident on_cpu [$($body:literal),* $(,)?], $($rest:tt)*) => {
+        slot_section!(@open $mode ["cmp {slot}, {cpu}", "jne 9f"] [$($body),*], $($rest)*)
+    };
+    (@open $mode:ident [$($check:literal),*] [$($body:literal),*], $($rest:tt)*) => {
+        section!(
+            $mode [
+                "mov {slot}, qword ptr [{base} - {index_field_below}]",
+                "mov {slot:e}, dword ptr [{area} + {slot}]",
+                $($check,)*
+                "shl {slot}, {slot_shift}",
+                "add {slot}, {base}",
+                $($body,)*
+            ],
+            $($rest)*
+        )
+    };
+}
+
 /// The bump section; `$widen` are instructions placed between the load and the commit
-/// (empty except in tests, which widen the window to make aborts likely). A CPU at or
-/// beyond the slots (their count is the word two before the first slot) exits with status 4
-/// before touching memory. `$delta` is the request's words taken from the upper field and
+/// (empty except in tests, which widen the window to make aborts likely). `$delta` is the request's words taken from the upper field and
 /// added to the offset, in one subtraction (see `CpuSlots::bump`): with the count read from
 /// memory, the section holds two registers fewer than with the count, the words and the
 /// shifted words in registers.
@@ -128,14 +160,8 @@ macro_rules! bump_section {
     ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $delta:expr $(, $widen:literal)*) => {{
         let mut aborts: u64 = 0;
         let (status, slot, word): (u64, u64, u64);
-        section!(
-            $mode [
-                "mov {slot}, qword ptr [{base} - {index_field_below}]",
-                "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, qword ptr [{base} - {bound_below}]",
-                "jae 14f",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, {base}",
+        slot_section!(
+            $mode bounded [
                 "mov {word}, qword ptr [{slot} + {word_field}]",
                 $($widen,)*
                 "mov {scratch}, {word}",
@@ -237,14 +263,8 @@ macro_rules! install_section {
      $new:expr) => {{
         let mut aborts: u64 = 0;
         let (status, slot, word): (u64, u64, u64);
-        section!(
-            $mode [
-                "mov {slot}, qword ptr [{base} - {index_field_below}]",
-                "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, {cpu}",
-                "jne 9f",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, {base}",
+        slot_section!(
+            $mode on_cpu [
                 "mov {scratch}, qword ptr [{slot} + {word_field}]",
                 "cmp {scratch}, {expected}",
                 "jne 7f",
@@ -284,22 +304,15 @@ section_fns! {
      `cpu` (in bounds, by the caller), only when the thread runs on `cpu`."
 }
 
-/// The bump-or-claim section. An index at or beyond the LABs (their count is the word two
-/// before the first slot) exits with status 4 before touching memory. A claim takes the LAB
+/// The bump-or-claim section. A claim takes the LAB
 /// and the rest beyond its end: the commit moves `top` to `limit + reserve`, past everything
 /// the slot owned.
 macro_rules! claim_section {
     ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $bytes:expr, $reserve:expr) => {{
         let mut aborts: u64 = 0;
         let (status, slot, top, end, limit): (u64, u64, usize, usize, usize);
-        section!(
-            $mode [
-                "mov {slot}, qword ptr [{base} - {index_field_below}]",
-                "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, qword ptr [{base} - {bound_below}]",
-                "jae 14f",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, {base}",
+        slot_section!(
+            $mode bounded [
                 "mov {top}, qword ptr [{slot} + {top_field}]",
                 "mov {end}, qword ptr [{slot} + {end_field}]",
                 "mov {limit}, qword ptr [{slot} + {limit_field}]",
@@ -358,21 +371,14 @@ section_fns! {
 /// The LAB install section: refuses when the slot owns memory (`top <= end` and
 /// `top < limit + reserve`); else first closes the slot (`end = 0`: nothing fits), then writes
 /// `top` and `limit`, then commits `end`: a section interrupted half-way leaves a slot that
-/// owns nothing, and the thread still owns its LAB. An index at or beyond the LABs (their
-/// count is the word two before the first slot) exits with status 4 before touching memory.
+/// owns nothing, and the thread still owns its LAB.
 macro_rules! lab_install_section {
     ($mode:ident [$($extra:tt)*], $area:expr, $base:expr, $reserve:expr, $top:expr, $end:expr,
      $limit:expr) => {{
         let mut aborts: u64 = 0;
         let (status, slot): (u64, u64);
-        section!(
-            $mode [
-                "mov {slot}, qword ptr [{base} - {index_field_below}]",
-                "mov {slot:e}, dword ptr [{area} + {slot}]",
-                "cmp {slot}, qword ptr [{base} - {bound_below}]",
-                "jae 14f",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, {base}",
+        slot_section!(
+            $mode bounded [
                 "mov {scratch}, qword ptr [{slot} + {top_field}]",
                 "cmp {scratch}, qword ptr [{slot} + {end_field}]",
                 "ja 15f",
@@ -430,216 +436,9 @@ section_fns! {
      nothing."
 }
 
-/// The inline LAB bump. Moving, refusal and abort all return 0; there is no retry loop
-/// and no status register. The abort handler counts the abort in the third word of
-/// `slot` with one locked add (only aborts pay for it), which readers load atomically.
-macro_rules! inline_bump_section {
-    ([$($injection:expr),*], [$($extra:tt)*], $area_offset:expr, $slot:expr, $cpu:expr,
-     $bytes:expr) => {{
-        let object: usize;
-        asm!(
-            descriptor!(),
-            "lea {scratch}, [rip + 3b]",
-            "mov qword ptr fs:[{area} + {rseq_cs}], {scratch}",
-            "4:",
-            $($injection,)*
-            "mov {scratch}, qword ptr [{slot} + {index_field}]",
-            $($injection,)*
-            "cmp dword ptr fs:[{scratch}], {cpu:e}",
-            $($injection,)*
-            "jne 7f",
-            $($injection,)*
-            "mov {object}, qword ptr [{slot} + {top_field}]",
-            $($injection,)*
-            "lea {scratch}, [{object} + {bytes}]",
-            $($injection,)*
-            "cmp {scratch}, qword ptr [{slot} + {end_field}]",
-            $($injection,)*
-            "ja 7f",
-            $($injection,)*
-            "mov qword ptr [{slot} + {top_field}], {scratch}",
-            "5:",
-            ".pushsection .text.hab_rseq_abort, \"ax\"",
-            "7:",
-            "xor {object:e}, {object:e}",
-            "jmp 5b",
-            abort_signature!(),
-            "6:",
-            "lock add qword ptr [{slot} + {aborts_field}], 1",
-            "xor {object:e}, {object:e}",
-            "jmp 5b",
-            ".popsection",
-            area = in(reg) $area_offset,
-            slot = in(reg) $slot,
-            cpu = in(reg) $cpu,
-            bytes = in(reg) $bytes,
-            object = out(reg) object,
-            scratch = out(reg) _,
-            signature = const SIGNATURE,
-            rseq_cs = const RSEQ_CS_OFFSET,
-            index_field = const LAB_INDEX_FIELD_OFFSET,
-            top_field = const LAB_TOP_OFFSET,
-            end_field = const LAB_END_OFFSET,
-            aborts_field = const LAB_INLINE_ABORTS_OFFSET,
-            $($extra)*
-            options(nostack),
-        );
-        object
-    }};
-}
-
-/// See `super::lab_bump`.
-///
-/// # Safety
-/// As for `super::lab_bump`.
-#[inline(always)]
-pub(super) unsafe fn lab_bump(
-    area_offset: isize,
-    slot: *mut usize,
-    cpu: u32,
-    bytes: usize,
-) -> usize {
-    // SAFETY: `fs:[area_offset]` is the calling thread's area, and the slot holds the offset
-    // of its index field; the section writes only `slot`, the slot of the index it checked,
-    // with its last instruction; inputs are never written.
-    unsafe { inline_bump_section!([], [], area_offset, slot, cpu, bytes) }
-}
-
-/// `lab_bump` with an abort injected at instruction boundary `inject_at` (as in
-/// `section!`).
-///
-/// # Safety
-/// As for `lab_bump`.
-#[cfg(test)]
-pub(super) unsafe fn lab_bump_injected(
-    area_offset: isize,
-    slot: *mut usize,
-    cpu: u32,
-    bytes: usize,
-    inject_at: u64,
-) -> usize {
-    // SAFETY: as in `lab_bump`; the injection points touch only `rcx`.
-    unsafe {
-        inline_bump_section!(
-            [injection_point!()],
-            [inout("rcx") inject_at => _,],
-            area_offset,
-            slot,
-            cpu,
-            bytes
-        )
-    }
-}
-
-/// The short refill's bump: the slot of the thread's index (read through `fs`) gives up
-/// `words` if it has them, with no retry loop and no status register (eleven instructions,
-/// four registers), and turns the word it read into its offset in bytes (two shifts after
-/// the commit, outside the section). A refusal (too few words left, an index at or beyond
-/// the slots) leaves that offset 0; an abort leaves it 0 and `slot` 0 (the slot's address
-/// is never 0). The section never restarts, so it may write its inputs: `slot` becomes the
-/// slot's address and `new` (the negated delta, see `CpuSlots::bump_at_home`) the
-/// committed word. A committed offset is never 0: an installed buffer starts past the
-/// first TLAB of its chunk, and chunks start at or past the base.
-macro_rules! home_bump_section {
-    ([$($injection:expr),*], [$($extra:tt)*], $area_offset:expr, $base:expr,
-     $negated_delta:expr) => {{
-        let (before, slot): (u64, usize);
-        asm!(
-            descriptor!(),
-            "lea {before}, [rip + 3b]",
-            "mov qword ptr fs:[{area} + {rseq_cs}], {before}",
-            "4:",
-            $($injection,)*
-            "mov {before}, qword ptr [{slot} - {index_field_below}]",
-            $($injection,)*
-            "mov {before:e}, dword ptr fs:[{area} + {before}]",
-            $($injection,)*
-            "cmp {before}, qword ptr [{slot} - {bound_below}]",
-            $($injection,)*
-            "jae 7f",
-            $($injection,)*
-            "shl {before}, {slot_shift}",
-            $($injection,)*
-            "add {slot}, {before}",
-            $($injection,)*
-            "mov {before}, qword ptr [{slot} + {word_field}]",
-            $($injection,)*
-            "add {new}, {before}",
-            $($injection,)*
-            "jnc 7f",
-            $($injection,)*
-            "mov qword ptr [{slot} + {word_field}], {new}",
-            "5:",
-            "shl {before}, {upper_bits}",
-            "shr {before}, {upper_bits} - 3",
-            ".pushsection .text.hab_rseq_abort, \"ax\"",
-            "7:",
-            "xor {before:e}, {before:e}",
-            "jmp 5b",
-            abort_signature!(),
-            "6:",
-            "xor {before:e}, {before:e}",
-            "xor {slot:e}, {slot:e}",
-            "jmp 5b",
-            ".popsection",
-            area = in(reg) $area_offset,
-            slot = inout(reg) $base => slot,
-            new = inout(reg) $negated_delta => _,
-            before = out(reg) before,
-            signature = const SIGNATURE,
-            slot_shift = const SLOT_SHIFT,
-            upper_bits = const 64 - OFFSET_BITS,
-            rseq_cs = const RSEQ_CS_OFFSET,
-            index_field_below = const HEADER_INDEX_FIELD_BELOW,
-            bound_below = const HEADER_BOUND_BELOW,
-            word_field = const BUFFER_WORD_OFFSET,
-            $($extra)*
-            options(nostack),
-        );
-        (before, slot)
-    }};
-}
-
-/// See `CpuSlots::bump_at_home`.
-///
-/// # Safety
-/// `area_offset` is the fixed offset of every thread's registered area from its thread
-/// pointer; `base` points to live slots, preceded by their count and the index field's offset.
-#[inline(always)]
-pub(super) unsafe fn home_bump(
-    area_offset: isize,
-    base: *mut u64,
-    negated_delta: u64,
-) -> (u64, usize) {
-    // SAFETY: `fs:[area_offset]` is the calling thread's area; the section writes only the
-    // slot of the index it read, after checking it against the count, with its last
-    // instruction.
-    unsafe { home_bump_section!([], [], area_offset, base, negated_delta) }
-}
-
-/// `home_bump` with an abort injected at instruction boundary `inject_at` (as in
-/// `section!`).
-///
-/// # Safety
-/// As for `home_bump`.
-#[cfg(test)]
-pub(super) unsafe fn home_bump_injected(
-    area_offset: isize,
-    base: *mut u64,
-    negated_delta: u64,
-    inject_at: u64,
-) -> (u64, usize) {
-    // SAFETY: as in `home_bump`; the injection points touch only `rcx`.
-    unsafe {
-        home_bump_section!(
-            [injection_point!()],
-            [inout("rcx") inject_at => _,],
-            area_offset,
-            base,
-            negated_delta
-        )
-    }
-}
+// After the macros, which its sections use.
+#[path = "x86_64_one_try.rs"]
+mod one_try;
 
 /// See `super::cpu_hint`.
 ///
