@@ -185,7 +185,7 @@ pub(crate) unsafe fn carve_at_fixed_home(
     // SAFETY: forwarded.
     match unsafe { buffers.slots.bump_at_home(area_offset, want_words) } {
         HomeBump::Done { offset_bytes } => {
-            counters.allocs.add(1);
+            counters.count(LevelEvent::Served { foreign: false });
             Some(Chunk {
                 start: space.base() + offset_bytes,
                 len: bytes,
@@ -193,7 +193,7 @@ pub(crate) unsafe fn carve_at_fixed_home(
         }
         HomeBump::Refused => None,
         HomeBump::Aborted => {
-            counters.rseq_aborts.add(1);
+            counters.count(LevelEvent::RseqAborts(1));
             None
         }
     }

@@ -181,21 +181,19 @@ fn carve_at_home_counted(
     if let Some(buffers) = level.cpu_buffers() {
         let (chunk, aborts) = cpu_buffers::carve_at_home(buffers, base, bytes);
         if aborts > 0 {
-            counters.rseq_aborts.add(aborts);
+            counters.count(LevelEvent::RseqAborts(aborts));
         }
         let chunk = chunk?;
-        counters.allocs.add(1);
+        counters.count(LevelEvent::Served { foreign: false });
         return Some(chunk);
     }
     let SharedHome { chunk, home, cpu } =
         middle::carve_at_shared_home(level, base, topology, || cpu_id.current(simulated), bytes)?;
-    counters.allocs.add(1);
     // The domain is looked up only when the CPU changed.
-    if let Some(now) = cpu_id.moved_from(cpu, simulated) {
-        if topology.domain_of(now, level.level()) != home {
-            counters.foreign_allocs.add(1);
-        }
-    }
+    let foreign = cpu_id
+        .moved_from(cpu, simulated)
+        .is_some_and(|now| topology.domain_of(now, level.level()) != home);
+    counters.count(LevelEvent::Served { foreign });
     Some(chunk)
 }
 
@@ -257,36 +255,12 @@ impl RefillThread for Refill<'_> {
 
     #[inline]
     fn count(&self, level: Level, event: LevelEvent) {
-        count(&self.counters[level.index()], event);
+        self.counters[level.index()].count(event);
     }
 
     fn tlab_past_every_level(&self) {
         if let Some(counter) = self.tlabs_past_levels {
             counter.add(1);
         }
-    }
-}
-
-/// Counts `event` in a thread's counters of its level.
-#[inline]
-pub(crate) fn count(counters: &LevelCounters, event: LevelEvent) {
-    match event {
-        LevelEvent::Served { foreign } => {
-            counters.allocs.add(1);
-            if foreign {
-                counters.foreign_allocs.add(1);
-            }
-        }
-        LevelEvent::Refilled { waste_bytes } => {
-            counters.refills.add(1);
-            counters.waste_bytes.add(waste_bytes as u64);
-        }
-        LevelEvent::ShortRefill => counters.short_refills.add(1),
-        LevelEvent::ClaimLost => counters.claims_lost.add(1),
-        LevelEvent::RseqAborts(aborts) => counters.rseq_aborts.add(aborts),
-        LevelEvent::RseqFallback => counters.rseq_fallbacks.add(1),
-        LevelEvent::OutOfRangeCpu => counters.out_of_range_cpus.add(1),
-        LevelEvent::Sidelined => counters.sidelined.add(1),
-        LevelEvent::SidelineReused => counters.sideline_reused.add(1),
     }
 }

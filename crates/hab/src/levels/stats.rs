@@ -2,6 +2,7 @@
 
 use std::ops::AddAssign;
 
+use crate::levels::chunk::LevelEvent;
 use crate::platform::counter::{figures, percent};
 
 figures! {
@@ -54,5 +55,32 @@ impl LevelStats {
     /// Foreign allocations as a percentage of the level's allocations.
     pub fn foreign_percent(&self) -> f64 {
         percent(self.foreign_allocs, self.allocs)
+    }
+}
+
+impl LevelCounters {
+    /// Counts what the level's protocol met: the one place where a level's events become its
+    /// figures.
+    #[inline(always)]
+    pub(crate) fn count(&self, event: LevelEvent) {
+        match event {
+            LevelEvent::Served { foreign } => {
+                self.allocs.add(1);
+                if foreign {
+                    self.foreign_allocs.add(1);
+                }
+            }
+            LevelEvent::Refilled { waste_bytes } => {
+                self.refills.add(1);
+                self.waste_bytes.add(waste_bytes as u64);
+            }
+            LevelEvent::ShortRefill => self.short_refills.add(1),
+            LevelEvent::ClaimLost => self.claims_lost.add(1),
+            LevelEvent::RseqAborts(aborts) => self.rseq_aborts.add(aborts),
+            LevelEvent::RseqFallback => self.rseq_fallbacks.add(1),
+            LevelEvent::OutOfRangeCpu => self.out_of_range_cpus.add(1),
+            LevelEvent::Sidelined => self.sidelined.add(1),
+            LevelEvent::SidelineReused => self.sideline_reused.add(1),
+        }
     }
 }
