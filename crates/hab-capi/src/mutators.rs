@@ -1,6 +1,8 @@
 //! Mutators: `hab_mutator`, its out-of-line allocation and poll, parking (`hab.h`,
 //! "Mutators").
 
+use std::cell::UnsafeCell;
+
 use crate::prelude::*;
 
 /// What a `hab_mutator` holds.
@@ -10,49 +12,68 @@ pub(crate) enum MutatorState {
 }
 
 /// A thread's mutator: `hab_mutator` in `hab.h`, whose public fields the inline fast path
-/// and poll read: the TLAB's address, and the per-CPU LAB path while there is one.
+/// and poll read: the TLAB's address, and the per-CPU LAB path.
 #[repr(C)]
 pub struct hab_mutator {
     tlab: *mut u8,
-    /// The per-CPU LAB path (all 0 while the mutator allocates in its TLAB): the slot of the
-    /// CPU (or concurrency id) the thread last ran with, the thread's rseq area and its field
-    /// the LABs are indexed by, that CPU (or id), and the slot array.
+    /// The per-CPU LAB path: the slot of the CPU (or concurrency id) the thread last ran
+    /// with, the address of the thread's `rseq_cs` field, the offset of the field the LABs are
+    /// indexed by, that CPU (or id), the CPU count and the slot array. While the mutator has
+    /// no such path, the inactive one ([`hab_mutator::publish_inactive`]).
     cpu_lab_slot: usize,
-    rseq_area_offset: isize,
+    rseq_cs_field: usize,
     rseq_index_offset: isize,
     cpu_lab_cpu: u32,
     cpu_lab_cpus: u32,
     cpu_lab_slots: usize,
+    /// Where the inactive path's section stores its descriptor: this mutator's own word,
+    /// written by its thread's inline `hab_alloc`, never read.
+    inactive_rseq_cs: UnsafeCell<u64>,
     pub(crate) state: Option<MutatorState>,
 }
 
+/// `hab.h`'s `HAB_CPU_LAB_INACTIVE`: the `cpu_lab_cpu` of the inactive path.
+pub const CPU_LAB_INACTIVE: u32 = 0x8000_0000;
+
+/// The inactive path's slot: `top` 1 and `end` 0, so that `top + bytes > end` for every size
+/// `hab_alloc` lets through (1 to 2^63 − 1): the section misses and never stores here.
+static INACTIVE_SLOT: [usize; 2] = [1, 0];
+
 impl hab_mutator {
     /// Publishes the fast path the mutator takes now for the inline `hab_alloc`: called after
-    /// everything that may stop it or change its mode. The CPU (or concurrency id) is read
-    /// from the thread's rseq area; if it changes, the inline section's check of it misses
-    /// and the slow path publishes again.
+    /// everything that may stop it or change its mode, on the mutator's own thread. The CPU
+    /// (or concurrency id) is read from the thread's rseq area; if it changes, the inline
+    /// section's check of it misses and the slow path publishes again.
     fn publish_path(&mut self) {
         let path = match &self.state {
             Some(MutatorState::Running(mutator)) => mutator.cpu_lab_path(),
             _ => None,
         };
         let Some(path) = path.filter(|_| cfg!(target_arch = "x86_64")) else {
-            self.cpu_lab_slot = 0;
-            self.rseq_area_offset = 0;
-            self.rseq_index_offset = 0;
-            self.cpu_lab_cpu = 0;
-            self.cpu_lab_cpus = 0;
-            self.cpu_lab_slots = 0;
+            self.publish_inactive();
             return;
         };
         let cpu = rseq_index_field(path.rseq_index_offset);
         let index = cpu.min(path.cpus) as usize;
         self.cpu_lab_slot = path.slots_address + index * hab::CPU_LAB_SLOT_BYTES;
-        self.rseq_area_offset = path.rseq_area_offset;
+        self.rseq_cs_field =
+            thread_pointer().wrapping_add_signed(path.rseq_area_offset) + hab::RSEQ_CS_OFFSET;
         self.rseq_index_offset = path.rseq_index_offset;
         self.cpu_lab_cpu = cpu;
         self.cpu_lab_cpus = path.cpus;
         self.cpu_lab_slots = path.slots_address;
+    }
+
+    /// The inactive path: the section stores its descriptor in this mutator's own word, reads
+    /// the thread pointer's first word (`fs:0`, always mapped; its low half is compared with
+    /// `CPU_LAB_INACTIVE`, and if it ever matched, the empty slot would still miss) and misses.
+    fn publish_inactive(&mut self) {
+        self.cpu_lab_slot = INACTIVE_SLOT.as_ptr() as usize;
+        self.rseq_cs_field = self.inactive_rseq_cs.get() as usize;
+        self.rseq_index_offset = 0;
+        self.cpu_lab_cpu = CPU_LAB_INACTIVE;
+        self.cpu_lab_cpus = 0;
+        self.cpu_lab_slots = 0;
     }
 }
 
@@ -80,6 +101,28 @@ pub(crate) fn rseq_index_field(_index_offset: isize) -> u32 {
     0
 }
 
+/// The calling thread's thread pointer (the `fs` base), which the x86_64 TLS ABI stores in
+/// the first word it points at.
+#[cfg(target_arch = "x86_64")]
+fn thread_pointer() -> usize {
+    let pointer: usize;
+    // SAFETY: `fs:0` is the thread control block's self pointer on x86_64 Linux, always mapped.
+    unsafe {
+        std::arch::asm!(
+            "mov {pointer}, qword ptr fs:[0]",
+            pointer = out(reg) pointer,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    pointer
+}
+
+/// Never called: no per-CPU LAB path is published off x86_64.
+#[cfg(not(target_arch = "x86_64"))]
+fn thread_pointer() -> usize {
+    0
+}
+
 /// Attaches the calling thread to `heap`: a running mutator, NULL on error.
 ///
 /// # Safety
@@ -102,11 +145,12 @@ pub unsafe extern "C" fn hab_attach(heap: *mut hab_heap) -> *mut hab_mutator {
         let mut handle = Box::new(hab_mutator {
             tlab: mutator.tlab_address().as_ptr(),
             cpu_lab_slot: 0,
-            rseq_area_offset: 0,
+            rseq_cs_field: 0,
             rseq_index_offset: 0,
-            cpu_lab_cpu: 0,
+            cpu_lab_cpu: CPU_LAB_INACTIVE,
             cpu_lab_cpus: 0,
             cpu_lab_slots: 0,
+            inactive_rseq_cs: UnsafeCell::new(0),
             state: Some(MutatorState::Running(mutator)),
         });
         handle.publish_path();

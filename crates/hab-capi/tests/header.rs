@@ -326,6 +326,10 @@ fn check_source(abi: &Abi) -> (String, BTreeSet<String>) {
         ("HAB_CPU_LAB_END_OFFSET", hab::CPU_LAB_END_OFFSET as u64),
         ("HAB_RSEQ_SIGNATURE", u64::from(hab::RSEQ_SIGNATURE)),
         ("HAB_RSEQ_CS_OFFSET", hab::RSEQ_CS_OFFSET as u64),
+        (
+            "HAB_CPU_LAB_INACTIVE",
+            u64::from(hab_capi::CPU_LAB_INACTIVE),
+        ),
         ("HAB_ABI_VERSION", u64::from(hab_capi::HAB_ABI_VERSION)),
     ] {
         writeln!(
