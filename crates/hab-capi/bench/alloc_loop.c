@@ -3,7 +3,8 @@
  * full; run it for two N and divide the difference in instructions by the difference in N
  * (cpu-lab: with HAB_RSEQ=unregistered, as the Rust figures, since valgrind does not run
  * restartable sequences). A third argument, cpu-lab-first, allocates with
- * hab_alloc_cpu_lab_first instead:
+ * hab_alloc_cpu_lab_first instead. It prints the elapsed time per object (resets included),
+ * for timing the paths with the thread pinned (taskset) and rseq registered:
  *
  *   cargo build --release -p hab-capi      # cpu-lab: --features instruction-counting, which
  *                                            # lets HAB_RSEQ=unregistered publish the LAB slot
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static size_t object_size(void *user, const void *object) {
     (void)user;
@@ -79,6 +81,8 @@ int main(int argc, char **argv) {
     }
     hab_config_free(config);
     hab_mutator *mutator = hab_attach(heap);
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (size_t done = 0; done < objects;) {
         done += loop(mutator, objects - done);
         if (done < objects) {
@@ -90,6 +94,10 @@ int main(int argc, char **argv) {
             hab_unpark(mutator);
         }
     }
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    double elapsed_ns =
+        (double)(end.tv_sec - start.tv_sec) * 1e9 + (double)(end.tv_nsec - start.tv_nsec);
+    printf("ns_per_object %.3f\n", elapsed_ns / (double)objects);
     hab_detach(mutator);
     hab_heap_free(heap);
     return 0;
