@@ -319,7 +319,7 @@ impl Home for SharedBuffersByRseqCpu {
         counters.allocs.add(1);
         // SAFETY: as for the first reading.
         let now = unsafe { read_rseq_cpu(levels.cpu_id_offset) };
-        if now != cpu && level.home_of(now) != Some(home) {
+        if now != cpu && level.is_foreign_home(home, now) {
             counters.foreign_allocs.add(1);
         }
         Some(chunk)

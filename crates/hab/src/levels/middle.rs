@@ -318,11 +318,40 @@ impl MiddleLevel {
         self.buffers.len()
     }
 
-    /// Counts a carve from the buffer of `domain` that committed: foreign when the thread
-    /// runs in another domain by now (its CPU read again).
+    /// The buffer of the threads in `domain`: the domain, or the domain modulo the buffers
+    /// where the topology numbers more domains than the level has (a branch the predictor
+    /// always gets right, rather than a division).
+    #[inline(always)]
+    pub(crate) fn buffer_of_domain(&self, domain: usize) -> usize {
+        if domain < self.domains() {
+            domain
+        } else {
+            domain % self.domains()
+        }
+    }
+
+    /// The rule for a foreign carve, the one every carve of the level is counted by: a carve
+    /// that committed in buffer `served` is foreign when the thread, its CPU read again after
+    /// the commit, is in a domain (`domain_now`) whose buffer is another.
+    /// [`is_foreign_home`](MiddleLevel::is_foreign_home) is the same rule read from the
+    /// table of homes.
+    #[inline(always)]
+    pub(crate) fn is_foreign(&self, served: usize, domain_now: usize) -> bool {
+        self.buffer_of_domain(domain_now) != served
+    }
+
+    /// [`is_foreign`](MiddleLevel::is_foreign) for a carve from the buffer `served` found in
+    /// the table of homes, with the thread now on `cpu_now`: one load, no division.
+    #[inline(always)]
+    pub(crate) fn is_foreign_home(&self, served: Home, cpu_now: usize) -> bool {
+        self.home_of(cpu_now) != Some(served)
+    }
+
+    /// Counts a carve from the buffer `served` that committed, foreign or not by
+    /// [`is_foreign`](MiddleLevel::is_foreign).
     #[inline]
-    fn count_served(&self, thread: &impl RefillThread, domain: usize) {
-        let foreign = thread.domain_now(self.level()) % self.domains() != domain;
+    fn count_served(&self, thread: &impl RefillThread, served: usize) {
+        let foreign = self.is_foreign(served, thread.domain_now(self.level()));
         thread.count(self.level(), LevelEvent::Served { foreign });
     }
 
@@ -416,7 +445,7 @@ pub(crate) fn carve<S: Above + ?Sized, T: RefillThread>(
         }
     }
     let base = thread.base();
-    let home = thread.current_domain(level.level()) % level.domains();
+    let home = level.buffer_of_domain(thread.current_domain(level.level()));
     match level.buffers[home]
         .0
         .try_carve(base, min, desired, level.min_tail_words())
@@ -456,8 +485,9 @@ pub(crate) fn carve<S: Above + ?Sized, T: RefillThread>(
 }
 
 /// What the thread's own compare-and-swap buffer at the lowest level gave
-/// ([`carve_at_shared_home`]): the chunk, from the buffer of `home`, the domain of the CPU the
-/// thread ran on, `cpu`; foreign if the thread has moved out of it since.
+/// ([`carve_at_shared_home`]): the chunk, from buffer `home`, the buffer of the domain of the
+/// CPU the thread ran on, `cpu`; foreign if the thread has moved out of it since
+/// ([`MiddleLevel::is_foreign`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SharedHome {
     pub(crate) chunk: Chunk,
@@ -480,15 +510,8 @@ pub(crate) fn carve_at_shared_home(
     bytes: usize,
 ) -> Option<SharedHome> {
     debug_assert!(level.cpu_buffers.is_none());
-    // A branch the predictor always gets right, rather than a division (the topology's
-    // domains and the level's agree but for a topology narrower than the kernel's numbering).
     let cpu = cpu();
-    let domain = topology.domain_of(cpu, level.level());
-    let home = if domain < level.domains() {
-        domain
-    } else {
-        domain % level.domains()
-    };
+    let home = level.buffer_of_domain(topology.domain_of(cpu, level.level()));
     match level.buffers[home]
         .0
         .try_carve(base, bytes, bytes, level.min_tail_words())
@@ -900,6 +923,28 @@ mod tests {
             "core 3 of a level with 3 buffers"
         );
         assert_eq!(MiddleLevel::new(Level::Core, 1024, 4, 0).home_of(0), None);
+    }
+
+    /// The foreign rule read from domains and read from the table agree for every carve and
+    /// every CPU the thread may have moved to, on a level with as many buffers as domains and
+    /// on a narrower one; a thread that stayed in its domain is never foreign.
+    #[test]
+    fn the_foreign_rule_reads_the_same_from_domains_and_from_the_table() {
+        let topology = Topology::simulated("2x2x2").unwrap();
+        for buffers in [topology.domains(Level::Core), 3] {
+            let level = MiddleLevel::new(Level::Core, 1024, buffers, 0).with_homes(&topology);
+            for cpu in 0..8 {
+                let served = level.buffer_of_domain(topology.domain_of(cpu, Level::Core));
+                let home = level.home_of(cpu).unwrap();
+                assert_eq!(home.index(), served);
+                for now in 0..8 {
+                    let domain_now = topology.domain_of(now, Level::Core);
+                    let foreign = level.is_foreign(served, domain_now);
+                    assert_eq!(foreign, level.is_foreign_home(home, now), "{cpu} -> {now}");
+                }
+                assert!(!level.is_foreign(served, topology.domain_of(cpu, Level::Core)));
+            }
+        }
     }
 
     #[test]

@@ -192,7 +192,7 @@ fn carve_at_home_counted(
     // The domain is looked up only when the CPU changed.
     let foreign = cpu_id
         .moved_from(cpu, simulated)
-        .is_some_and(|now| topology.domain_of(now, level.level()) != home);
+        .is_some_and(|now| level.is_foreign(home, topology.domain_of(now, level.level())));
     counters.count(LevelEvent::Served { foreign });
     Some(chunk)
 }
