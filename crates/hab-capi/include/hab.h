@@ -47,6 +47,7 @@ extern "C" {
 /* The per-CPU LAB path's layout (cpu-lab mode): CPU c's LAB is the slot at
  * cpu_lab_slots + c * HAB_CPU_LAB_SLOT_BYTES, holding top and end at these offsets; the rseq
  * ABI's signature precedes every abort handler. */
+#define HAB_CPU_LAB_SLOT_SHIFT 7
 #define HAB_CPU_LAB_SLOT_BYTES 128
 #define HAB_CPU_LAB_TOP_OFFSET 0
 #define HAB_CPU_LAB_END_OFFSET 8
@@ -509,6 +510,88 @@ void hab_levels_thread_free(hab_levels_thread *thread);
  * (HAB_INTERNAL_ERROR naming the range: the levels hand out nothing from it). */
 size_t hab_levels_carve_tlab(hab_levels_thread *thread, size_t min_bytes, size_t desired_bytes,
                              uintptr_t *start);
+
+/* Where compiled code bumps the lowest level's restartable per-CPU buffers itself, for an
+ * object (a per-CPU LAB allocation) or a TLAB, on x86_64 Linux with glibc's rseq registration.
+ * Index c's buffer is one uint64_t at slots + c * HAB_CPU_LAB_SLOT_BYTES: its low
+ * HAB_CPU_BUFFER_TOP_BITS bits the buffer's top in words from base, the bits above the words
+ * left (0: an empty buffer). In a restartable section whose descriptor is stored at
+ * fs:[rseq_area_offset + HAB_RSEQ_CS_OFFSET] and whose abort handler follows
+ * HAB_RSEQ_SIGNATURE: read the uint32_t index at fs:[rseq_index_offset]; an index at or
+ * beyond slot_count misses; load the word; subtract (n << HAB_CPU_BUFFER_TOP_BITS) - n for n
+ * words, and a borrow (fewer than n words left) misses; commit by storing the difference.
+ * The object is at base + 8 * (the old word's top). A miss takes hab_levels_carve_tlab of
+ * the object's size, which refills the buffer; hab_levels_retire_all covers every tail with a
+ * filler, as for TLABs. hab_cpu_buffer_bump below is that section in C. */
+#define HAB_CPU_BUFFER_TOP_BITS 42
+/* The largest bump: a buffer counts its words left in the bits above the top. */
+#define HAB_CPU_BUFFER_MAX_BYTES ((size_t)8 << (64 - HAB_CPU_BUFFER_TOP_BITS))
+typedef struct hab_cpu_buffer_path {
+    intptr_t rseq_area_offset;
+    intptr_t rseq_index_offset;
+    uintptr_t slots;
+    uintptr_t base;
+    uint32_t slot_count;
+} hab_cpu_buffer_path;
+
+/* Fills *out with the levels' path for compiled code. HAB_CONFIG_ERROR where there is none:
+ * the lowest level is not a restartable cpu level (another list, another cpu_id, rseq
+ * unavailable), or the threads' rseq areas are not at one offset (glibc's registration off). */
+hab_status hab_levels_cpu_buffer_path(hab_levels *levels, hab_cpu_buffer_path *out);
+
+#if HAB_INLINE_RSEQ
+/* `bytes` (a positive multiple of 8) bumped from the buffer of the CPU the thread runs on, in
+ * a restartable section of 12 instructions: the object's address, or 0 when it missed (no
+ * buffer for the thread's index, fewer than `bytes` left, the section aborted, or a size of
+ * HAB_CPU_BUFFER_MAX_BYTES or more); then carve it with hab_levels_carve_tlab. Every thread
+ * that bumps runs on the process's registration (glibc's); no handle is needed. */
+static inline uintptr_t hab_cpu_buffer_bump(const hab_cpu_buffer_path *path, size_t bytes) {
+    if (bytes >= HAB_CPU_BUFFER_MAX_BYTES) {
+        return 0;
+    }
+    uint64_t words = bytes / 8;
+    uint64_t delta = (words << HAB_CPU_BUFFER_TOP_BITS) - words;
+    uint64_t slot, word, scratch;
+    __asm__ goto(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "80:\n\t"
+        ".long 0, 0\n\t"
+        ".quad 81f, (82f - 81f), 83f\n\t"
+        ".popsection\n\t"
+        "leaq 80b(%%rip), %[scratch]\n\t"
+        "movq %[scratch], %%fs:%c[rseq_cs](%[area])\n\t"
+        "81:\n\t"
+        "movl %%fs:(%[index]), %k[slot]\n\t"
+        "cmpq %[count], %[slot]\n\t"
+        "jae %l[miss]\n\t"
+        "shlq %[shift], %[slot]\n\t"
+        "addq %[slots], %[slot]\n\t"
+        "movq (%[slot]), %[word]\n\t"
+        "movq %[word], %[scratch]\n\t"
+        "subq %[delta], %[scratch]\n\t"
+        "jb %l[miss]\n\t"
+        "movq %[scratch], (%[slot])\n\t"
+        "82:\n\t"
+        ".pushsection .text.hab_rseq_abort, \"ax\"\n\t"
+        ".long %c[signature]\n\t"
+        "83:\n\t"
+        "jmp %l[miss]\n\t"
+        ".popsection\n\t"
+        : [slot] "=&r"(slot), [word] "=&r"(word), [scratch] "=&r"(scratch)
+        : [area] "r"(path->rseq_area_offset), [index] "r"(path->rseq_index_offset),
+          [count] "r"((uint64_t)path->slot_count), [slots] "r"(path->slots), [delta] "r"(delta),
+          [shift] "i"(HAB_CPU_LAB_SLOT_SHIFT), [signature] "i"(HAB_RSEQ_SIGNATURE),
+          [rseq_cs] "i"(HAB_RSEQ_CS_OFFSET)
+        : "memory", "cc"
+        : miss);
+    (void)slot;
+    (void)scratch;
+    return path->base + (word & (((uint64_t)1 << HAB_CPU_BUFFER_TOP_BITS) - 1)) * 8;
+miss:
+    return 0;
+}
+#endif
 
 /* Empties every buffer: a filler over each free tail, through the upstream's write_filler.
  * Afterwards nothing the levels handed out is shared with them, and the runtime may reset its

@@ -312,6 +312,68 @@ pub unsafe extern "C" fn hab_levels_carve_tlab(
     carved
 }
 
+/// Where compiled code bumps the lowest level's per-CPU buffers itself: `hab_cpu_buffer_path`
+/// in `hab.h` (`hab::CpuBufferPath`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct hab_cpu_buffer_path {
+    /// Offset of the thread's rseq area from the thread pointer.
+    pub rseq_area_offset: isize,
+    /// Offset from the thread pointer of the `u32` the buffers are indexed by.
+    pub rseq_index_offset: isize,
+    /// Address of index 0's buffer word; index `c`'s is `c * HAB_CPU_LAB_SLOT_BYTES` further.
+    pub slots: usize,
+    /// The address the buffers' tops count from, in words.
+    pub base: usize,
+    /// Indices below this have a buffer.
+    pub slot_count: u32,
+}
+
+/// Fills `out` with the path compiled code takes to bump the lowest level's restartable
+/// per-CPU buffers; `HAB_CONFIG_ERROR` where there is none (the lowest level is not a
+/// restartable `cpu` level, or the threads' rseq areas are not at one offset: glibc's
+/// registration is off).
+///
+/// # Safety
+/// `levels` is NULL or live; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_cpu_buffer_path(
+    levels: *mut hab_levels,
+    out: *mut hab_cpu_buffer_path,
+) -> hab_status {
+    guarded(|| {
+        const CALL: &str = "hab_levels_cpu_buffer_path";
+        // SAFETY: the caller's contract.
+        let Ok(levels) = (unsafe { live(levels, CALL, "levels") }) else {
+            return HAB_INVALID_ARGUMENT;
+        };
+        if out.is_null() {
+            return fail(HAB_INVALID_ARGUMENT, format!("{CALL}: NULL out"));
+        }
+        let Some(path) = levels.levels.cpu_buffer_path() else {
+            return fail(
+                HAB_CONFIG_ERROR,
+                format!(
+                    "{CALL}: the lowest level has no per-CPU buffers compiled code can bump (it \
+                     is not a restartable cpu level, or the threads' rseq areas are not at one \
+                     offset from the thread pointer: glibc's registration is off)"
+                ),
+            );
+        };
+        // SAFETY: `out` is writable (the caller's contract) and not NULL.
+        unsafe {
+            out.write(hab_cpu_buffer_path {
+                rseq_area_offset: path.rseq_area_offset,
+                rseq_index_offset: path.rseq_index_offset,
+                slots: path.slots_address,
+                base: path.base_address,
+                slot_count: path.slots,
+            })
+        };
+        HAB_OK
+    })
+}
+
 /// Empties every buffer of the levels, with fillers over their tails.
 ///
 /// # Safety

@@ -322,6 +322,14 @@ fn check_source(abi: &Abi) -> (String, BTreeSet<String>) {
             hab::SAFEPOINT_POLL_OFFSET as u64,
         ),
         ("HAB_CPU_LAB_SLOT_BYTES", hab::CPU_LAB_SLOT_BYTES as u64),
+        (
+            "HAB_CPU_LAB_SLOT_SHIFT",
+            u64::from(hab::CPU_LAB_SLOT_BYTES.trailing_zeros()),
+        ),
+        (
+            "HAB_CPU_BUFFER_TOP_BITS",
+            u64::from(hab::CPU_BUFFER_TOP_BITS),
+        ),
         ("HAB_CPU_LAB_TOP_OFFSET", hab::CPU_LAB_TOP_OFFSET as u64),
         ("HAB_CPU_LAB_END_OFFSET", hab::CPU_LAB_END_OFFSET as u64),
         ("HAB_RSEQ_SIGNATURE", u64::from(hab::RSEQ_SIGNATURE)),

@@ -151,7 +151,9 @@ pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
 pub use labs::stats::CpuLabStats;
 pub use labs::tlab::{TLAB_SOFT_END_OFFSET, TLAB_TOP_OFFSET};
-pub use levels::component::{LevelsThread, MiddleLevels, Upstream};
+pub use levels::component::{
+    CpuBufferPath, LevelsThread, MiddleLevels, Upstream, CPU_BUFFER_TOP_BITS,
+};
 pub use levels::stats::LevelStats;
 pub use memory::object_model::{HeaderWordModel, ObjectModel};
 pub use memory::reservation::{memory_limit_bytes, RuntimeMemory};

@@ -478,3 +478,58 @@ fn auto_lists_are_usable_at_the_edges() {
         assert_eq!(error.field(), field, "{space}, {min_tlab}: {error}");
     }
 }
+
+/// The path compiled code takes to the per-CPU buffers (x86_64 Linux with glibc's rseq
+/// registration) names the buffer the levels' own carve bumps: after a TLAB is carved, the
+/// word of the thread's index shows that TLAB's end as its top. Other lists have no path.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn the_path_for_compiled_code_names_the_buffer_a_carve_bumps() {
+    let memory = vec![0u64; EDEN_BYTES / 8];
+    let start = memory.as_ptr() as usize;
+    let eden = || Eden::new(start, EDEN_BYTES, 16);
+    let core = MiddleLevels::new("core:1MiB", MAX_TLAB_BYTES, 16, start, eden()).unwrap();
+    assert_eq!(core.cpu_buffer_path(), None);
+    let levels = MiddleLevels::new("cpu:256KiB", MAX_TLAB_BYTES, 16, start, eden()).unwrap();
+    let Some(path) = levels.cpu_buffer_path() else {
+        assert!(
+            !matches!(hab::rseq_mechanism(), hab::RseqMechanism::Glibc { .. }),
+            "glibc registers rseq here, so the restartable level has a path"
+        );
+        return;
+    };
+    assert_eq!(path.base_address, start);
+    assert!(path.slots > 0 && path.slots_address != 0);
+    let index = || -> u32 {
+        let index: u32;
+        // SAFETY: the path's index field is a `u32` of this thread's rseq area.
+        unsafe {
+            std::arch::asm!(
+                "mov {index:e}, dword ptr fs:[{offset}]",
+                offset = in(reg) path.rseq_index_offset,
+                index = out(reg) index,
+                options(nostack, readonly, preserves_flags),
+            );
+        }
+        index
+    };
+    let mut thread = levels.thread();
+    let top_mask = (1u64 << hab::CPU_BUFFER_TOP_BITS) - 1;
+    // The thread may change index between the carve and the reading: a few tries.
+    let matched = (0..100).any(|_| {
+        let before = index();
+        let tlab = thread.carve_tlab(4096, 4096).expect("room");
+        let after = index();
+        if before != after || after >= path.slots {
+            return false;
+        }
+        let slot = path.slots_address + after as usize * hab::CPU_LAB_SLOT_BYTES;
+        // SAFETY: the slot of an index below `slots`, a word no section writes while this
+        // thread runs on that index.
+        let word = unsafe { (slot as *const u64).read_volatile() };
+        path.base_address + 8 * (word & top_mask) as usize == tlab.end
+    });
+    assert!(matched, "no carve left its end as its buffer's top");
+    drop(levels);
+    drop(memory);
+}

@@ -2,7 +2,10 @@
  * fillers): more threads than CPUs, moving between CPUs, carve TLABs until the eden is
  * exhausted; after hab_levels_retire_all the TLABs and the fillers tile exactly what the eden
  * handed out (no gap, no overlap). Three rounds per level list, the eden reset between them.
- * Then bad arguments and an upstream that breaks its contract. Exit 0 on success. */
+ * Over a restartable cpu level the threads also bump objects straight from the per-CPU
+ * buffers (hab_cpu_buffer_bump, the path compiled code takes), carving them out of line when
+ * it misses, and those objects tile with the rest. Then bad arguments and an upstream that
+ * breaks its contract. Exit 0 on success. */
 #define _GNU_SOURCE
 #include "hab.h"
 #include "check.h"
@@ -72,10 +75,30 @@ static void write_filler(void *user, uintptr_t start, size_t bytes) {
 
 struct worker {
     hab_levels *levels;
+    /* Where the worker bumps objects itself, or NULL. */
+    const hab_cpu_buffer_path *path;
     size_t index;
     struct range *tlabs;
     size_t count;
+    size_t capacity;
+    /* Objects the inline bump served. */
+    size_t bumped;
 };
+
+/* An object of 8 to 2048 bytes from the buffer of the CPU the thread runs on: bumped inline,
+ * or, when that misses, carved out of line (which refills the buffer). 0: eden is exhausted. */
+static size_t object(struct worker *worker, hab_levels_thread *thread, size_t bytes,
+                     uintptr_t *start) {
+#if HAB_INLINE_RSEQ
+    uintptr_t address = hab_cpu_buffer_bump(worker->path, bytes);
+    if (address != 0) {
+        worker->bumped++;
+        *start = address;
+        return bytes;
+    }
+#endif
+    return hab_levels_carve_tlab(thread, bytes, bytes, start);
+}
 
 static void *carver(void *argument) {
     struct worker *worker = argument;
@@ -95,13 +118,17 @@ static void *carver(void *argument) {
         seed = seed * 1103515245u + 12345u;
         size_t min = 8 * (1 + (seed >> 8) % (desired / 8));
         uintptr_t start = 0;
-        size_t len = hab_levels_carve_tlab(thread, min, desired, &start);
+        /* Every other request an object, while the worker has room to record them. */
+        size_t len = worker->path != NULL && seed % 2 == 0 && worker->count < worker->capacity / 2
+                         ? object(worker, thread, 8 * (1 + (seed >> 9) % 256), &start)
+                         : hab_levels_carve_tlab(thread, min, desired, &start);
         if (len == 0) {
             CHECK(strstr(hab_last_error(), "exhausted") != NULL);
             break;
         }
-        CHECK(len >= min && len < desired + 64 && start % 8 == 0);
+        CHECK(len >= 8 && len < MAX_TLAB_BYTES + 64 && start % 8 == 0);
         CHECK(start >= eden.start && start + len <= eden.end);
+        CHECK(worker->count < worker->capacity);
         worker->tlabs[worker->count++] = (struct range){start, start + len};
     }
     hab_levels_thread_free(thread);
@@ -114,8 +141,10 @@ static int by_start(const void *a, const void *b) {
 }
 
 /* cpu_id: NULL (hab_levels_new), or a source for hab_levels_new_with_cpu_id; says_free:
- * whether the eden says what it has left (buffers then shrink at its end). */
-static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, int says_free) {
+ * whether the eden says what it has left (buffers then shrink at its end); bump: whether the
+ * threads also bump objects inline, which needs the levels' path for compiled code. */
+static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, int says_free,
+                 int bump) {
     hab_upstream upstream = {carve, write_filler, NULL, says_free ? eden_free : NULL};
     hab_levels *levels = NULL;
     CHECK((cpu_id == NULL ? hab_levels_new(list, MAX_TLAB_BYTES, min_filler_bytes, eden.start,
@@ -127,6 +156,17 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
         return;
     }
     eden.min_filler_bytes = min_filler_bytes;
+    hab_cpu_buffer_path path;
+    const hab_cpu_buffer_path *bump_path = NULL;
+    if (bump) {
+        CHECK(hab_levels_cpu_buffer_path(levels, &path) == HAB_OK);
+        CHECK(path.slots != 0 && path.slot_count > 0 && path.base == eden.start);
+        bump_path = &path;
+    } else {
+        /* Compare-and-swap buffers have no such path. */
+        CHECK(strncmp(list, "cpu", 3) == 0 || hab_levels_cpu_buffer_path(levels, &path) ==
+                                                  HAB_CONFIG_ERROR);
+    }
     struct range *all = malloc(2 * MAX_RANGES * sizeof *all);
     struct worker workers[THREADS];
     uint64_t all_tlabs = 0;
@@ -135,20 +175,29 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
         eden.filler_count = 0;
         pthread_t threads[THREADS];
         for (size_t i = 0; i < THREADS; i++) {
-            workers[i] = (struct worker){levels, i + (size_t)round, malloc(MAX_RANGES / THREADS * sizeof(struct range)), 0};
+            workers[i] = (struct worker){
+                .levels = levels,
+                .path = bump_path,
+                .index = i + (size_t)round,
+                .tlabs = malloc(MAX_RANGES / THREADS * sizeof(struct range)),
+                .capacity = MAX_RANGES / THREADS,
+            };
             pthread_create(&threads[i], NULL, carver, &workers[i]);
         }
         for (size_t i = 0; i < THREADS; i++) {
             pthread_join(threads[i], NULL);
         }
         CHECK(hab_levels_retire_all(levels) == HAB_OK);
-        size_t n = 0, tlabs = 0;
+        size_t n = 0, tlabs = 0, bumped = 0;
         for (size_t i = 0; i < THREADS; i++) {
             memcpy(all + n, workers[i].tlabs, workers[i].count * sizeof *all);
             n += workers[i].count;
-            tlabs += workers[i].count;
+            tlabs += workers[i].count - workers[i].bumped;
+            bumped += workers[i].bumped;
             free(workers[i].tlabs);
         }
+        /* The inline bump serves most of the objects where it runs. */
+        CHECK(!bump || bumped > tlabs / 4);
         all_tlabs += tlabs;
         memcpy(all + n, eden.fillers, eden.filler_count * sizeof *all);
         n += eden.filler_count;
@@ -163,11 +212,11 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
         CHECK(at == atomic_load(&eden.top));
         CHECK(atomic_load(&eden.top) + MAX_TLAB_BYTES > eden.end);
         CHECK(atomic_load(&eden.bad_fillers) == 0);
-        printf("%s, cpu id %s, smallest filler %zu, eden %s, round %d: %zu TLABs and %zu "
-               "fillers tile %zu KiB\n",
+        printf("%s, cpu id %s, smallest filler %zu, eden %s, round %d: %zu TLABs, %zu "
+               "objects bumped inline and %zu fillers tile %zu KiB\n",
                list, cpu_id == NULL ? "default" : cpu_id, min_filler_bytes,
-               says_free ? "says what is left" : "silent", round, tlabs, eden.filler_count,
-               (size_t)(at - eden.start) >> 10);
+               says_free ? "says what is left" : "silent", round, tlabs, bumped,
+               eden.filler_count, (size_t)(at - eden.start) >> 10);
     }
     char json[4096];
     size_t length = hab_levels_stats_json(levels, json, sizeof json);
@@ -290,7 +339,7 @@ static void auto_levels(void) {
     hab_levels *levels = NULL;
     CHECK(hab_levels_new("auto", 0, 8, eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
     CHECK(strstr(hab_last_error(), "hab_levels_auto") != NULL);
-    tile(list, 16, NULL, 1);
+    tile(list, 16, NULL, 1, 0);
 
     /* Resized after a cycle that carved nothing: the lowest buffer halves (or stays at four
      * of the largest TLAB), and the figures say so. */
@@ -445,19 +494,44 @@ static void fitted_levels(void) {
     hab_levels_free(levels);
 }
 
+/* Whether the inline bump can run here: compiled in, and the levels publish their path. */
+static int bump_path_here(void) {
+#if HAB_INLINE_RSEQ
+    hab_upstream upstream = {carve, write_filler, NULL, NULL};
+    hab_levels *levels = NULL;
+    if (hab_levels_new_with_cpu_id("cpu:64KiB", "rseq", 0, 8, eden.start, &upstream, &levels) !=
+        HAB_OK) {
+        return 0;
+    }
+    hab_cpu_buffer_path path;
+    int here = hab_levels_cpu_buffer_path(levels, &path) == HAB_OK;
+    hab_levels_free(levels);
+    return here;
+#else
+    return 0;
+#endif
+}
+
 int main(void) {
     void *memory = aligned_alloc(4096, EDEN_BYTES + 4096);
     eden.start = (uintptr_t)memory + 4096;
     eden.end = eden.start + EDEN_BYTES - 4096;
     eden.fillers = malloc(MAX_RANGES * sizeof *eden.fillers);
     bad_arguments();
-    tile("core:1MiB", 16, NULL, 1);
-    tile("core:1MiB", 16, NULL, 0);
-    tile("cpu:256KiB,core:1MiB", 8, NULL, 0);
+    tile("core:1MiB", 16, NULL, 1, 0);
+    tile("core:1MiB", 16, NULL, 0, 0);
+    tile("cpu:256KiB,core:1MiB", 8, NULL, 0, 0);
     /* HotSpot's smallest filler: the restartable buffers keep a two-word reserve. */
-    tile("cpu:256KiB,core:1MiB", 16, "rseq", 1);
-    tile("cpu:256KiB,core:1MiB", 16, "getcpu", 1);
-    tile("cpu:64KiB,package:4MiB", 8, "rseq", 1);
+    tile("cpu:256KiB,core:1MiB", 16, "rseq", 1, 0);
+    tile("cpu:256KiB,core:1MiB", 16, "getcpu", 1, 0);
+    tile("cpu:64KiB,package:4MiB", 8, "rseq", 1, 0);
+    /* Objects bumped inline where the path exists, with a one- and a two-word filler. */
+    if (bump_path_here()) {
+        tile("cpu:256KiB,core:1MiB", 16, "rseq", 1, 1);
+        tile("cpu:64KiB", 8, "rseq", 0, 1);
+    } else {
+        printf("no inline bump of the per-CPU buffers here: skipped\n");
+    }
     auto_levels();
     auto_levels_at_the_edges();
     fillers_and_tiny_buffers();

@@ -18,12 +18,48 @@ use crate::levels::chunk::Chunk;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, middle_level, LevelCountersByLevel};
 use crate::levels::stats::LevelStats;
-use crate::memory::packed::MAX_OFFSET_WORDS;
+use crate::memory::packed::{MAX_OFFSET_WORDS, OFFSET_BITS};
 use crate::memory::size::ByteSize;
 use crate::memory::words::WORD_BYTES;
 use crate::platform::counter::Counter;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+use crate::platform::rseq;
 use crate::platform::topology::{Level, Topology};
+
+/// Bits of a per-CPU buffer's word that hold its top ([`CpuBufferPath`]); the bits above
+/// hold the words left.
+pub const CPU_BUFFER_TOP_BITS: u32 = OFFSET_BITS;
+
+/// What compiled code needs to bump the lowest level's restartable per-CPU buffers itself, for
+/// an object (a per-CPU LAB allocation, as Garthwaite et al. emit it) or a TLAB, on x86_64
+/// Linux with glibc's rseq registration ([`MiddleLevels::cpu_buffer_path`]).
+///
+/// Index `c`'s buffer is one `u64` at `slots_address + c * CPU_LAB_SLOT_BYTES`: its low
+/// [`CPU_BUFFER_TOP_BITS`] bits the buffer's top in words from `base_address`, the bits above
+/// the words left (0: an empty buffer). In a restartable section whose descriptor is stored at
+/// `fs:[rseq_area_offset + RSEQ_CS_OFFSET]` and whose abort handler follows
+/// [`RSEQ_SIGNATURE`](crate::RSEQ_SIGNATURE): read the `u32` index at `fs:[rseq_index_offset]`;
+/// an index at or beyond `slots` misses; load the word; subtract `(n << CPU_BUFFER_TOP_BITS) -
+/// n` for `n` words, and a borrow (fewer than `n` words left) misses; commit by storing the
+/// difference. The object is at `base_address + 8 * (old word's top)`. A miss takes the
+/// levels' out-of-line carve ([`LevelsThread::carve_tlab`] of exactly the object's size), which
+/// refills the buffer. A bump leaves any tail: the buffers keep a reserve past their ends where
+/// the smallest filler is longer than a word, and [`MiddleLevels::retire_all`] covers each
+/// tail with a filler as it does for TLAB carves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuBufferPath {
+    /// Offset of the thread's rseq area from the thread pointer (glibc's `__rseq_offset`).
+    pub rseq_area_offset: isize,
+    /// Offset from the thread pointer of the `u32` the buffers are indexed by (the CPU, or the
+    /// concurrency id).
+    pub rseq_index_offset: isize,
+    /// Address of index 0's buffer word.
+    pub slots_address: usize,
+    /// Indices below this have a buffer.
+    pub slots: u32,
+    /// The address the buffers' tops count from (the levels' base).
+    pub base_address: usize,
+}
 
 /// The runtime's side of [`MiddleLevels`]: where buffers come from, and how a gap is covered.
 /// Called from any thread that carves, concurrently.
@@ -435,6 +471,22 @@ impl MiddleLevels {
     /// restartable sequences work).
     pub fn is_restartable(&self) -> bool {
         self.levels.first().is_some_and(MiddleLevel::is_restartable)
+    }
+
+    /// Where compiled code bumps the lowest level's per-CPU buffers itself: `None` unless that
+    /// level is restartable and every thread's rseq area sits at one offset from its thread
+    /// pointer (glibc's registration). See [`CpuBufferPath`].
+    pub fn cpu_buffer_path(&self) -> Option<CpuBufferPath> {
+        let buffers = self.levels.first()?.cpu_buffers()?;
+        let rseq_area_offset = rseq::fixed_area_offset()?;
+        let slots = &buffers.slots;
+        Some(CpuBufferPath {
+            rseq_area_offset,
+            rseq_index_offset: rseq_area_offset + slots.index().field_offset() as isize,
+            slots_address: slots.address(),
+            slots: u32::try_from(slots.bound()).unwrap_or(u32::MAX),
+            base_address: self.above.base,
+        })
     }
 }
 

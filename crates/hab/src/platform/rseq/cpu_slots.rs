@@ -82,6 +82,23 @@ impl CpuSlots {
         self.cpus
     }
 
+    /// The address of slot 0 (slot `c` is `c * SLOT_BYTES` further), for compiled code.
+    pub(crate) fn address(&self) -> usize {
+        self.base as usize
+    }
+
+    /// The count a section compares the index with: slots from it on are never written by
+    /// a section.
+    pub(crate) fn bound(&self) -> usize {
+        // SAFETY: the header word is inside the allocation, written once at creation.
+        unsafe { self.base.wrapping_byte_sub(HEADER_BOUND_BELOW).read() as usize }
+    }
+
+    /// What the slots are indexed by.
+    pub(crate) fn index(&self) -> SlotIndex {
+        self.index
+    }
+
     /// Reads a slot outside a critical section (a snapshot; only exact while no thread can
     /// run a section on that CPU, e.g. during a collection).
     pub(crate) fn load(&self, cpu: usize) -> PackedWord {
