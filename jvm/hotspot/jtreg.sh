@@ -3,13 +3,15 @@
 # JVM that build.sh built, under the Parallel GC and under G1, each in four configurations: as
 # shipped (-XX:-UseHAB), with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB
 # -XX:HABLevels=cpu:256K,core:2M, and with -XX:+UseHAB and heap verification before and after
-# every collection. Builds the native library of the HeapMonitor tests. Writes
+# every collection; under Parallel also with -XX:+UseHABCPULABs, without and with verification.
+# Builds the native library of the HeapMonitor tests. Writes
 # target/hotspot-hab/jtreg/summary.md (tests run, passed, failed, errors, seconds per collector
 # and configuration) and keeps jtreg's reports beside it.
 #
 #   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
 #
-# Environment: COLLECTORS (default "parallel g1").
+# Environment: COLLECTORS (default "parallel g1"); CONFIGS (default every configuration: stock
+# hab hab-cpu hab-verify cpu-labs cpu-labs-verify; the last two only under Parallel).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -94,10 +96,22 @@ for collector in ${COLLECTORS:-parallel g1}; do
     *) echo "unknown collector $collector (parallel, g1)" >&2; exit 2 ;;
   esac
   [ "$#" -gt 0 ] && tests=("$@")
-  run "$collector" stock "$gc -XX:-UseHAB" "${tests[@]}"
-  run "$collector" hab "$gc -XX:+UseHAB" "${tests[@]}"
-  run "$collector" hab-cpu "$gc -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M" "${tests[@]}"
-  run "$collector" hab-verify "$gc -XX:+UseHAB $verify" "${tests[@]}"
+  for config in ${CONFIGS:-stock hab hab-cpu hab-verify cpu-labs cpu-labs-verify}; do
+    case "$config" in
+      stock) options="$gc -XX:-UseHAB" ;;
+      hab) options="$gc -XX:+UseHAB" ;;
+      hab-cpu) options="$gc -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M" ;;
+      hab-verify) options="$gc -XX:+UseHAB $verify" ;;
+      cpu-labs) options="$gc -XX:+UseHABCPULABs" ;;
+      cpu-labs-verify) options="$gc -XX:+UseHABCPULABs $verify" ;;
+      *) echo "unknown configuration $config" >&2; exit 2 ;;
+    esac
+    # Per-CPU LABs are Parallel's only, so far.
+    if [[ "$config" == cpu-labs* && "$collector" != parallel ]]; then
+      continue
+    fi
+    run "$collector" "$config" "$options" "${tests[@]}"
+  done
 done
 if [ -s "$summary.failures" ]; then
   { echo; echo "Tests that did not pass:"; echo; sed 's/^/- /' "$summary.failures"; } >>"$summary"

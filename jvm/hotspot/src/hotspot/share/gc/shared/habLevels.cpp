@@ -40,7 +40,8 @@
   f(hab_levels_resize_within)    \
   f(hab_levels_stats)            \
   f(hab_level_stats_line)        \
-  f(hab_levels_tlabs_past_levels)
+  f(hab_levels_tlabs_past_levels)  \
+  f(hab_levels_cpu_buffer_path)
 
 #define HAB_DECLARE_ENTRY(name) static decltype(&::name) _##name = NULL;
 HAB_ENTRIES(HAB_DECLARE_ENTRY)
@@ -61,6 +62,11 @@ static THREAD_LOCAL hab_levels_thread* _thread = NULL;
 static volatile size_t _larger_tlabs = 0;
 static volatile size_t _larger_words = 0;
 static volatile size_t _declined_tlabs = 0;
+// With UseHABCPULABs: objects (and their words) the runtime carved through the levels, and
+// those the levels left to the collector.
+static volatile size_t _runtime_objects = 0;
+static volatile size_t _runtime_words = 0;
+static volatile size_t _declined_objects = 0;
 // The figures at the previous retire, to log what happened since.
 static hab_level_stats _previous[MAX_LEVELS];
 static size_t _retires = 0;
@@ -114,6 +120,7 @@ static bool library_path(char* path, size_t size) {
 static bool turn_off(const char* why) {
   warning("-XX:+UseHAB: %s; HABs turned off, TLABs come from the collector as without them", why);
   FLAG_SET_ERGO(UseHAB, false);
+  FLAG_SET_ERGO(UseHABCPULABs, false);
   delete _space;
   _space = NULL;
   return true;
@@ -223,6 +230,21 @@ bool HabLevels::initialize(HabSpace* space) {
                         ThreadLocalAllocBuffer::min_size() * HeapWordSize);
     return false;
   }
+  if (UseHABCPULABs) {
+    hab_cpu_buffer_path path;
+    const char* why = NULL;
+    if (UseBiasedLocking) {
+      why = "biased locking (-XX:+UseBiasedLocking) gives each class its own header";
+    } else if (DTraceAllocProbes) {
+      why = "-XX:+DTraceAllocProbes needs every allocation in the runtime";
+    } else if (_hab_levels_cpu_buffer_path(_levels, &path) != HAB_OK) {
+      why = _hab_last_error();
+    }
+    if (why != NULL) {
+      warning("-XX:+UseHABCPULABs: %s; per-CPU LABs turned off, TLABs through the levels", why);
+      FLAG_SET_ERGO(UseHABCPULABs, false);
+    }
+  }
   if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {
     log_error(gc, init)("UseHAB: no thread-specific key left");
     return false;
@@ -266,6 +288,44 @@ HeapWord* HabLevels::allocate_new_tlab(size_t min_size, size_t requested_size,
     return NULL;
   }
   *actual_size = bytes / HeapWordSize;
+  return (HeapWord*)start;
+}
+
+bool HabLevels::cpu_buffer_path(hab_cpu_buffer_path* out) {
+  if (!UseHABCPULABs) {
+    return false;
+  }
+  if (_hab_levels_cpu_buffer_path(_levels, out) != HAB_OK) {
+    warning("-XX:+UseHABCPULABs: %s; per-CPU LABs turned off", _hab_last_error());
+    FLAG_SET_ERGO(UseHABCPULABs, false);
+    return false;
+  }
+  return true;
+}
+
+HeapWord* HabLevels::allocate_object(size_t words) {
+  hab_levels_thread* handle = words > _max_tlab_words ? NULL : thread_handle();
+  uintptr_t start = 0;
+  size_t bytes = handle == NULL ? 0 : _hab_levels_carve_tlab(handle, words * HeapWordSize,
+                                                             words * HeapWordSize, &start);
+  if (bytes == 0) {
+    Atomic::inc(&_declined_objects);
+    return NULL;
+  }
+  // A carve takes a little more than asked where the buffer's rest would be too short a tail
+  // for a filler. A rest that holds one becomes one; one word cannot be covered after the
+  // object, so then the whole chunk becomes a filler and the collector places the object.
+  size_t rest = bytes - words * HeapWordSize;
+  if (rest > 0 && rest < CollectedHeap::min_fill_size() * HeapWordSize) {
+    write_filler(NULL, start, bytes);
+    Atomic::inc(&_declined_objects);
+    return NULL;
+  }
+  if (rest > 0) {
+    write_filler(NULL, start + words * HeapWordSize, rest);
+  }
+  Atomic::inc(&_runtime_objects);
+  Atomic::add(&_runtime_words, words);
   return (HeapWord*)start;
 }
 
@@ -330,4 +390,12 @@ void HabLevels::print_summary() {
               Atomic::load(&_larger_words) * HeapWordSize / K, _max_tlab_words * HeapWordSize / K,
               Atomic::load(&_declined_tlabs), _space->name(),
               _hab_levels_tlabs_past_levels(_levels));
+  if (UseHABCPULABs) {
+    ls.print_cr("HAB CPU LABs: " SIZE_FORMAT " objects (" SIZE_FORMAT "K) carved by the runtime "
+                "through the levels, " SIZE_FORMAT " left to the collector; the compiled "
+                "path's objects are counted nowhere (the cpu level's refills and waste above "
+                "include them)",
+                Atomic::load(&_runtime_objects), Atomic::load(&_runtime_words) * HeapWordSize / K,
+                Atomic::load(&_declined_objects));
+  }
 }

@@ -61,6 +61,15 @@ class HabLevels : AllStatic {
 
   // At exit: what the levels did over the run (gc+tlab).
   static void print_summary();
+
+  // With -XX:+UseHABCPULABs: the layout compiled code bumps the per-CPU buffers by (false,
+  // after a warning that turned UseHABCPULABs off, where the levels publish none).
+  static bool cpu_buffer_path(struct hab_cpu_buffer_path* out);
+
+  // With -XX:+UseHABCPULABs: an object of exactly `words` from the buffer of the CPU the
+  // thread runs on (refilled from the space as a TLAB's buffer is); NULL when the levels do
+  // not serve it (larger than their buffers, or the space has no room for a buffer).
+  static HeapWord* allocate_object(size_t words);
 };
 
 #endif // SHARE_GC_SHARED_HABLEVELS_HPP

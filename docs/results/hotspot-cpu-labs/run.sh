@@ -1,0 +1,32 @@
+#!/bin/bash
+# Garthwaite's Table 2 inside HotSpot: bench/jvm's chat (rooms of 20 threads that block on
+# their inboxes between small allocations) under Parallel, stock adaptive TLABs against
+# -XX:-UseTLAB (a CAS on eden's top per object), -XX:+UseHAB and -XX:+UseHABCPULABs: young
+# collections and messages per second, over threads x young size, in interleaved rounds.
+# JDK=... JAR=... ROUNDS=2 ROOMS="1 5 50 200" YOUNG="4 16 64" HEAP=256 bash run.sh
+set -u
+java=${JDK:-target/hotspot-hab/jdk}/bin/java
+jar=${JAR:-bench/jvm/target/benchmarks.jar}
+echo "== machine"
+nproc; uname -r; ldd --version | head -1
+"$java" -version 2>&1 | tail -1
+echo "== round threads young_mib config messages_per_sec collections"
+for round in $(seq "${ROUNDS:-2}"); do
+  for rooms in ${ROOMS:-5 50 200}; do
+    for young in ${YOUNG:-4 16 64}; do
+      for config in stock no-tlab hab cpu-labs; do
+        case $config in
+          stock) flags=-XX:-UseHAB ;;
+          no-tlab) flags=-XX:-UseTLAB ;;
+          hab) flags=-XX:+UseHAB ;;
+          cpu-labs) flags=-XX:+UseHABCPULABs ;;
+        esac
+        out=$(timeout 120 "$java" -XX:+UseParallelGC $flags -Xms${HEAP:-256}m -Xmx${HEAP:-256}m -Xmn${young}m \
+          -cp "$jar" hab.bench.Chat "$rooms" 40 2>&1)
+        rate=$(sed -n 's/^messages_per_sec=//p' <<<"$out")
+        collections=$(sed -n 's/^collections=//p' <<<"$out")
+        echo "$round $((rooms * 20)) $young $config ${rate:-nan} ${collections:-nan}"
+      done
+    done
+  done
+done
