@@ -74,7 +74,10 @@ if [ "$check_only" = 1 ]; then
   check="$work/check"
   rm -rf "$check" && mkdir -p "$check"
   files=$(grep '^+++ ' "$here/hab.patch" | awk '{print $2}' | sed 's|^b/||')
-  members=$(for f in $files; do echo "*/$f"; done)
+  # The patched files, and whatever lies in the directories of the new files (to see that they
+  # exist), in one pass over the archive.
+  new_dirs=$(cd "$here/src" && find . -type f -exec dirname {} \; | sed 's|^\./||' | sort -u)
+  members=$(for f in $files; do echo "*/$f"; done; for d in $new_dirs; do echo "*/src/$d/*"; done)
   # shellcheck disable=SC2086
   tar -xJf "$tarball" -C "$check" --strip-components=1 --wildcards $members
   (cd "$check" && patch -p1 --dry-run --fuzz=0 <"$here/hab.patch") | tee -a "$log"
