@@ -17,7 +17,14 @@
 // carves it from the same buffer through the levels (HabLevels::allocate_object), refilling
 // the buffer from eden.
 class HabCpuLabs : AllStatic {
+  // Read by every stub first: while true, each one goes to the runtime.
+  static volatile bool _paused;
+
  public:
+  // Sends every compiled allocation to the runtime while `paused`: while a JVMTI agent
+  // samples allocations (SampledObjectAlloc), which only the runtime's allocations reach.
+  static void set_paused(bool paused) { _paused = paused; }
+
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
   // passes (the klass in j_rarg0), allocates and initializes an instance of an initialized
   // class without a finalizer, of at most HABCPULABObjectLimit bytes, in the LAB of the CPU

@@ -7,6 +7,7 @@
 #include "precompiled.hpp"
 #include "jvm_io.h"
 #include "gc/shared/collectedHeap.hpp"
+#include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
 #include "logging/log.hpp"
@@ -48,6 +49,8 @@ HAB_ENTRIES(HAB_DECLARE_ENTRY)
 #undef HAB_DECLARE_ENTRY
 
 static const size_t MAX_LEVELS = 5;
+
+volatile bool HabCpuLabs::_paused = false;
 
 static HabSpace* _space = NULL;
 static hab_levels* _levels = NULL;

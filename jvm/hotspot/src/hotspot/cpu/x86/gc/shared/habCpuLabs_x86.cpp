@@ -69,6 +69,12 @@ class HabStub {
   }
 
   MacroAssembler* masm() { return _masm; }
+
+  // The stub's first test: while allocations are sampled, the runtime takes them all.
+  void unless_paused(address paused) {
+    __ cmp8(ExternalAddress(paused), 0);
+    __ jcc(Assembler::notEqual, _miss);
+  }
   Label& miss() { return _miss; }
 
   // An fs-relative access: the segment prefix, then the instruction.
@@ -170,6 +176,7 @@ address HabCpuLabs::wrap_new_instance(address runtime_stub) {
   }
   HabStub stub(blob);
   MacroAssembler* _masm = stub.masm();
+  stub.unless_paused((address)&_paused);
   // An initialized class without a finalizer, small enough (as the interpreter's _new checks).
   __ cmpb(Address(klass, InstanceKlass::init_state_offset()), InstanceKlass::fully_initialized);
   __ jcc(Assembler::notEqual, stub.miss());
@@ -193,6 +200,7 @@ address HabCpuLabs::wrap_new_array(address runtime_stub) {
   }
   HabStub stub(blob);
   MacroAssembler* _masm = stub.masm();
+  stub.unless_paused((address)&_paused);
   // An array klass (a negative layout helper) and a length the size limit can hold (a
   // negative one reads as a huge unsigned length).
   __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
