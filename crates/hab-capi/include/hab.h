@@ -243,6 +243,26 @@ static inline uintptr_t hab_tlab_bump_(hab_mutator *mutator, size_t bytes) {
 }
 
 #if HAB_INLINE_RSEQ
+/* What every inline section shares, as assembler text: its descriptor (struct rseq_cs: the
+ * section runs from label 81 to its commit at label 82, and aborts to label 83) in __rseq_cs,
+ * and, out of line after the commit, the abort handler behind the registered signature, which
+ * jumps to the caller's miss label. A section stores the descriptor's address (label 80) in
+ * rseq_cs, then begins at 81. */
+#define HAB_RSEQ_DESCRIPTOR_                                                                   \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                                                       \
+    ".balign 32\n\t"                                                                           \
+    "80:\n\t"                                                                                  \
+    ".long 0, 0\n\t"                                                                           \
+    ".quad 81f, (82f - 81f), 83f\n\t"                                                          \
+    ".popsection\n\t"
+#define HAB_RSEQ_ABORT_TO_MISS_                                                                \
+    "82:\n\t"                                                                                  \
+    ".pushsection .text.hab_rseq_abort, \"ax\"\n\t"                                            \
+    ".long %c[signature]\n\t"                                                                  \
+    "83:\n\t"                                                                                  \
+    "jmp %l[miss]\n\t"                                                                         \
+    ".popsection\n\t"
+
 /* The per-CPU LAB bump, a restartable sequence of 13 instructions with its loads: store the
  * descriptor's address in rseq_cs, check the thread's index, bump the slot's top against its
  * end, commit. 0 when it missed (the thread's index is no longer cpu_lab_cpu, the kernel
@@ -253,12 +273,7 @@ static inline uintptr_t hab_tlab_bump_(hab_mutator *mutator, size_t bytes) {
 static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t bytes) {
     uintptr_t object, new_top;
     __asm__ goto(
-        ".pushsection __rseq_cs, \"aw\"\n\t"
-        ".balign 32\n\t"
-        "80:\n\t"
-        ".long 0, 0\n\t"
-        ".quad 81f, (82f - 81f), 83f\n\t"
-        ".popsection\n\t"
+        HAB_RSEQ_DESCRIPTOR_
         "leaq 80b(%%rip), %[new_top]\n\t"
         "movq %[new_top], (%[rseq_cs])\n\t"
         "81:\n\t"
@@ -269,12 +284,7 @@ static inline uintptr_t hab_cpu_lab_bump_(const hab_mutator *mutator, uintptr_t 
         "cmpq %c[end](%[slot]), %[new_top]\n\t"
         "ja %l[miss]\n\t"
         "movq %[new_top], %c[top](%[slot])\n\t"
-        "82:\n\t"
-        ".pushsection .text.hab_rseq_abort, \"ax\"\n\t"
-        ".long %c[signature]\n\t"
-        "83:\n\t"
-        "jmp %l[miss]\n\t"
-        ".popsection\n\t"
+        HAB_RSEQ_ABORT_TO_MISS_
         : [object] "=&r"(object), [new_top] "=&r"(new_top)
         : [rseq_cs] "r"(mutator->rseq_cs_field), [index] "r"(mutator->rseq_index_offset),
           [slot] "r"(mutator->cpu_lab_slot), [cpu] "r"(mutator->cpu_lab_cpu), [bytes] "r"(bytes),
@@ -553,12 +563,7 @@ static inline uintptr_t hab_cpu_buffer_bump(const hab_cpu_buffer_path *path, siz
     uint64_t delta = (words << HAB_CPU_BUFFER_TOP_BITS) - words;
     uint64_t slot, word, scratch;
     __asm__ goto(
-        ".pushsection __rseq_cs, \"aw\"\n\t"
-        ".balign 32\n\t"
-        "80:\n\t"
-        ".long 0, 0\n\t"
-        ".quad 81f, (82f - 81f), 83f\n\t"
-        ".popsection\n\t"
+        HAB_RSEQ_DESCRIPTOR_
         "leaq 80b(%%rip), %[scratch]\n\t"
         "movq %[scratch], %%fs:%c[rseq_cs](%[area])\n\t"
         "81:\n\t"
@@ -572,12 +577,7 @@ static inline uintptr_t hab_cpu_buffer_bump(const hab_cpu_buffer_path *path, siz
         "subq %[delta], %[scratch]\n\t"
         "jb %l[miss]\n\t"
         "movq %[scratch], (%[slot])\n\t"
-        "82:\n\t"
-        ".pushsection .text.hab_rseq_abort, \"ax\"\n\t"
-        ".long %c[signature]\n\t"
-        "83:\n\t"
-        "jmp %l[miss]\n\t"
-        ".popsection\n\t"
+        HAB_RSEQ_ABORT_TO_MISS_
         : [slot] "=&r"(slot), [word] "=&r"(word), [scratch] "=&r"(scratch)
         : [area] "r"(path->rseq_area_offset), [index] "r"(path->rseq_index_offset),
           [count] "r"((uint64_t)path->slot_count), [slots] "r"(path->slots), [delta] "r"(delta),

@@ -273,6 +273,14 @@ static hab_levels_thread* thread_handle() {
   return handle;
 }
 
+// A chunk of `desired_words`, or at least `min_words`, through the levels for the calling
+// thread: its length in bytes (0: the levels did not serve it), its start in *start.
+static size_t carve(size_t min_words, size_t desired_words, uintptr_t* start) {
+  hab_levels_thread* handle = thread_handle();
+  return handle == NULL ? 0 : _hab_levels_carve_tlab(handle, min_words * HeapWordSize,
+                                                     desired_words * HeapWordSize, start);
+}
+
 HeapWord* HabLevels::allocate_new_tlab(size_t min_size, size_t requested_size,
                                        size_t* actual_size) {
   if (requested_size > _max_tlab_words) {
@@ -280,10 +288,8 @@ HeapWord* HabLevels::allocate_new_tlab(size_t min_size, size_t requested_size,
     Atomic::add(&_larger_words, requested_size);
     return NULL;
   }
-  hab_levels_thread* handle = thread_handle();
   uintptr_t start = 0;
-  size_t bytes = handle == NULL ? 0 : _hab_levels_carve_tlab(handle, min_size * HeapWordSize,
-                                                             requested_size * HeapWordSize, &start);
+  size_t bytes = carve(min_size, requested_size, &start);
   if (bytes == 0) {
     // The space above has no room for a buffer (eden is full, or G1's current region): the
     // collector's own path takes it from here (a new region, or a collection).
@@ -307,10 +313,8 @@ bool HabLevels::cpu_buffer_path(hab_cpu_buffer_path* out) {
 }
 
 HeapWord* HabLevels::allocate_object(size_t words) {
-  hab_levels_thread* handle = words > _max_tlab_words ? NULL : thread_handle();
   uintptr_t start = 0;
-  size_t bytes = handle == NULL ? 0 : _hab_levels_carve_tlab(handle, words * HeapWordSize,
-                                                             words * HeapWordSize, &start);
+  size_t bytes = words > _max_tlab_words ? 0 : carve(words, words, &start);
   if (bytes == 0) {
     Atomic::inc(&_declined_objects);
     return NULL;
