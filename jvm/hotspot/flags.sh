@@ -52,6 +52,11 @@ cases=$(cat <<'CASES'
 -XX:+UseHABCPULABs -XX:+UseG1GC	run	works with the Parallel collector
 -XX:+UseHABCPULABs -XX:-UseTLAB	run	HABs turned off
 -XX:+UseHABCPULABs -XX:HABCPULABObjectLimit=8	fail	HABCPULABObjectLimit
+-XX:HABLevels=cpu:256K,core:2M	run	C2 refills TLABs for instances from per-CPU buffers
+-XX:HABLevels=core:1M	run	C2 refills TLABs through the runtime
+-XX:-HABCompiledRefill	run	through the runtime: -XX:-HABCompiledRefill
+-XX:+ZeroTLAB	run	ZeroTLAB zeroes each new TLAB whole
+-XX:TLABRefillWasteFraction=10	run	is not a power of two
 CASES
 )
 

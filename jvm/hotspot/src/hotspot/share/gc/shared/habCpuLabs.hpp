@@ -10,32 +10,52 @@
 #include "memory/allStatic.hpp"
 #include "utilities/globalDefinitions.hpp"
 
-// Objects allocated straight in per-CPU LABs by compiled code (-XX:+UseHABCPULABs), as
-// Garthwaite, Dice and White did: the LABs are the per-CPU buffers of Hab's restartable cpu
-// level (their layout is hab.h's hab_cpu_buffer_path), bumped in a restartable sequence. There
-// are no TLABs then; an object the compiled path does not place takes the runtime, which
-// carves it from the same buffer through the levels (HabLevels::allocate_object), refilling
-// the buffer from eden.
+// Compiled code that reaches the per-CPU buffers of Hab's restartable cpu level itself (their
+// layout is hab.h's hab_cpu_buffer_path), bumping the buffer of the CPU it runs on in a
+// restartable sequence, in a stub that wraps one of C2's slow allocation calls:
+//
+// - with -XX:+UseHABCPULABs, objects go straight into those buffers, as Garthwaite, Dice and
+//   White placed them in per-processor LABs; there are no TLABs then, and an object the stub
+//   does not place takes the runtime, which carves it from the same buffer through the levels
+//   (HabLevels::allocate_object), refilling the buffer from eden;
+// - with -XX:+UseHAB (and HABCompiledRefill), a full TLAB is refilled there, as Kirsch et al.
+//   refill TLABs from per-CPU buffers: the old TLAB's tail becomes a filler, the new TLAB
+//   (the desired size and the object) is installed with the statistics the runtime keeps, and
+//   the object is placed in it, without the runtime call and its thread-state transitions.
+//
+// Anything unusual (an empty buffer, a TLAB the runtime would keep, a class not initialized,
+// an object over the limit, a section the kernel aborted) takes C2's own runtime stub, with
+// the registers it was called with.
 class HabCpuLabs : AllStatic {
-  // Read by every stub first: while true, each one goes to the runtime.
-  static volatile bool _paused;
+ public:
+  // Who holds the stubs off: each one a bit of _paused.
+  enum Pauser {
+    FOR_SAMPLING = 1, // a JVMTI agent samples allocations (SampledObjectAlloc)
+    FOR_JFR = 2       // JFR records allocation events (in and outside TLABs, samples)
+  };
+
+ private:
+  // Read by every stub first: while not 0, each one goes to the runtime, the only place that
+  // samples allocations and sends their events.
+  static volatile int _paused;
+
+  // Wraps C2's runtime stub for instances (`array` false) or arrays.
+  static address wrap(address runtime_stub, bool array);
 
  public:
-  // Sends every compiled allocation to the runtime while `paused`: while a JVMTI agent
-  // samples allocations (SampledObjectAlloc), which only the runtime's allocations reach.
-  static void set_paused(bool paused) { _paused = paused; }
+  static void set_paused(Pauser pauser, bool paused);
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
-  // passes (the klass in j_rarg0), allocates and initializes an instance of an initialized
-  // class without a finalizer, of at most HABCPULABObjectLimit bytes, in the LAB of the CPU
-  // the thread runs on, and returns it; anything else (and a LAB without room, or a section
-  // the kernel aborted) jumps to `runtime_stub`, unchanged. Returns `runtime_stub` itself
-  // where the levels publish no path (a warning then says why).
-  static address wrap_new_instance(address runtime_stub);
+  // passes (the klass in j_rarg0) and allocates an instance of an initialized class without a
+  // finalizer (in a per-CPU LAB, up to HABCPULABObjectLimit bytes; or in a new TLAB), and
+  // returns it; anything else jumps to `runtime_stub`, unchanged. Returns `runtime_stub`
+  // itself where the levels publish no path (saying why), with HABCompiledRefill off, or
+  // where the stub cannot keep the runtime's rules (ZeroTLAB, biased locking).
+  static address wrap_new_instance(address runtime_stub) { return wrap(runtime_stub, false); }
 
   // C2's array allocation, wrapped as instances are: the klass in j_rarg0, the length in
-  // j_rarg1; an array of at most HABCPULABObjectLimit bytes in the LAB, zeroed.
-  static address wrap_new_array(address runtime_stub);
+  // j_rarg1; the array zeroed.
+  static address wrap_new_array(address runtime_stub) { return wrap(runtime_stub, true); }
 };
 
 #endif // SHARE_GC_SHARED_HABCPULABS_HPP

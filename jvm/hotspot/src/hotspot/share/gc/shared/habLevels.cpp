@@ -50,13 +50,28 @@ HAB_ENTRIES(HAB_DECLARE_ENTRY)
 
 static const size_t MAX_LEVELS = 5;
 
-volatile bool HabCpuLabs::_paused = false;
+volatile int HabCpuLabs::_paused = 0;
+
+void HabCpuLabs::set_paused(Pauser pauser, bool paused) {
+  int old_value = Atomic::load(&_paused);
+  for (;;) {
+    int new_value = paused ? (old_value | pauser) : (old_value & ~pauser);
+    int seen = Atomic::cmpxchg(&_paused, old_value, new_value);
+    if (seen == old_value) {
+      return;
+    }
+    old_value = seen;
+  }
+}
 
 static HabSpace* _space = NULL;
 static hab_levels* _levels = NULL;
 // Whether the buffers follow the allocation (HABLevels=auto): resized at each collection.
 static bool _follow = false;
 static size_t _max_tlab_words = 0;
+// The per-CPU buffers compiled code bumps, where the levels publish them.
+static hab_cpu_buffer_path _path;
+static bool _has_path = false;
 // Each thread's handle on the levels; freed by the key's destructor when the thread exits.
 static pthread_key_t _thread_key;
 static THREAD_LOCAL hab_levels_thread* _thread = NULL;
@@ -233,15 +248,14 @@ bool HabLevels::initialize(HabSpace* space) {
                         ThreadLocalAllocBuffer::min_size() * HeapWordSize);
     return false;
   }
+  _has_path = _hab_levels_cpu_buffer_path(_levels, &_path) == HAB_OK;
+  const char* no_path = _has_path ? NULL : _hab_last_error();
   if (UseHABCPULABs) {
-    hab_cpu_buffer_path path;
-    const char* why = NULL;
+    const char* why = no_path;
     if (UseBiasedLocking) {
       why = "biased locking (-XX:+UseBiasedLocking) gives each class its own header";
     } else if (DTraceAllocProbes) {
       why = "-XX:+DTraceAllocProbes needs every allocation in the runtime";
-    } else if (_hab_levels_cpu_buffer_path(_levels, &path) != HAB_OK) {
-      why = _hab_last_error();
     }
     if (why != NULL) {
       warning("-XX:+UseHABCPULABs: %s; per-CPU LABs turned off, TLABs through the levels", why);
@@ -256,6 +270,9 @@ bool HabLevels::initialize(HabSpace* space) {
                      SIZE_FORMAT "K through them (%s)",
                      chosen, _follow ? " (auto)" : "", _space->name(),
                      _space->eden_bytes() / K, HABCpuId, _max_tlab_words * HeapWordSize / K, path);
+  if (!UseHABCPULABs && HABCompiledRefill && no_path != NULL) {
+    log_info(gc, init)("HAB: C2 refills TLABs through the runtime: %s", no_path);
+  }
   return true;
 }
 
@@ -301,15 +318,15 @@ HeapWord* HabLevels::allocate_new_tlab(size_t min_size, size_t requested_size,
 }
 
 bool HabLevels::cpu_buffer_path(hab_cpu_buffer_path* out) {
-  if (!UseHABCPULABs) {
+  if (!UseHAB || !_has_path) {
     return false;
   }
-  if (_hab_levels_cpu_buffer_path(_levels, out) != HAB_OK) {
-    warning("-XX:+UseHABCPULABs: %s; per-CPU LABs turned off", _hab_last_error());
-    FLAG_SET_ERGO(UseHABCPULABs, false);
-    return false;
-  }
+  *out = _path;
   return true;
+}
+
+size_t HabLevels::max_tlab_words() {
+  return _max_tlab_words;
 }
 
 HeapWord* HabLevels::allocate_object(size_t words) {

@@ -36,8 +36,8 @@ class HabSpace : public CHeapObj<mtGC> {
 // Hierarchical allocation buffers between a collector's TLABs and its young space
 // (-XX:+UseHAB): TLABs are carved from per-CPU, per-core or per-package buffers
 // (-XX:HABLevels) that Hab's middle levels (libhab, loaded at start-up) refill from the
-// collector's HabSpace. TLAB sizing and the compiled fast paths are HotSpot's own; only the
-// refill changes. Collector-neutral: each collector gives its space at start-up, asks
+// collector's HabSpace. TLAB sizing and the compiled fast paths are HotSpot's own; the
+// refill changes (and C2's refills run in generated code: HabCpuLabs). Collector-neutral: each collector gives its space at start-up, asks
 // allocate_new_tlab first in its own allocate_new_tlab, and CollectedHeap::ensure_parsability
 // retires the buffers.
 class HabLevels : AllStatic {
@@ -62,9 +62,13 @@ class HabLevels : AllStatic {
   // At exit: what the levels did over the run (gc+tlab).
   static void print_summary();
 
-  // With -XX:+UseHABCPULABs: the layout compiled code bumps the per-CPU buffers by (false,
-  // after a warning that turned UseHABCPULABs off, where the levels publish none).
+  // The layout compiled code bumps the per-CPU buffers by (hab.h): false where the levels
+  // publish none (their lowest level is not a restartable cpu level, or the threads' rseq
+  // areas are not glibc's); initialize said why.
   static bool cpu_buffer_path(struct hab_cpu_buffer_path* out);
+
+  // The largest TLAB the levels carve (words): larger ones come from the collector.
+  static size_t max_tlab_words();
 
   // With -XX:+UseHABCPULABs: an object of exactly `words` from the buffer of the CPU the
   // thread runs on (refilled from the space as a TLAB's buffer is); NULL when the levels do

@@ -9,11 +9,16 @@
 #include "code/codeBlob.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
+#include "gc/shared/threadLocalAllocBuffer.hpp"
+#include "jvm_io.h"
 #include "logging/log.hpp"
+#include "memory/universe.hpp"
 #include "oops/arrayOop.hpp"
+#include "oops/compressedOops.inline.hpp"
 #include "oops/instanceKlass.hpp"
 #include "oops/markWord.hpp"
 #include "runtime/thread.hpp"
+#include "utilities/powerOfTwo.hpp"
 
 // The layout only: the section below is HotSpot's own code.
 #define HAB_NO_INLINE_RSEQ
@@ -38,11 +43,19 @@ struct RseqDescriptor {
 static const Register klass = j_rarg0;
 static const Register length = j_rarg1;
 static const Register bytes = rcx;    // the object's size
-static const Register words = r8;
+static const Register words = r8;     // the chunk a bump claims
 static const Register delta = r9;     // (words << top bits) - words
 static const Register scratch = r10;
 static const Register next = r11;
 static const Register slot = rdi;
+static const Register thread = r15_thread;
+
+// Where a thread's TLAB fields are, from the thread (HotSpot keeps most of them private to
+// the TLAB; HabCpuLabs, its friend, fills this in).
+struct TlabFields {
+  int start, top, pf_top, end, allocation_end;
+  int desired_size, refill_waste_limit, number_of_refills, refill_waste, allocated_size;
+};
 
 // One stub in a code blob of its own, never freed (the kernel reads a section's descriptor
 // at any preemption, for the VM's life): the descriptor first, then the code.
@@ -70,35 +83,60 @@ class HabStub {
 
   MacroAssembler* masm() { return _masm; }
 
-  // The stub's first test: while allocations are sampled, the runtime takes them all.
+  // The stub's first test: while allocations are sampled or recorded, the runtime takes them.
   void unless_paused(address paused) {
-    __ cmp8(ExternalAddress(paused), 0);
+    __ cmp32(ExternalAddress(paused), 0);
     __ jcc(Assembler::notEqual, _miss);
   }
   Label& miss() { return _miss; }
 
-  // An fs-relative access: the segment prefix, then the instruction.
-  void fs_prefix() { __ emit_int8((int8_t)Assembler::FS_segment); }
+  // `bytes` = an instance's size: an initialized class without a finalizer (as the
+  // interpreter's _new checks), of at most `limit_bytes`.
+  void size_instance(int32_t limit_bytes) {
+    __ cmpb(Address(klass, InstanceKlass::init_state_offset()), InstanceKlass::fully_initialized);
+    __ jcc(Assembler::notEqual, _miss);
+    __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
+    __ testl(bytes, Klass::_lh_instance_slow_path_bit);
+    __ jcc(Assembler::notZero, _miss);
+    __ cmpl(bytes, limit_bytes);
+    __ jcc(Assembler::above, _miss);
+  }
 
-  // The restartable bump of `bytes` (a multiple of 8, at most HABCPULABObjectLimit): store
-  // the descriptor, read the thread's index, bump that index's buffer, commit with one
-  // store; then rax is the object. A preemption, migration or signal before the commit
-  // restarts at the abort handler, which misses, as do an index without a buffer and a
-  // buffer with too little left.
-  void bump(const hab_cpu_buffer_path& path) {
+  // `bytes` = an array's size: an array klass (a negative layout helper), a length the limit
+  // can hold (a negative one reads as a huge unsigned length), align(header + (length << log2
+  // element size)) at most `limit_bytes`. The shift by cl reads its low six bits, the layout
+  // helper's log2 element size.
+  void size_array(int32_t limit_bytes) {
+    __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
+    __ testl(bytes, bytes);
+    __ jcc(Assembler::positive, _miss);
+    __ cmpl(length, limit_bytes);
+    __ jcc(Assembler::above, _miss);
     __ movl(words, bytes);
-    __ shrl(words, LogHeapWordSize);
+    __ shrl(words, Klass::_lh_header_size_shift);
+    __ andl(words, Klass::_lh_header_size_mask);
+    __ movl(next, length);
+    __ shlq(next);
+    __ addq(next, words);
+    __ addq(next, MinObjAlignmentInBytesMask);
+    __ andq(next, ~(int32_t)MinObjAlignmentInBytesMask);
+    __ movq(bytes, next);
+    __ cmpq(bytes, limit_bytes);
+    __ jcc(Assembler::above, _miss);
+  }
+
+  // The restartable bump of `words`: store the descriptor, read the thread's index, bump that
+  // index's buffer, commit with one store; then rax is the chunk (and `words` is kept). A
+  // preemption, migration or signal before the commit restarts at the abort handler, which
+  // misses, as do an index without a buffer and a buffer with too little left.
+  void bump(const hab_cpu_buffer_path& path) {
     __ movq(delta, words);
     __ shlq(delta, HAB_CPU_BUFFER_TOP_BITS);
     __ subq(delta, words);
     __ mov64(scratch, (int64_t)_descriptor);
-    __ mov64(next, (int64_t)(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET));
-    fs_prefix();
-    __ movq(Address(next, 0), scratch);
+    __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), scratch);
     _start = __ pc();
-    __ mov64(next, (int64_t)path.rseq_index_offset);
-    fs_prefix();
-    __ movl(slot, Address(next, 0));
+    __ movl(slot, thread_word(path.rseq_index_offset));
     __ cmpq(slot, (int32_t)path.slot_count);
     __ jcc(Assembler::aboveEqual, _miss);
     __ shlq(slot, HAB_CPU_LAB_SLOT_SHIFT);
@@ -110,12 +148,81 @@ class HabStub {
     __ jcc(Assembler::below, _miss);
     __ movq(Address(slot, 0), next);
     _commit = __ pc();
-    // The object: the old top, in words from the levels' base.
-    __ mov64(scratch, (int64_t)(((uint64_t)1 << HAB_CPU_BUFFER_TOP_BITS) - 1));
-    __ andq(rax, scratch);
-    __ shlq(rax, LogHeapWordSize);
+    // The chunk: the old top, in words from the levels' base (the word's low top bits).
+    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
+    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
     __ mov64(scratch, (int64_t)path.base);
     __ addq(rax, scratch);
+  }
+
+  // The object alone in the buffer (UseHABCPULABs).
+  void place_in_buffer(const hab_cpu_buffer_path& path) {
+    __ movl(words, bytes);
+    __ shrl(words, LogHeapWordSize);
+    bump(path);
+  }
+
+  // The object at the start of a new TLAB of the desired size and the object, bumped from the
+  // buffer, as the runtime's refill does (MemAllocator::mem_allocate_inside_tlab_slow): only
+  // where it would refill (a TLAB, no sample due, no more free than the refill waste limit)
+  // and the new TLAB is one the levels carve (at most `max_tlab_words`). After the commit,
+  // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
+  // refill waste) and the new one filled (its statistics, a fresh refill waste limit).
+  void place_in_new_tlab(const hab_cpu_buffer_path& path, const TlabFields& tlab,
+                         int32_t max_tlab_words) {
+    __ cmpptr(Address(thread, tlab.start), (int32_t)NULL_WORD);
+    __ jcc(Assembler::equal, _miss);
+    __ movq(next, Address(thread, tlab.end));
+    __ cmpq(next, Address(thread, tlab.allocation_end));
+    __ jcc(Assembler::notEqual, _miss);
+    __ subq(next, Address(thread, tlab.top));
+    __ shrq(next, LogHeapWordSize);
+    __ cmpq(next, Address(thread, tlab.refill_waste_limit));
+    __ jcc(Assembler::above, _miss);
+    __ movl(words, bytes);
+    __ shrl(words, LogHeapWordSize);
+    __ addq(words, Address(thread, tlab.desired_size));
+    __ cmpq(words, max_tlab_words);
+    __ jcc(Assembler::above, _miss);
+    bump(path);
+    // Retire the old TLAB: [top, hard end) becomes an int[], as TLAB::insert_filler makes it.
+    const int reserve_bytes = (int)ThreadLocalAllocBuffer::alignment_reserve_in_bytes();
+    const int filler_header_bytes = arrayOopDesc::base_offset_in_bytes(T_INT);
+    Klass* filler_klass = Universe::intArrayKlassObj();
+    __ movq(next, Address(thread, tlab.top));
+    __ movq(scratch, next);
+    __ subq(scratch, Address(thread, tlab.start));
+    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
+    __ movq(slot, Address(thread, tlab.allocation_end));
+    __ addq(slot, reserve_bytes);
+    __ subq(slot, next);
+    __ movl(scratch, slot);
+    __ shrl(scratch, LogHeapWordSize);
+    __ addl(Address(thread, tlab.refill_waste), scratch);
+    __ movptr(Address(next, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
+    if (UseCompressedClassPointers) {
+      __ movl(Address(next, oopDesc::klass_offset_in_bytes()),
+              (int32_t)CompressedKlassPointers::encode(filler_klass));
+    } else {
+      __ mov64(scratch, (int64_t)filler_klass);
+      __ movq(Address(next, oopDesc::klass_offset_in_bytes()), scratch);
+    }
+    __ subq(slot, filler_header_bytes);
+    __ shrq(slot, exact_log2(sizeof(jint)));
+    __ movl(Address(next, arrayOopDesc::length_offset_in_bytes()), slot);
+    // Fill the new one: the object at its start.
+    __ movq(Address(thread, tlab.start), rax);
+    __ leaq(next, Address(rax, bytes, Address::times_1));
+    __ movq(Address(thread, tlab.top), next);
+    __ movq(Address(thread, tlab.pf_top), next);
+    __ leaq(next, Address(rax, words, Address::times_8, -reserve_bytes));
+    __ movq(Address(thread, tlab.end), next);
+    __ movq(Address(thread, tlab.allocation_end), next);
+    __ incrementl(Address(thread, tlab.number_of_refills));
+    __ addq(Address(thread, tlab.allocated_size), words);
+    __ movq(next, Address(thread, tlab.desired_size));
+    __ shrq(next, exact_log2(TLABRefillWasteFraction));
+    __ movq(Address(thread, tlab.refill_waste_limit), next);
   }
 
   // Zeroes every word of the object in rax but its mark word (the klass, its gap or an
@@ -135,11 +242,13 @@ class HabStub {
     __ movptr(Address(rax, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
   }
 
-  // The end of an object's path: the thread's allocated bytes (ThreadMXBean) count it, as an
-  // allocation outside a TLAB, and it returns. Then the miss, the abort handler after the
-  // signature the kernel checks, and the descriptor.
-  address finish(address runtime_stub, const char* what) {
-    __ addq(Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
+  // The end of an object's path: outside a TLAB, the thread's allocated bytes (ThreadMXBean)
+  // count the object (a TLAB's count when it is retired); it returns. Then the miss, the
+  // abort handler after the signature the kernel checks, and the descriptor.
+  address finish(address runtime_stub, bool count_object, const char* what) {
+    if (count_object) {
+      __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
+    }
     __ ret(0);
     __ bind(_miss);
     __ jump(RuntimeAddress(runtime_stub));
@@ -152,89 +261,103 @@ class HabStub {
     _descriptor->start_ip = (uint64_t)_start;
     _descriptor->post_commit_offset = (uint64_t)(_commit - _start);
     _descriptor->abort_ip = (uint64_t)abort_handler;
-    log_info(gc, init)("HAB: C2 allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs "
-                       "(stub at " PTR_FORMAT ", %d bytes)",
-                       what, HABCPULABObjectLimit, p2i(entry), (int)(__ pc() - entry));
+    log_info(gc, init)("HAB: C2 %s (stub at " PTR_FORMAT ", %d bytes)", what, p2i(entry),
+                       (int)(__ pc() - entry));
     return entry;
+  }
+
+ private:
+  // A word at `offset` from the thread pointer, for the next instruction: fs and a 32-bit
+  // displacement (the address glibc's rseq fields have in every thread).
+  Address thread_word(intptr_t offset) {
+    assert(Assembler::is_simm32(offset), "wrap checked");
+    __ emit_int8((int8_t)Assembler::FS_segment);
+    return Address(noreg, (int)offset);
   }
 };
 
-// A blob for one stub, or NULL after a warning.
-static BufferBlob* stub_blob(const char* name) {
-  BufferBlob* blob = BufferBlob::create(name, 512);
+// Why the TLAB refill stub cannot keep the runtime's rules here (NULL: it can).
+static const char* no_compiled_refill() {
+  if (!HABCompiledRefill) {
+    return "-XX:-HABCompiledRefill";
+  } else if (ZeroTLAB) {
+    return "-XX:+ZeroTLAB zeroes each new TLAB whole";
+  } else if (UseBiasedLocking) {
+    return "biased locking (-XX:+UseBiasedLocking) gives each class its own header";
+  } else if (!is_power_of_2(TLABRefillWasteFraction)) {
+    return "-XX:TLABRefillWasteFraction is not a power of two";
+  }
+  return NULL;
+}
+
+address HabCpuLabs::wrap(address runtime_stub, bool array) {
+  const char* kind = array ? "arrays" : "instances";
+  hab_cpu_buffer_path path;
+  if (!HabLevels::cpu_buffer_path(&path)) {
+    return runtime_stub;
+  }
+  if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) || !Assembler::is_simm32(path.rseq_index_offset)) {
+    log_info(gc, init)("HAB: C2 allocates %s through the runtime: the rseq area is more than "
+                       "2 GiB from the thread pointer", kind);
+    return runtime_stub;
+  }
+  const char* why_not = UseHABCPULABs ? NULL : no_compiled_refill();
+  if (why_not != NULL) {
+    log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
+    return runtime_stub;
+  }
+  BufferBlob* blob = BufferBlob::create(array ? "HAB new_array" : "HAB new_instance", 768);
   if (blob == NULL) {
-    warning("-XX:+UseHABCPULABs: no room in the code cache for %s; C2 allocates through the runtime", name);
-  }
-  return blob;
-}
-
-address HabCpuLabs::wrap_new_instance(address runtime_stub) {
-  hab_cpu_buffer_path path;
-  BufferBlob* blob;
-  if (!HabLevels::cpu_buffer_path(&path) || (blob = stub_blob("HAB new_instance")) == NULL) {
+    warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
+            "through the runtime", kind);
     return runtime_stub;
   }
+  // Objects in a new TLAB: at most what the levels carve as a TLAB, beside its desired size.
+  size_t max_tlab_words = MIN3(HabLevels::max_tlab_words(), ThreadLocalAllocBuffer::max_size(),
+                               (size_t)(max_jint / HeapWordSize));
+  int32_t limit_bytes = UseHABCPULABs ? (int32_t)HABCPULABObjectLimit
+                                      : (int32_t)(max_tlab_words * HeapWordSize);
   HabStub stub(blob);
   MacroAssembler* _masm = stub.masm();
   stub.unless_paused((address)&_paused);
-  // An initialized class without a finalizer, small enough (as the interpreter's _new checks).
-  __ cmpb(Address(klass, InstanceKlass::init_state_offset()), InstanceKlass::fully_initialized);
-  __ jcc(Assembler::notEqual, stub.miss());
-  __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
-  __ testl(bytes, Klass::_lh_instance_slow_path_bit);
-  __ jcc(Assembler::notZero, stub.miss());
-  __ cmpl(bytes, (int32_t)HABCPULABObjectLimit);
-  __ jcc(Assembler::above, stub.miss());
-  stub.bump(path);
-  stub.zero_fields();
-  __ store_klass_gap(rax, words);
-  __ store_klass(rax, klass, scratch);
-  return stub.finish(runtime_stub, "instances");
-}
-
-address HabCpuLabs::wrap_new_array(address runtime_stub) {
-  hab_cpu_buffer_path path;
-  BufferBlob* blob;
-  if (!HabLevels::cpu_buffer_path(&path) || (blob = stub_blob("HAB new_array")) == NULL) {
-    return runtime_stub;
+  if (array) {
+    stub.size_array(limit_bytes);
+  } else {
+    stub.size_instance(limit_bytes);
   }
-  HabStub stub(blob);
-  MacroAssembler* _masm = stub.masm();
-  stub.unless_paused((address)&_paused);
-  // An array klass (a negative layout helper) and a length the size limit can hold (a
-  // negative one reads as a huge unsigned length).
-  __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
-  __ testl(bytes, bytes);
-  __ jcc(Assembler::positive, stub.miss());
-  __ cmpl(length, (int32_t)HABCPULABObjectLimit);
-  __ jcc(Assembler::above, stub.miss());
-  // size = align(header + (length << log2 element size)); the shift by cl reads its low six
-  // bits, the layout helper's log2 element size.
-  __ movl(words, bytes);
-  __ shrl(words, Klass::_lh_header_size_shift);
-  __ andl(words, Klass::_lh_header_size_mask);
-  __ movl(next, length);
-  __ shlq(next);
-  __ addq(next, words);
-  __ addq(next, MinObjAlignmentInBytesMask);
-  __ andq(next, ~(int32_t)MinObjAlignmentInBytesMask);
-  __ movq(bytes, next);
-  __ cmpq(bytes, (int32_t)HABCPULABObjectLimit);
-  __ jcc(Assembler::above, stub.miss());
-  stub.bump(path);
+  if (UseHABCPULABs) {
+    stub.place_in_buffer(path);
+  } else {
+    const ByteSize at = JavaThread::tlab_start_offset() - ThreadLocalAllocBuffer::start_offset();
+#define HAB_TLAB_FIELD(field) in_bytes(at + byte_offset_of(ThreadLocalAllocBuffer, _##field))
+    TlabFields tlab = {
+      HAB_TLAB_FIELD(start), HAB_TLAB_FIELD(top), HAB_TLAB_FIELD(pf_top), HAB_TLAB_FIELD(end),
+      HAB_TLAB_FIELD(allocation_end), HAB_TLAB_FIELD(desired_size),
+      HAB_TLAB_FIELD(refill_waste_limit), HAB_TLAB_FIELD(number_of_refills),
+      HAB_TLAB_FIELD(refill_waste), HAB_TLAB_FIELD(allocated_size)};
+#undef HAB_TLAB_FIELD
+    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words);
+  }
   stub.zero_fields();
-  __ movl(Address(rax, arrayOopDesc::length_offset_in_bytes()), length);
+  if (array) {
+    __ movl(Address(rax, arrayOopDesc::length_offset_in_bytes()), length);
+  } else {
+    __ store_klass_gap(rax, words);
+  }
   __ store_klass(rax, klass, scratch);
-  return stub.finish(runtime_stub, "arrays");
+  char what[128];
+  if (UseHABCPULABs) {
+    jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs",
+                 kind, HABCPULABObjectLimit);
+  } else {
+    jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers", kind);
+  }
+  return stub.finish(runtime_stub, UseHABCPULABs, what);
 }
 
 #else
 
-address HabCpuLabs::wrap_new_instance(address runtime_stub) {
-  return runtime_stub;
-}
-
-address HabCpuLabs::wrap_new_array(address runtime_stub) {
+address HabCpuLabs::wrap(address runtime_stub, bool) {
   return runtime_stub;
 }
 
