@@ -7,6 +7,7 @@
 #include "precompiled.hpp"
 #include "asm/macroAssembler.inline.hpp"
 #include "code/codeBlob.hpp"
+#include "gc/shared/gc_globals.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
@@ -49,6 +50,12 @@ static const Register scratch = r10;
 static const Register next = r11;
 static const Register slot = rdi;
 static const Register thread = r15_thread;
+// The TLAB refill's extension (Parallel): the old TLAB's hard end as the buffer word's top
+// field, the delta of an extension, the old TLAB's tail in words. C2's Java calling
+// convention saves none of them across the call.
+static const Register old_hard_end = r13;
+static const Register extension_delta = r14;
+static const Register tail_words = rbx;
 
 // Where a thread's TLAB fields are, from the thread (HotSpot keeps most of them private to
 // the TLAB; HabCpuLabs, its friend, fills this in).
@@ -125,14 +132,21 @@ class HabStub {
     __ jcc(Assembler::above, _miss);
   }
 
+  // The packed word's delta for a bump of `count` words: (count << top bits) - count, the
+  // free words down and the top up.
+  void delta_of(Register delta_out, Register count) {
+    __ movq(delta_out, count);
+    __ shlq(delta_out, HAB_CPU_BUFFER_TOP_BITS);
+    __ subq(delta_out, count);
+  }
+
   // The restartable bump of `words`: store the descriptor, read the thread's index, bump that
   // index's buffer, commit with one store; then rax is the chunk (and `words` is kept). A
   // preemption, migration or signal before the commit restarts at the abort handler, which
-  // misses, as do an index without a buffer and a buffer with too little left.
-  void bump(const hab_cpu_buffer_path& path) {
-    __ movq(delta, words);
-    __ shlq(delta, HAB_CPU_BUFFER_TOP_BITS);
-    __ subq(delta, words);
+  // misses, as do an index without a buffer and a buffer with too little left. With
+  // `extend`, a buffer whose top is `old_hard_end` is bumped by `extension_delta` instead.
+  void bump(const hab_cpu_buffer_path& path, bool extend = false) {
+    delta_of(delta, words);
     __ mov64(scratch, (int64_t)_descriptor);
     __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), scratch);
     _start = __ pc();
@@ -143,6 +157,13 @@ class HabStub {
     __ mov64(scratch, (int64_t)path.slots);
     __ addq(slot, scratch);
     __ movq(rax, Address(slot, 0));
+    if (extend) {
+      __ movq(next, rax);
+      __ shlq(next, 64 - HAB_CPU_BUFFER_TOP_BITS);
+      __ shrq(next, 64 - HAB_CPU_BUFFER_TOP_BITS);
+      __ cmpq(next, old_hard_end);
+      __ cmovq(Assembler::equal, delta, extension_delta);
+    }
     __ movq(next, rax);
     __ subq(next, delta);
     __ jcc(Assembler::below, _miss);
@@ -168,11 +189,17 @@ class HabStub {
   // and the new TLAB is one the levels carve (at most `max_tlab_words`). After the commit,
   // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
   // refill waste) and the new one filled (its statistics, a fresh refill waste limit).
+  //
+  // With `extend` (a young space that is one contiguous range: Parallel's eden), where the
+  // buffer's top is the old TLAB's hard end (its last carve was this TLAB, on this CPU), the
+  // new TLAB starts at the old one's top instead: the tail is reused, not wasted, and the
+  // buffer gives only the rest. A thread that keeps its CPU then allocates in one run of
+  // memory, as in one large TLAB.
   void place_in_new_tlab(const hab_cpu_buffer_path& path, const TlabFields& tlab,
-                         int32_t max_tlab_words) {
-    __ cmpptr(Address(thread, tlab.start), (int32_t)NULL_WORD);
-    __ jcc(Assembler::equal, _miss);
+                         int32_t max_tlab_words, bool extend) {
     __ movq(next, Address(thread, tlab.end));
+    __ testq(next, next);
+    __ jcc(Assembler::zero, _miss);
     __ cmpq(next, Address(thread, tlab.allocation_end));
     __ jcc(Assembler::notEqual, _miss);
     __ subq(next, Address(thread, tlab.top));
@@ -184,9 +211,44 @@ class HabStub {
     __ addq(words, Address(thread, tlab.desired_size));
     __ cmpq(words, max_tlab_words);
     __ jcc(Assembler::above, _miss);
-    bump(path);
-    // Retire the old TLAB: [top, hard end) becomes an int[], as TLAB::insert_filler makes it.
     const int reserve_bytes = (int)ThreadLocalAllocBuffer::alignment_reserve_in_bytes();
+    if (extend) {
+      // The tail's words, the old hard end as a top field, and the extension's delta.
+      __ movq(old_hard_end, Address(thread, tlab.allocation_end));
+      __ addq(old_hard_end, reserve_bytes);
+      __ movq(tail_words, old_hard_end);
+      __ subq(tail_words, Address(thread, tlab.top));
+      __ shrq(tail_words, LogHeapWordSize);
+      // A tail as large as the new TLAB (a refill waste limit raised by many allocations
+      // outside the TLAB) would leave nothing to bump: the runtime takes that rare case.
+      __ cmpq(words, tail_words);
+      __ jcc(Assembler::belowEqual, _miss);
+      __ mov64(scratch, (int64_t)path.base);
+      __ subq(old_hard_end, scratch);
+      __ shrq(old_hard_end, LogHeapWordSize);
+      __ movq(next, words);
+      __ subq(next, tail_words);
+      delta_of(extension_delta, next);
+    }
+    bump(path, extend);
+    Label fill;
+    if (extend) {
+      // Extended (the chunk starts at the hard end): the new TLAB starts at the old top, and
+      // the tail, now in it, leaves the allocated size.
+      Label fresh;
+      __ movq(next, Address(thread, tlab.allocation_end));
+      __ addq(next, reserve_bytes);
+      __ cmpq(rax, next);
+      __ jcc(Assembler::notEqual, fresh);
+      __ movq(rax, Address(thread, tlab.top));
+      __ movq(scratch, rax);
+      __ subq(scratch, Address(thread, tlab.start));
+      __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
+      __ subq(Address(thread, tlab.allocated_size), tail_words);
+      __ jmp(fill);
+      __ bind(fresh);
+    }
+    // Retire the old TLAB: [top, hard end) becomes an int[], as TLAB::insert_filler makes it.
     const int filler_header_bytes = arrayOopDesc::base_offset_in_bytes(T_INT);
     Klass* filler_klass = Universe::intArrayKlassObj();
     __ movq(next, Address(thread, tlab.top));
@@ -210,7 +272,8 @@ class HabStub {
     __ subq(slot, filler_header_bytes);
     __ shrq(slot, exact_log2(sizeof(jint)));
     __ movl(Address(next, arrayOopDesc::length_offset_in_bytes()), slot);
-    // Fill the new one: the object at its start.
+    // Fill the new one: the object at its start (rax).
+    __ bind(fill);
     __ movq(Address(thread, tlab.start), rax);
     __ leaq(next, Address(rax, bytes, Address::times_1));
     __ movq(Address(thread, tlab.top), next);
@@ -336,7 +399,8 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
       HAB_TLAB_FIELD(refill_waste_limit), HAB_TLAB_FIELD(number_of_refills),
       HAB_TLAB_FIELD(refill_waste), HAB_TLAB_FIELD(allocated_size)};
 #undef HAB_TLAB_FIELD
-    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words);
+    // Extensions only where the young space is one range: a G1 TLAB must not cross regions.
+    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, UseParallelGC);
   }
   stub.zero_fields();
   if (array) {
