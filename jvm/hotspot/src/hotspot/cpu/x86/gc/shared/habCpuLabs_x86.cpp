@@ -399,8 +399,9 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
       HAB_TLAB_FIELD(refill_waste_limit), HAB_TLAB_FIELD(number_of_refills),
       HAB_TLAB_FIELD(refill_waste), HAB_TLAB_FIELD(allocated_size)};
 #undef HAB_TLAB_FIELD
-    // Extensions only where the young space is one range: a G1 TLAB must not cross regions.
-    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, UseParallelGC);
+    // Extensions only where the young space is one range: a G1 TLAB must not cross regions,
+    // nor a Parallel one the per-node pieces of a NUMA eden.
+    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, UseParallelGC && !UseNUMA);
   }
   stub.zero_fields();
   if (array) {
