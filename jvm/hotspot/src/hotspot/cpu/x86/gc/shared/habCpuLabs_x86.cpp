@@ -359,7 +359,8 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
   if (!HabLevels::cpu_buffer_path(&path)) {
     return runtime_stub;
   }
-  if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) || !Assembler::is_simm32(path.rseq_index_offset)) {
+  if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) ||
+      !Assembler::is_simm32(path.rseq_index_offset)) {
     log_info(gc, init)("HAB: C2 allocates %s through the runtime: the rseq area is more than "
                        "2 GiB from the thread pointer", kind);
     return runtime_stub;
@@ -369,7 +370,9 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
     log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
     return runtime_stub;
   }
-  BufferBlob* blob = BufferBlob::create(array ? "HAB new_array" : "HAB new_instance", 768);
+  // The largest stub (arrays, TLAB refills) is about 640 bytes, with its descriptor and
+  // alignment 700.
+  BufferBlob* blob = BufferBlob::create(array ? "HAB new_array" : "HAB new_instance", 1024);
   if (blob == NULL) {
     warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
             "through the runtime", kind);
