@@ -22,6 +22,8 @@
 //   refill TLABs from per-CPU buffers: the old TLAB's tail becomes a filler, the new TLAB
 //   (the desired size and the object) is installed with the statistics the runtime keeps, and
 //   the object is placed in it, without the runtime call and its thread-state transitions.
+//   Under Parallel, where the buffer's last carve was the old TLAB, the new one extends it
+//   instead (the tail reused, no filler).
 //
 // Anything unusual (an empty buffer, a TLAB the runtime would keep, a class not initialized,
 // an object over the limit, a section the kernel aborted) takes C2's own runtime stub, with
@@ -50,7 +52,8 @@ class HabCpuLabs : AllStatic {
   // finalizer (in a per-CPU LAB, up to HABCPULABObjectLimit bytes; or in a new TLAB), and
   // returns it; anything else jumps to `runtime_stub`, unchanged. Returns `runtime_stub`
   // itself where the levels publish no path (saying why), with HABCompiledRefill off, or
-  // where the stub cannot keep the runtime's rules (ZeroTLAB, biased locking).
+  // where the stub cannot keep the runtime's rules (ZeroTLAB, biased locking, a refill waste
+  // fraction that is not a power of two).
   static address wrap_new_instance(address runtime_stub) { return wrap(runtime_stub, false); }
 
   // C2's array allocation, wrapped as instances are: the klass in j_rarg0, the length in
