@@ -231,19 +231,21 @@ class HabStub {
       delta_of(extension_delta, next);
     }
     bump(path, extend);
+    // The old TLAB's used bytes count to the thread, however the new one starts.
+    __ movq(next, Address(thread, tlab.top));
+    __ movq(scratch, next);
+    __ subq(scratch, Address(thread, tlab.start));
+    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
     Label fill;
     if (extend) {
-      // Extended (the chunk starts at the hard end): the new TLAB starts at the old top, and
-      // the tail, now in it, leaves the allocated size.
+      // Extended (the chunk starts at the hard end, kept in `slot` for the filler otherwise):
+      // the new TLAB starts at the old top, and the tail, now in it, leaves the allocated size.
       Label fresh;
-      __ movq(next, Address(thread, tlab.allocation_end));
-      __ addq(next, reserve_bytes);
-      __ cmpq(rax, next);
+      __ movq(slot, Address(thread, tlab.allocation_end));
+      __ addq(slot, reserve_bytes);
+      __ cmpq(rax, slot);
       __ jcc(Assembler::notEqual, fresh);
-      __ movq(rax, Address(thread, tlab.top));
-      __ movq(scratch, rax);
-      __ subq(scratch, Address(thread, tlab.start));
-      __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
+      __ movq(rax, next);
       __ subq(Address(thread, tlab.allocated_size), tail_words);
       __ jmp(fill);
       __ bind(fresh);
@@ -251,12 +253,10 @@ class HabStub {
     // Retire the old TLAB: [top, hard end) becomes an int[], as TLAB::insert_filler makes it.
     const int filler_header_bytes = arrayOopDesc::base_offset_in_bytes(T_INT);
     Klass* filler_klass = Universe::intArrayKlassObj();
-    __ movq(next, Address(thread, tlab.top));
-    __ movq(scratch, next);
-    __ subq(scratch, Address(thread, tlab.start));
-    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
-    __ movq(slot, Address(thread, tlab.allocation_end));
-    __ addq(slot, reserve_bytes);
+    if (!extend) {
+      __ movq(slot, Address(thread, tlab.allocation_end));
+      __ addq(slot, reserve_bytes);
+    }
     __ subq(slot, next);
     __ movl(scratch, slot);
     __ shrl(scratch, LogHeapWordSize);
