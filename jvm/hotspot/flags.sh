@@ -46,7 +46,8 @@ cases=$(cat <<'CASES'
 -XX:+UseG1GC -Xlog:disable -XX:HABLevels=core:1T	run	does not fit G1 eden regions
 -XX:+UseSerialGC	run	not serial gc; HABs turned off
 -XX:-UseTLAB	run	-XX:-UseTLAB turns them off; HABs turned off
--XX:+UseHABCPULABs	run	in per-CPU LABs
+-XX:+UseHABCPULABs	run	cycles flip between them and TLABs
+-XX:+UseHABCPULABs -XX:-HABFlip	run	allocates instances of up to 1024 bytes in per-CPU LABs
 -XX:+UseHABCPULABs -XX:HABCpuId=getcpu	run	per-CPU LABs turned off
 -XX:+UseHABCPULABs -XX:HABLevels=core:1M	run	per-CPU LABs turned off
 -XX:+UseHABCPULABs -XX:+UseG1GC	run	works with the Parallel collector

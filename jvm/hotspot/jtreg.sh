@@ -3,7 +3,8 @@
 # JVM that build.sh built, under the Parallel GC and under G1, each in four configurations: as
 # shipped (-XX:-UseHAB), with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB
 # -XX:HABLevels=cpu:256K,core:2M, and with -XX:+UseHAB and heap verification before and after
-# every collection; under Parallel also with -XX:+UseHABCPULABs, without and with verification.
+# every collection; under Parallel also with -XX:+UseHABCPULABs, without and with verification,
+# and with every cycle in per-CPU LABs (-XX:-HABFlip).
 # Builds the native library of the HeapMonitor tests. Writes
 # target/hotspot-hab/jtreg/summary.md (tests run, passed, failed, errors, seconds per collector
 # and configuration) and keeps jtreg's reports beside it.
@@ -11,7 +12,8 @@
 #   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
 #
 # Environment: COLLECTORS (default "parallel g1"); CONFIGS (default every configuration: stock
-# hab hab-cpu hab-verify cpu-labs cpu-labs-verify; the last two only under Parallel).
+# hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always; the last three only under
+# Parallel).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -96,13 +98,14 @@ for collector in ${COLLECTORS:-parallel g1}; do
     *) echo "unknown collector $collector (parallel, g1)" >&2; exit 2 ;;
   esac
   [ "$#" -gt 0 ] && tests=("$@")
-  for config in ${CONFIGS:-stock hab hab-cpu hab-verify cpu-labs cpu-labs-verify}; do
+  for config in ${CONFIGS:-stock hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always}; do
     case "$config" in
       stock) options="$gc -XX:-UseHAB" ;;
       hab) options="$gc -XX:+UseHAB" ;;
       hab-cpu) options="$gc -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M" ;;
       hab-verify) options="$gc -XX:+UseHAB $verify" ;;
       cpu-labs) options="$gc -XX:+UseHABCPULABs" ;;
+      cpu-labs-always) options="$gc -XX:+UseHABCPULABs -XX:-HABFlip" ;;
       cpu-labs-verify) options="$gc -XX:+UseHABCPULABs $verify" ;;
       *) echo "unknown configuration $config" >&2; exit 2 ;;
     esac

@@ -70,7 +70,8 @@ struct HotspotHabArgs {
     #[arg(long)]
     collector: Option<report::hotspot_hab::Collector>,
     /// Instead of the javac grid, the many-threads table: the chat with 1000 threads in a
-    /// 4 MiB young generation (stock, -XX:-UseTLAB, HABs with adaptive and 1 KiB TLABs).
+    /// 4 MiB young generation (stock, -XX:-UseTLAB, HABs with adaptive and 1 KiB TLABs, and
+    /// under Parallel per-CPU LABs, flipping with TLABs and in every cycle).
     #[arg(long, conflicts_with_all = ["from", "out", "tlabs", "skip_levels"])]
     many_threads: bool,
     /// Messages per connection of the chat (--many-threads).
@@ -472,7 +473,7 @@ fn hotspot_many_threads(args: &HotspotHabArgs) -> Result<(), String> {
             args.bench_jar.display()
         ));
     }
-    let total = collectors.len() * hotspot_chat::configs().len() * args.repeat;
+    let total = hotspot_chat::run_count(&collectors, args.repeat);
     let mut done = 0;
     let runs = hotspot_chat::measure(
         &jdk,

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Garthwaite's Table 2 inside HotSpot: bench/jvm's chat (rooms of 20 threads that block on
 # their inboxes between small allocations) under Parallel, stock adaptive TLABs against
-# -XX:-UseTLAB (a CAS on eden's top per object), -XX:+UseHAB and -XX:+UseHABCPULABs: young
-# collections and messages per second, over threads x young size, in interleaved rounds.
-# JDK=... JAR=... ROUNDS=2 ROOMS="1 5 50 200" YOUNG="4 16 64" HEAP=256 bash run.sh
+# -XX:-UseTLAB (a CAS on eden's top per object), -XX:+UseHAB, -XX:+UseHABCPULABs (cycles
+# flipping between per-CPU LABs and TLABs) and -XX:+UseHABCPULABs -XX:-HABFlip (every cycle in
+# per-CPU LABs): young collections and messages per second, over threads x young size, in
+# interleaved rounds.
+# JDK=... JAR=... ROUNDS=2 ROOMS="1 5 50 200" YOUNG="4 16 64" HEAP=256 CONFIGS="..." bash run.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
 jar=${JAR:-bench/jvm/target/benchmarks.jar}
@@ -14,12 +16,13 @@ echo "== round threads young_mib config messages_per_sec collections"
 for round in $(seq "${ROUNDS:-2}"); do
   for rooms in ${ROOMS:-5 50 200}; do
     for young in ${YOUNG:-4 16 64}; do
-      for config in stock no-tlab hab cpu-labs; do
+      for config in ${CONFIGS:-stock no-tlab hab cpu-labs cpu-labs-always}; do
         case $config in
           stock) flags=-XX:-UseHAB ;;
           no-tlab) flags=-XX:-UseTLAB ;;
           hab) flags=-XX:+UseHAB ;;
           cpu-labs) flags=-XX:+UseHABCPULABs ;;
+          cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
         esac
         out=$(timeout 120 "$java" -XX:+UseParallelGC $flags -Xms${HEAP:-256}m -Xmx${HEAP:-256}m -Xmn${young}m \
           -cp "$jar" hab.bench.Chat "$rooms" 40 2>&1)

@@ -34,17 +34,19 @@ pub struct ChatConfig {
     pub flags: Vec<String>,
 }
 
-/// Stock with its adaptive TLABs, stock without TLABs, HABs with adaptive TLABs and HABs with
-/// small fixed TLABs (1 KiB, below HotSpot's smallest by default: refilled from the per-CPU
-/// buffer, not the young generation).
-pub fn configs() -> Vec<ChatConfig> {
+/// The configurations under `collector`: stock with its adaptive TLABs, stock without TLABs,
+/// HABs with adaptive TLABs and HABs with small fixed TLABs (1 KiB, below HotSpot's smallest
+/// by default: refilled from the per-CPU buffer, not the young generation); under Parallel
+/// also objects in per-CPU LABs, with the flip between them and TLABs at collections (the
+/// default) and in every cycle.
+pub fn configs(collector: Collector) -> Vec<ChatConfig> {
     let config = |label: &str, flags: &[&str]| ChatConfig {
         label: label.into(),
         flags: flags.iter().map(|f| f.to_string()).collect(),
     };
-    vec![
+    let mut configs = vec![
         config(STOCK, &["-XX:-UseHAB"]),
-        config("stock, -XX:-UseTLAB", &["-XX:-UseHAB", "-XX:-UseTLAB"]),
+        config(NO_TLABS, &["-XX:-UseHAB", "-XX:-UseTLAB"]),
         config(HABS, &["-XX:+UseHAB"]),
         config(
             HABS_SMALL,
@@ -55,12 +57,28 @@ pub fn configs() -> Vec<ChatConfig> {
                 "-XX:-ResizeTLAB",
             ],
         ),
-    ]
+    ];
+    if collector == Collector::Parallel {
+        configs.push(config(CPU_LABS, &["-XX:+UseHABCPULABs"]));
+        configs.push(config(
+            CPU_LABS_ALWAYS,
+            &["-XX:+UseHABCPULABs", "-XX:-HABFlip"],
+        ));
+    }
+    configs
+}
+
+/// The runs of every collector's configurations, `repeat` rounds each.
+pub fn run_count(collectors: &[Collector], repeat: usize) -> usize {
+    collectors.iter().map(|&c| configs(c).len()).sum::<usize>() * repeat
 }
 
 const STOCK: &str = "stock, adaptive TLABs";
+const NO_TLABS: &str = "stock, -XX:-UseTLAB";
 const HABS: &str = "-XX:+UseHAB, adaptive TLABs";
 const HABS_SMALL: &str = "-XX:+UseHAB, 1 KiB TLABs";
+const CPU_LABS: &str = "-XX:+UseHABCPULABs, flipping with TLABs";
+const CPU_LABS_ALWAYS: &str = "-XX:+UseHABCPULABs, every cycle";
 
 /// One configuration under one collector, over the repetitions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -191,7 +209,7 @@ pub fn measure(
     let mut points: Vec<ChatPoint> = collectors
         .iter()
         .flat_map(|&collector| {
-            configs().into_iter().map(move |config| ChatPoint {
+            configs(collector).into_iter().map(move |config| ChatPoint {
                 collector,
                 config,
                 messages_per_sec: vec![],
@@ -306,7 +324,8 @@ pub fn render_runs(runs: &ChatRuns) -> String {
                     )
                 })
             };
-            let levels = if point.config.flags.iter().any(|f| f == "-XX:+UseHAB") {
+            let with_levels = |f: &String| f == "-XX:+UseHAB" || f == "-XX:+UseHABCPULABs";
+            let levels = if point.config.flags.iter().any(with_levels) {
                 cell(&point.level_waste_kib_per_gc, 0)
             } else {
                 "—".into()
@@ -328,7 +347,8 @@ pub fn render_runs(runs: &ChatRuns) -> String {
 
 /// The claims of HABs under many threads, per collector: with defaults, no more young
 /// collections than stock at 0.95× its messages/s or more; with 1 KiB TLABs, fewer
-/// collections than stock at 0.9× or more.
+/// collections than stock at 0.9× or more; with per-CPU LABs (Garthwaite et al.'s Table 2),
+/// at most 1.1× the collections of `-XX:-UseTLAB` at 0.95× stock's messages/s or more.
 fn judge(runs: &ChatRuns, claims: &mut Claims) {
     for collector in Collector::ALL {
         let Some(stock) = find(runs, collector, STOCK) else {
@@ -358,6 +378,32 @@ fn judge(runs: &ChatRuns, claims: &mut Claims) {
                     Verdict::at_least(rate.ratio(stock_rate), 0.95),
                 );
             }
+        }
+        let no_tlabs = find(runs, collector, NO_TLABS).map(|p| spread(&counts(&p.collections)));
+        for label in [CPU_LABS, CPU_LABS_ALWAYS] {
+            let Some(labs) = find(runs, collector, label) else {
+                continue;
+            };
+            let (Some(rate), Some(collections)) = (
+                spread(&labs.messages_per_sec),
+                spread(&counts(&labs.collections)),
+            ) else {
+                continue;
+            };
+            if let Some(Some(no_tlabs)) = no_tlabs {
+                claims.judge(
+                    "HotSpot with HABs",
+                    &format!(
+                        "{label}: at most 1.1× the young collections of -XX:-UseTLAB ({where_})"
+                    ),
+                    Verdict::at_most(collections, 1.1 * no_tlabs.max),
+                );
+            }
+            claims.judge(
+                "HotSpot with HABs",
+                &format!("{label}: ≥ 0.95× stock's messages/s ({where_})"),
+                Verdict::at_least(rate.ratio(stock_rate), 0.95),
+            );
         }
         if let Some(small) = find(runs, collector, HABS_SMALL) {
             if let (Some(rate), Some(collections)) = (
@@ -413,7 +459,7 @@ impl Experiment for HotSpotManyThreads {
     fn steps(&self, cx: &Context) -> usize {
         match messages_for(&cx.scale) {
             Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
-                Collector::ALL.len() * configs().len() * REPORT_ROUNDS
+                run_count(&Collector::ALL, REPORT_ROUNDS)
             }
             _ => 0,
         }
@@ -448,7 +494,10 @@ impl Experiment for HotSpotManyThreads {
             "### Many threads\n\nGarthwaite et al.'s case inside HotSpot: a thousand threads, \
              each with a TLAB whose tail is unused at every young collection. Hab's levels \
              change where TLABs come from, so they bound the buffers' own tails, not the \
-             TLABs'; `-XX:-UseTLAB` shows what no tails at all would give.\n\n",
+             TLABs'; `-XX:-UseTLAB` shows what no tails at all would give, and per-CPU LABs \
+             (`-XX:+UseHABCPULABs`, Parallel) what they give without a compare-and-swap per \
+             object: objects straight into the buffer of the CPU the thread runs on, in cycles \
+             the flip policy gives them (by default) or in all.\n\n",
         );
         let not_measured = Err(cx.why_no_jvm());
         match cx
@@ -487,7 +536,10 @@ mod tests {
     }
 
     fn point(collector: Collector, label: &str, collections: &[u64], rate: f64) -> ChatPoint {
-        let config = configs().into_iter().find(|c| c.label == label).unwrap();
+        let config = configs(collector)
+            .into_iter()
+            .find(|c| c.label == label)
+            .unwrap();
         ChatPoint {
             collector,
             config,
@@ -520,5 +572,42 @@ mod tests {
         let text = render_runs(&runs);
         assert!(text.contains("**G1 (`-XX:+UseG1GC`)**"), "{text}");
         assert!(!text.contains("Parallel"), "{text}");
+    }
+
+    #[test]
+    fn per_cpu_labs_are_judged_against_no_tlabs_and_stock_under_parallel_only() {
+        assert!(configs(Collector::G1)
+            .iter()
+            .all(|c| !c.flags.iter().any(|f| f.contains("HABCPULABs"))));
+        assert_eq!(
+            configs(Collector::Parallel).len(),
+            configs(Collector::G1).len() + 2
+        );
+        assert_eq!(
+            run_count(&[Collector::Parallel, Collector::G1], 2),
+            2 * (6 + 4)
+        );
+        let runs = ChatRuns {
+            machine: "m".into(),
+            jvm: "j".into(),
+            messages: 40,
+            repeat: 2,
+            points: vec![
+                point(Collector::Parallel, STOCK, &[150, 152], 500.0),
+                point(Collector::Parallel, NO_TLABS, &[117, 118], 700.0),
+                // Within 1.1x of -XX:-UseTLAB's collections, faster than stock.
+                point(Collector::Parallel, CPU_LABS, &[118, 119], 700.0),
+                // 1.2x the collections, and slower than 0.95x stock.
+                point(Collector::Parallel, CPU_LABS_ALWAYS, &[140, 142], 400.0),
+            ],
+        };
+        let mut claims = Claims::default();
+        judge(&runs, &mut claims);
+        assert_eq!(
+            claims.verdicts(),
+            [Verdict::Yes, Verdict::Yes, Verdict::No, Verdict::No]
+        );
+        let text = render_runs(&runs);
+        assert!(text.contains("`-XX:+UseHABCPULABs -XX:-HABFlip`"), "{text}");
     }
 }

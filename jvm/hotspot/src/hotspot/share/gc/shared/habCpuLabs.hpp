@@ -7,7 +7,9 @@
 #ifndef SHARE_GC_SHARED_HABCPULABS_HPP
 #define SHARE_GC_SHARED_HABCPULABS_HPP
 
+#include "gc/shared/tlab_globals.hpp" // UseHABCPULABs
 #include "memory/allStatic.hpp"
+#include "runtime/atomic.hpp"
 #include "utilities/globalDefinitions.hpp"
 
 // Compiled code that reaches the per-CPU buffers of Hab's restartable cpu level itself (their
@@ -25,27 +27,45 @@
 //   Under Parallel, where the buffer's last carve was the old TLAB, the new one extends it
 //   instead (the tail reused, no filler).
 //
+// With both and -XX:+HABFlip (the default), each cycle allocates in one or the other, as the
+// flip policy decided at the collection before it (HabLevels::retire_all): the per-CPU LAB
+// stub then hands a TLAB cycle's calls to the TLAB refill stub.
+//
 // Anything unusual (an empty buffer, a TLAB the runtime would keep, a class not initialized,
 // an object over the limit, a section the kernel aborted) takes C2's own runtime stub, with
 // the registers it was called with.
 class HabCpuLabs : AllStatic {
  public:
-  // Who holds the stubs off: each one a bit of _paused.
+  // Who holds the stubs off: each one a bit of _state.
   enum Pauser {
     FOR_SAMPLING = 1, // a JVMTI agent samples allocations (SampledObjectAlloc)
     FOR_JFR = 2       // JFR records allocation events (in and outside TLABs, samples)
   };
 
  private:
-  // Read by every stub first: while not 0, each one goes to the runtime, the only place that
-  // samples allocations and sends their events.
-  static volatile int _paused;
+  // The bit of _state set in a cycle the flip gave to TLABs (UseHABCPULABs).
+  static const int IN_TLABS = 4;
+
+  // Read by every stub first: while a pauser's bit is set, each one goes to the runtime, the
+  // only place that samples allocations and sends their events; IN_TLABS alone sends the per-CPU
+  // LAB stub to the TLAB refill stub. One compare of the word with 0 on the common path.
+  static volatile int _state;
+
+  static void set_bit(int bit, bool on);
 
   // Wraps C2's runtime stub for instances (`array` false) or arrays.
   static address wrap(address runtime_stub, bool array);
 
  public:
-  static void set_paused(Pauser pauser, bool paused);
+  static void set_paused(Pauser pauser, bool paused) { set_bit(pauser, paused); }
+
+  // Whether objects go to per-CPU LABs this cycle: with UseHABCPULABs, unless the flip gave
+  // the cycle to TLABs. Changes only at a safepoint.
+  static bool in_cpu_labs() { return UseHABCPULABs && (Atomic::load(&_state) & IN_TLABS) == 0; }
+
+  // At start-up and at a collection (with every thread stopped): the next cycle in TLABs or
+  // in per-CPU LABs.
+  static void set_in_tlabs(bool in_tlabs) { set_bit(IN_TLABS, in_tlabs); }
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
   // passes (the klass in j_rarg0) and allocates an instance of an initialized class without a

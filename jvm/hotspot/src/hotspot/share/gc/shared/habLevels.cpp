@@ -17,6 +17,7 @@
 #include "runtime/globals_extension.hpp"
 #include "runtime/os.hpp"
 #include "runtime/safepoint.hpp"
+#include "runtime/thread.hpp"
 #include "utilities/ostream.hpp"
 
 // Only the declarations: HotSpot calls libhab through pointers resolved at start-up.
@@ -50,13 +51,14 @@ HAB_ENTRIES(HAB_DECLARE_ENTRY)
 
 static const size_t MAX_LEVELS = 5;
 
-volatile int HabCpuLabs::_paused = 0;
+volatile int HabCpuLabs::_state = 0;
 
-void HabCpuLabs::set_paused(Pauser pauser, bool paused) {
-  int old_value = Atomic::load(&_paused);
+// Pausers change their bits from any thread (JVMTI, JFR), the flip its own at safepoints.
+void HabCpuLabs::set_bit(int bit, bool on) {
+  int old_value = Atomic::load(&_state);
   for (;;) {
-    int new_value = paused ? (old_value | pauser) : (old_value & ~pauser);
-    int seen = Atomic::cmpxchg(&_paused, old_value, new_value);
+    int new_value = on ? (old_value | bit) : (old_value & ~bit);
+    int seen = Atomic::cmpxchg(&_state, old_value, new_value);
     if (seen == old_value) {
       return;
     }
@@ -89,6 +91,12 @@ static volatile size_t _declined_objects = 0;
 static hab_level_stats _previous[MAX_LEVELS];
 static size_t _retires = 0;
 static size_t _collections = 0;
+// The flip (UseHABCPULABs with HABFlip): the lowest level's waste at the last collection, and
+// the cycles spent in per-CPU LABs and in TLABs, and the flips between them.
+static uint64_t _lowest_waste_at_collection = 0;
+static size_t _cycles_in_cpu_labs = 0;
+static size_t _cycles_in_tlabs = 0;
+static size_t _flips = 0;
 
 // Hab's upstream: the collector's space. Carves desired bytes, or what is left when that is at
 // least min.
@@ -262,6 +270,10 @@ bool HabLevels::initialize(HabSpace* space) {
       FLAG_SET_ERGO(UseHABCPULABs, false);
     }
   }
+  if (UseHABCPULABs && HABFlip) {
+    // TLABs first: with few threads a cycle in them leaves too little unused to flip.
+    HabCpuLabs::set_in_tlabs(true);
+  }
   if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {
     log_error(gc, init)("UseHAB: no thread-specific key left");
     return false;
@@ -270,6 +282,11 @@ bool HabLevels::initialize(HabSpace* space) {
                      SIZE_FORMAT "K through them (%s)",
                      chosen, _follow ? " (auto)" : "", _space->name(),
                      _space->eden_bytes() / K, HABCpuId, _max_tlab_words * HeapWordSize / K, path);
+  if (UseHABCPULABs) {
+    log_info(gc, init)("HAB: objects in per-CPU LABs%s", HABFlip
+                       ? ", cycles flip between them and TLABs at collections (TLABs first)"
+                       : " every cycle (-XX:-HABFlip)");
+  }
   if (!UseHABCPULABs && HABCompiledRefill && no_path != NULL) {
     log_info(gc, init)("HAB: C2 refills TLABs through the runtime: %s", no_path);
   }
@@ -371,7 +388,62 @@ static void print_levels(outputStream* out, const char* what, const hab_level_st
   }
 }
 
-void HabLevels::retire_all(bool at_collection) {
+// The flip policy (Garthwaite, Dice and White, and Hab's flip mode): after a cycle in TLABs,
+// the next one goes to per-CPU LABs when the TLABs left more unused (tails at the collection
+// and at refills) than a per-CPU LAB per CPU could; after a cycle in per-CPU LABs, back to
+// TLABs when those left more than a LAB per running thread. Many threads on few CPUs favour
+// per-CPU LABs, few threads on many CPUs TLABs.
+static bool next_in_cpu_labs(bool in_cpu_labs, size_t unused_tlab_bytes, size_t unused_lab_bytes,
+                             size_t lab_bytes, size_t cpus, size_t threads) {
+  bool flip = in_cpu_labs ? unused_lab_bytes > lab_bytes * MAX2(threads, (size_t)1)
+                          : unused_tlab_bytes > lab_bytes * MAX2(cpus, (size_t)1);
+  return in_cpu_labs != flip;
+}
+
+// At a collection, with the figures of every level now: applies the flip policy to the cycle
+// that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info).
+static void flip_at_collection(const hab_level_stats* now, size_t count, size_t tlab_waste_words) {
+  if (count == 0) {
+    return;
+  }
+  bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
+  size_t unused_tlab_bytes = tlab_waste_words * HeapWordSize;
+  size_t unused_lab_bytes = (size_t)(now[0].waste_bytes - _lowest_waste_at_collection);
+  _lowest_waste_at_collection = now[0].waste_bytes;
+  if (_collections == 1 && HABFlipEvery == 0) {
+    // HotSpot sized the first cycle's TLABs before any thread had allocated (a guess of the
+    // threads): their tails then say little of the threads' own, so the first cycle stays.
+    _cycles_in_tlabs++;
+    log_debug(gc, tlab)("HAB flip: the first cycle, in TLABs sized before the threads "
+                        "allocated: TLABs left " SIZE_FORMAT "K unused; the next in TLABs",
+                        unused_tlab_bytes / K);
+    return;
+  }
+  size_t lab_bytes = (size_t)now[0].buffer_bytes;
+  size_t cpus = (size_t)os::active_processor_count();
+  size_t threads = (size_t)Threads::number_of_threads();
+  bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
+                                 : next_in_cpu_labs(in_cpu_labs, unused_tlab_bytes,
+                                                    unused_lab_bytes, lab_bytes, cpus, threads);
+  (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
+  log_debug(gc, tlab)("HAB flip: a cycle in %s: TLABs left " SIZE_FORMAT "K unused, per-CPU LABs "
+                      SIZE_FORMAT "K (LABs of " SIZE_FORMAT "K, %d CPUs, " SIZE_FORMAT
+                      " threads); the next in %s",
+                      in_cpu_labs ? "per-CPU LABs" : "TLABs", unused_tlab_bytes / K,
+                      unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads,
+                      next ? "per-CPU LABs" : "TLABs");
+  if (next != in_cpu_labs) {
+    _flips++;
+    log_info(gc, tlab)("HAB flip: to %s (TLABs left " SIZE_FORMAT "K unused over the cycle, "
+                       "per-CPU LABs " SIZE_FORMAT "K; LABs of " SIZE_FORMAT "K, %d CPUs, "
+                       SIZE_FORMAT " threads)",
+                       next ? "per-CPU LABs" : "TLABs", unused_tlab_bytes / K,
+                       unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads);
+    HabCpuLabs::set_in_tlabs(!next);
+  }
+}
+
+void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
   assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
   if (_hab_levels_retire_all(_levels) != HAB_OK) {
     fatal("UseHAB: retiring the buffers failed: %s", _hab_last_error());
@@ -381,6 +453,11 @@ void HabLevels::retire_all(bool at_collection) {
   // only at collections, so that verification and heap inspection do not change the sizing.
   if (at_collection) {
     _collections++;
+    if (UseHABCPULABs && HABFlip) {
+      // Before the resize: the cycle's figures are those of the buffers it had.
+      hab_level_stats now[MAX_LEVELS];
+      flip_at_collection(now, read_stats(now), tlab_waste_words);
+    }
     if (_follow && _hab_levels_resize_within(_levels, _space->eden_bytes(),
                                              _space->max_buffer_bytes()) != HAB_OK) {
       fatal("UseHAB: resizing the buffers failed: %s", _hab_last_error());
@@ -421,5 +498,10 @@ void HabLevels::print_summary() {
                 "include them)",
                 Atomic::load(&_runtime_objects), Atomic::load(&_runtime_words) * HeapWordSize / K,
                 Atomic::load(&_declined_objects));
+    if (HABFlip) {
+      ls.print_cr("HAB flip: " SIZE_FORMAT " cycles in per-CPU LABs, " SIZE_FORMAT " in TLABs, "
+                  SIZE_FORMAT " flips; now in %s", _cycles_in_cpu_labs, _cycles_in_tlabs, _flips,
+                  HabCpuLabs::in_cpu_labs() ? "per-CPU LABs" : "TLABs");
+    }
   }
 }

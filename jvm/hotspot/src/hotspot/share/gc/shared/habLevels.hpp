@@ -54,10 +54,11 @@ class HabLevels : AllStatic {
   static HeapWord* allocate_new_tlab(size_t min_size, size_t requested_size, size_t* actual_size);
 
   // At a safepoint, whenever the heap is made parsable: every buffer's free tail becomes a
-  // filler object and the buffers are emptied. `at_collection` (the TLABs are retired too):
-  // with HABLevels=auto, the buffers are resized for the next cycle. Logs the levels
-  // (gc+tlab=debug).
-  static void retire_all(bool at_collection);
+  // filler object and the buffers are emptied. `at_collection` (the TLABs are retired too,
+  // having left `tlab_waste_words` unused over the cycle): with UseHABCPULABs and HABFlip,
+  // the flip policy picks TLABs or per-CPU LABs for the next cycle; with HABLevels=auto, the
+  // buffers are resized for it. Logs the levels (gc+tlab=debug).
+  static void retire_all(bool at_collection, size_t tlab_waste_words);
 
   // At exit: what the levels did over the run (gc+tlab).
   static void print_summary();

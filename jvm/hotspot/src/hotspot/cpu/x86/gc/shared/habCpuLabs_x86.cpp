@@ -73,11 +73,19 @@ class HabStub {
   address _start;
   address _commit;
   Label _miss;
+  Label _not_plain;
+  address _state;
+  address _in_tlabs;
+  int _in_tlabs_state;
 
  public:
   address entry;
+  // Past the first test: where the per-CPU LAB stub sends a TLAB cycle's calls.
+  address checked_entry;
 
-  explicit HabStub(BufferBlob* blob) : _buffer(blob), _start(NULL), _commit(NULL) {
+  explicit HabStub(BufferBlob* blob)
+      : _buffer(blob), _start(NULL), _commit(NULL), _state(NULL), _in_tlabs(NULL),
+        _in_tlabs_state(0), checked_entry(NULL) {
     _masm = new MacroAssembler(&_buffer);
     __ align(32);
     _descriptor = (RseqDescriptor*)__ pc();
@@ -90,10 +98,16 @@ class HabStub {
 
   MacroAssembler* masm() { return _masm; }
 
-  // The stub's first test: while allocations are sampled or recorded, the runtime takes them.
-  void unless_paused(address paused) {
-    __ cmp32(ExternalAddress(paused), 0);
-    __ jcc(Assembler::notEqual, _miss);
+  // The stub's first test, one compare of HabCpuLabs::_state with 0: while allocations are
+  // sampled or recorded, the runtime takes them; in a cycle the flip gave to TLABs,
+  // `in_tlabs` (the TLAB refill stub past its own test; NULL: no such cycle), out of line.
+  void first_test(address state, int in_tlabs_state, address in_tlabs) {
+    __ cmp32(ExternalAddress(state), 0);
+    __ jcc(Assembler::notEqual, in_tlabs == NULL ? _miss : _not_plain);
+    checked_entry = __ pc();
+    _state = state;
+    _in_tlabs_state = in_tlabs_state;
+    _in_tlabs = in_tlabs;
   }
   Label& miss() { return _miss; }
 
@@ -313,6 +327,12 @@ class HabStub {
       __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
     }
     __ ret(0);
+    if (_in_tlabs != NULL) {
+      // The state is not 0: a TLAB cycle and nothing else, or a pauser's bit.
+      __ bind(_not_plain);
+      __ cmp32(ExternalAddress(_state), _in_tlabs_state);
+      __ jump_cc(Assembler::equal, RuntimeAddress(_in_tlabs));
+    }
     __ bind(_miss);
     __ jump(RuntimeAddress(runtime_stub));
     __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
@@ -353,6 +373,70 @@ static const char* no_compiled_refill() {
   return NULL;
 }
 
+// Where a stub is entered: by C2's calls, and past its first test.
+struct StubEntries {
+  address entry;
+  address checked_entry;
+};
+
+// One stub for instances or arrays (`array`) that places the object in a per-CPU LAB
+// (`cpu_labs`) or in a new TLAB (whose fields are `tlab`); `in_tlabs`: where a per-CPU LAB stub sends a TLAB cycle's
+// calls (NULL: none). NULL entries where the code cache has no room.
+static StubEntries generate(address runtime_stub, bool array, bool cpu_labs, address in_tlabs,
+                           const hab_cpu_buffer_path& path, const TlabFields& tlab,
+                           volatile int* state, int in_tlabs_state) {
+  const char* kind = array ? "arrays" : "instances";
+  // The largest stub (arrays, TLAB refills) is about 640 bytes, with its descriptor and
+  // alignment 700.
+  BufferBlob* blob = BufferBlob::create(
+      cpu_labs ? (array ? "HAB new_array" : "HAB new_instance")
+               : (array ? "HAB new_array refill" : "HAB new_instance refill"), 1024);
+  if (blob == NULL) {
+    warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
+            "through the runtime", kind);
+    StubEntries none = {NULL, NULL};
+    return none;
+  }
+  // Objects in a new TLAB: at most what the levels carve as a TLAB, beside its desired size.
+  size_t max_tlab_words = MIN3(HabLevels::max_tlab_words(), ThreadLocalAllocBuffer::max_size(),
+                               (size_t)(max_jint / HeapWordSize));
+  int32_t limit_bytes = cpu_labs ? (int32_t)HABCPULABObjectLimit
+                                 : (int32_t)(max_tlab_words * HeapWordSize);
+  HabStub stub(blob);
+  MacroAssembler* _masm = stub.masm();
+  stub.first_test((address)state, in_tlabs_state, in_tlabs);
+  if (array) {
+    stub.size_array(limit_bytes);
+  } else {
+    stub.size_instance(limit_bytes);
+  }
+  if (cpu_labs) {
+    stub.place_in_buffer(path);
+  } else {
+    // Extensions only where the young space is one range: a G1 TLAB must not cross regions,
+    // nor a Parallel one the per-node pieces of a NUMA eden.
+    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, UseParallelGC && !UseNUMA);
+  }
+  stub.zero_fields();
+  if (array) {
+    __ movl(Address(rax, arrayOopDesc::length_offset_in_bytes()), length);
+  } else {
+    __ store_klass_gap(rax, words);
+  }
+  __ store_klass(rax, klass, scratch);
+  char what[160];
+  if (cpu_labs) {
+    jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs%s",
+                 kind, HABCPULABObjectLimit, in_tlabs != NULL ? " (TLAB cycles: the refill stub)" : "");
+  } else {
+    jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers%s", kind,
+                 UseHABCPULABs ? " (in the cycles the flip gives to TLABs)" : "");
+  }
+  stub.finish(runtime_stub, cpu_labs, what);
+  StubEntries entries = {stub.entry, stub.checked_entry};
+  return entries;
+}
+
 address HabCpuLabs::wrap(address runtime_stub, bool array) {
   const char* kind = array ? "arrays" : "instances";
   hab_cpu_buffer_path path;
@@ -365,62 +449,33 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
                        "2 GiB from the thread pointer", kind);
     return runtime_stub;
   }
-  const char* why_not = UseHABCPULABs ? NULL : no_compiled_refill();
-  if (why_not != NULL) {
-    log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
-    return runtime_stub;
-  }
-  // The largest stub (arrays, TLAB refills) is about 640 bytes, with its descriptor and
-  // alignment 700.
-  BufferBlob* blob = BufferBlob::create(array ? "HAB new_array" : "HAB new_instance", 1024);
-  if (blob == NULL) {
-    warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
-            "through the runtime", kind);
-    return runtime_stub;
-  }
-  // Objects in a new TLAB: at most what the levels carve as a TLAB, beside its desired size.
-  size_t max_tlab_words = MIN3(HabLevels::max_tlab_words(), ThreadLocalAllocBuffer::max_size(),
-                               (size_t)(max_jint / HeapWordSize));
-  int32_t limit_bytes = UseHABCPULABs ? (int32_t)HABCPULABObjectLimit
-                                      : (int32_t)(max_tlab_words * HeapWordSize);
-  HabStub stub(blob);
-  MacroAssembler* _masm = stub.masm();
-  stub.unless_paused((address)&_paused);
-  if (array) {
-    stub.size_array(limit_bytes);
-  } else {
-    stub.size_instance(limit_bytes);
-  }
-  if (UseHABCPULABs) {
-    stub.place_in_buffer(path);
-  } else {
-    const ByteSize at = JavaThread::tlab_start_offset() - ThreadLocalAllocBuffer::start_offset();
+  const ByteSize at = JavaThread::tlab_start_offset() - ThreadLocalAllocBuffer::start_offset();
 #define HAB_TLAB_FIELD(field) in_bytes(at + byte_offset_of(ThreadLocalAllocBuffer, _##field))
-    TlabFields tlab = {
-      HAB_TLAB_FIELD(start), HAB_TLAB_FIELD(top), HAB_TLAB_FIELD(pf_top), HAB_TLAB_FIELD(end),
-      HAB_TLAB_FIELD(allocation_end), HAB_TLAB_FIELD(desired_size),
-      HAB_TLAB_FIELD(refill_waste_limit), HAB_TLAB_FIELD(number_of_refills),
-      HAB_TLAB_FIELD(refill_waste), HAB_TLAB_FIELD(allocated_size)};
+  TlabFields tlab = {
+    HAB_TLAB_FIELD(start), HAB_TLAB_FIELD(top), HAB_TLAB_FIELD(pf_top), HAB_TLAB_FIELD(end),
+    HAB_TLAB_FIELD(allocation_end), HAB_TLAB_FIELD(desired_size),
+    HAB_TLAB_FIELD(refill_waste_limit), HAB_TLAB_FIELD(number_of_refills),
+    HAB_TLAB_FIELD(refill_waste), HAB_TLAB_FIELD(allocated_size)};
 #undef HAB_TLAB_FIELD
-    // Extensions only where the young space is one range: a G1 TLAB must not cross regions,
-    // nor a Parallel one the per-node pieces of a NUMA eden.
-    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, UseParallelGC && !UseNUMA);
+  // The TLAB refill stub: with UseHAB alone, and for the TLAB cycles of a flipping
+  // UseHABCPULABs.
+  bool flips = UseHABCPULABs && HABFlip;
+  StubEntries refill = {NULL, NULL};
+  if (!UseHABCPULABs || flips) {
+    const char* why_not = no_compiled_refill();
+    if (why_not != NULL) {
+      log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
+    } else {
+      refill = generate(runtime_stub, array, false, NULL, path, tlab, &_state, 0);
+    }
   }
-  stub.zero_fields();
-  if (array) {
-    __ movl(Address(rax, arrayOopDesc::length_offset_in_bytes()), length);
-  } else {
-    __ store_klass_gap(rax, words);
+  if (!UseHABCPULABs) {
+    return refill.entry != NULL ? refill.entry : runtime_stub;
   }
-  __ store_klass(rax, klass, scratch);
-  char what[128];
-  if (UseHABCPULABs) {
-    jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs",
-                 kind, HABCPULABObjectLimit);
-  } else {
-    jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers", kind);
-  }
-  return stub.finish(runtime_stub, UseHABCPULABs, what);
+  // A TLAB cycle's calls skip the refill stub's first test, which the per-CPU LAB stub's made.
+  address in_tlabs = !flips ? NULL : refill.entry != NULL ? refill.checked_entry : runtime_stub;
+  StubEntries labs = generate(runtime_stub, array, true, in_tlabs, path, tlab, &_state, IN_TLABS);
+  return labs.entry != NULL ? labs.entry : runtime_stub;
 }
 
 #else
