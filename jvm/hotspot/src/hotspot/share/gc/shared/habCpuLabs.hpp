@@ -7,10 +7,14 @@
 #ifndef SHARE_GC_SHARED_HABCPULABS_HPP
 #define SHARE_GC_SHARED_HABCPULABS_HPP
 
+#include "asm/register.hpp"
 #include "gc/shared/tlab_globals.hpp" // UseHABCPULABs
 #include "memory/allStatic.hpp"
 #include "runtime/atomic.hpp"
 #include "utilities/globalDefinitions.hpp"
+
+class Label;
+class MacroAssembler;
 
 // Compiled code that reaches the per-CPU buffers of Hab's restartable cpu level itself (their
 // layout is hab.h's hab_cpu_buffer_path), bumping the buffer of the CPU it runs on in a
@@ -56,6 +60,9 @@ class HabCpuLabs : AllStatic {
   // Wraps C2's runtime stub for instances (`array` false) or arrays.
   static address wrap(address runtime_stub, bool array);
 
+  // The interpreter's and C1's stub (UseHABCPULABs): NULL where there is none.
+  static address _allocate_stub;
+
  public:
   static void set_paused(Pauser pauser, bool paused) { set_bit(pauser, paused); }
 
@@ -66,6 +73,21 @@ class HabCpuLabs : AllStatic {
   // At start-up and at a collection (with every thread stopped): the next cycle in TLABs or
   // in per-CPU LABs.
   static void set_in_tlabs(bool in_tlabs) { set_bit(IN_TLABS, in_tlabs); }
+
+  // At start-up, before the interpreter is generated: the stub the interpreter's and C1's
+  // per-CPU LAB path calls (UseHABCPULABs; none with ZeroTLAB, which those tiers take to mean
+  // that every object's fields are zero already, or where the levels publish no path).
+  static void generate_allocate_stub();
+
+  // The interpreter's and C1's per-CPU LAB path, emitted where their TLAB bump failed: a call
+  // of a shared stub that bumps the buffer of the thread's CPU by `size_bytes` (a register,
+  // or noreg and `con_size_bytes`) in a restartable sequence and counts the bytes to the
+  // thread; rax is then the object, its header and fields still to be written, as after the
+  // TLAB's bump. A paused stub, a cycle in TLABs, an object over HABCPULABObjectLimit, too
+  // little left in the buffer or an aborted section jump to `slow_case` instead. Every
+  // register but rax and the flags is kept. False, emitting nothing, without the stub.
+  static bool allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes, int con_size_bytes,
+                                  Label& slow_case);
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
   // passes (the klass in j_rarg0) and allocates an instance of an initialized class without a

@@ -290,6 +290,8 @@ bool HabLevels::initialize(HabSpace* space) {
   if (!UseHABCPULABs && HABCompiledRefill && no_path != NULL) {
     log_info(gc, init)("HAB: C2 refills TLABs through the runtime: %s", no_path);
   }
+  // Before the interpreter is generated, and before C1 compiles anything.
+  HabCpuLabs::generate_allocate_stub();
   return true;
 }
 

@@ -319,6 +319,71 @@ class HabStub {
     __ movptr(Address(rax, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
   }
 
+  // The interpreter's and C1's stub, whole: called with the object's size in rax (bytes), it
+  // returns the object's address in rax, or 0 for their slow path (a pauser or a TLAB cycle
+  // in `state`, an object over `limit_bytes`, an index without a buffer, too little left, an
+  // aborted section); the thread's allocated bytes count the object. Keeps every other
+  // register: the three the section needs beside rax are saved around it.
+  address allocate_for_tiers(const hab_cpu_buffer_path& path, address state,
+                             int32_t limit_bytes) {
+    Label zero;
+    const Register count = r10;   // the object's words, then its bytes
+    const Register change = r11;  // the packed word's delta
+    const Register index = rdi;   // the thread's index, then its buffer
+    __ cmp32(ExternalAddress(state), 0);
+    __ jcc(Assembler::notEqual, zero);
+    __ cmpq(rax, limit_bytes);
+    __ jcc(Assembler::above, zero);
+    __ push(index);
+    __ push(count);
+    __ push(change);
+    __ movq(count, rax);
+    __ shrq(count, LogHeapWordSize);
+    delta_of(change, count);
+    __ mov64(index, (int64_t)_descriptor);
+    __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), index);
+    _start = __ pc();
+    __ movl(index, thread_word(path.rseq_index_offset));
+    __ cmpq(index, (int32_t)path.slot_count);
+    __ jcc(Assembler::aboveEqual, _miss);
+    __ shlq(index, HAB_CPU_LAB_SLOT_SHIFT);
+    __ mov64(rax, (int64_t)path.slots);
+    __ addq(index, rax);
+    __ movq(rax, Address(index, 0));
+    __ subq(rax, change);  // borrows when too little is left
+    __ jcc(Assembler::below, _miss);
+    __ movq(Address(index, 0), rax);
+    _commit = __ pc();
+    // The old word again, and from its top field the object's address.
+    __ addq(rax, change);
+    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
+    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
+    __ mov64(change, (int64_t)path.base);
+    __ addq(rax, change);
+    __ shlq(count, LogHeapWordSize);
+    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), count);
+    __ pop(change);
+    __ pop(count);
+    __ pop(index);
+    __ ret(0);
+    __ bind(_miss);
+    __ pop(change);
+    __ pop(count);
+    __ pop(index);
+    __ bind(zero);
+    __ xorl(rax, rax);
+    __ ret(0);
+    __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
+    address abort_handler = __ pc();
+    __ jmp(_miss);
+    __ flush();
+    describe(abort_handler);
+    log_info(gc, init)("HAB: the interpreter (instances) and C1 (instances, arrays) allocate "
+                       "objects of up to %d bytes in per-CPU LABs (stub at " PTR_FORMAT
+                       ", %d bytes)", (int)limit_bytes, p2i(entry), (int)(__ pc() - entry));
+    return entry;
+  }
+
   // The end of an object's path: outside a TLAB, the thread's allocated bytes (ThreadMXBean)
   // count the object (a TLAB's count when it is retired); it returns. Then the miss, the
   // abort handler after the signature the kernel checks, and the descriptor.
@@ -339,17 +404,22 @@ class HabStub {
     address abort_handler = __ pc();
     __ jmp(_miss);
     __ flush();
-    _descriptor->version = 0;
-    _descriptor->flags = 0;
-    _descriptor->start_ip = (uint64_t)_start;
-    _descriptor->post_commit_offset = (uint64_t)(_commit - _start);
-    _descriptor->abort_ip = (uint64_t)abort_handler;
+    describe(abort_handler);
     log_info(gc, init)("HAB: C2 %s (stub at " PTR_FORMAT ", %d bytes)", what, p2i(entry),
                        (int)(__ pc() - entry));
     return entry;
   }
 
  private:
+  // The section's descriptor, once the code is there.
+  void describe(address abort_handler) {
+    _descriptor->version = 0;
+    _descriptor->flags = 0;
+    _descriptor->start_ip = (uint64_t)_start;
+    _descriptor->post_commit_offset = (uint64_t)(_commit - _start);
+    _descriptor->abort_ip = (uint64_t)abort_handler;
+  }
+
   // A word at `offset` from the thread pointer, for the next instruction: fs and a 32-bit
   // displacement (the address glibc's rseq fields have in every thread).
   Address thread_word(intptr_t offset) {
@@ -478,10 +548,60 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
   return labs.entry != NULL ? labs.entry : runtime_stub;
 }
 
+address HabCpuLabs::_allocate_stub = NULL;
+
+void HabCpuLabs::generate_allocate_stub() {
+  hab_cpu_buffer_path path;
+  if (!UseHABCPULABs || !HabLevels::cpu_buffer_path(&path)) {
+    return;
+  }
+  const char* why_not = NULL;
+  if (ZeroTLAB) {
+    why_not = "-XX:+ZeroTLAB (they would take every object's fields for zero)";
+  } else if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) ||
+             !Assembler::is_simm32(path.rseq_index_offset)) {
+    why_not = "the rseq area is more than 2 GiB from the thread pointer";
+  }
+  BufferBlob* blob = why_not != NULL ? NULL : BufferBlob::create("HAB allocate (interpreter, C1)", 512);
+  if (why_not == NULL && blob == NULL) {
+    why_not = "no room in the code cache for the stub";
+  }
+  if (why_not != NULL) {
+    log_info(gc, init)("HAB: the interpreter and C1 allocate through the runtime: %s", why_not);
+    return;
+  }
+  HabStub stub(blob);
+  _allocate_stub = stub.allocate_for_tiers(path, (address)&_state, (int32_t)HABCPULABObjectLimit);
+}
+
+bool HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
+                                     int con_size_bytes, Label& slow_case) {
+  if (_allocate_stub == NULL) {
+    return false;
+  }
+  if (size_bytes == noreg) {
+    __ movl(rax, con_size_bytes);
+  } else if (size_bytes != rax) {
+    __ movq(rax, size_bytes);
+  }
+  __ call(RuntimeAddress(_allocate_stub));
+  __ testptr(rax, rax);
+  __ jcc(Assembler::zero, slow_case);
+  return true;
+}
+
 #else
+
+address HabCpuLabs::_allocate_stub = NULL;
 
 address HabCpuLabs::wrap(address runtime_stub, bool) {
   return runtime_stub;
+}
+
+void HabCpuLabs::generate_allocate_stub() {}
+
+bool HabCpuLabs::allocate_in_cpu_lab(MacroAssembler*, Register, int, Label&) {
+  return false;
 }
 
 #endif // _LP64
