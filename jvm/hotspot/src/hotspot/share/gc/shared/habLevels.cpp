@@ -94,6 +94,10 @@ static size_t _collections = 0;
 // The flip (UseHABCPULABs with HABFlip): the lowest level's waste at the last collection, and
 // the cycles spent in per-CPU LABs and in TLABs, and the flips between them.
 static uint64_t _lowest_waste_at_collection = 0;
+// The largest buffer the lowest level has had: a per-CPU LAB's size for the flip. (Auto
+// levels shrink their buffers in cycles whose TLABs are too large to come from them, so the
+// size now would understate what per-CPU LABs leave.)
+static size_t _largest_lab_bytes = 0;
 static size_t _cycles_in_cpu_labs = 0;
 static size_t _cycles_in_tlabs = 0;
 static size_t _flips = 0;
@@ -192,6 +196,8 @@ static bool choose_levels(char* levels, size_t size) {
   return true;
 }
 
+static size_t read_stats(hab_level_stats* stats);
+
 bool HabLevels::initialize(HabSpace* space) {
   _space = space;
   char path[JVM_MAXPATHLEN];
@@ -273,6 +279,8 @@ bool HabLevels::initialize(HabSpace* space) {
   if (UseHABCPULABs && HABFlip) {
     // TLABs first: with few threads a cycle in them leaves too little unused to flip.
     HabCpuLabs::set_in_tlabs(true);
+    hab_level_stats now[MAX_LEVELS];
+    _largest_lab_bytes = read_stats(now) > 0 ? (size_t)now[0].buffer_bytes : 0;
   }
   if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {
     log_error(gc, init)("UseHAB: no thread-specific key left");
@@ -421,7 +429,8 @@ static void flip_at_collection(const hab_level_stats* now, size_t count, size_t 
                         unused_tlab_bytes / K);
     return;
   }
-  size_t lab_bytes = (size_t)now[0].buffer_bytes;
+  _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)now[0].buffer_bytes);
+  size_t lab_bytes = _largest_lab_bytes;
   size_t cpus = (size_t)os::active_processor_count();
   size_t threads = (size_t)Threads::number_of_threads();
   bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
