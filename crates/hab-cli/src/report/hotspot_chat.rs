@@ -89,7 +89,8 @@ pub struct ChatPoint {
     /// Young collections in the timed round.
     pub collections: Vec<u64>,
     /// TLAB space unused per collection over the run: the tails at collections and the
-    /// tails retired at refills (HotSpot's `TLAB totals` `gc:` and `slow:`), in KiB.
+    /// tails retired at refills (HotSpot's `TLAB totals` `gc:` and `slow:`), in KiB; with
+    /// per-CPU LABs, over every collection, those of cycles without TLABs too.
     pub tlab_waste_kib_per_gc: Vec<f64>,
     /// The levels' buffer tails per collection over the run (HABs only), in KiB.
     pub level_waste_kib_per_gc: Vec<f64>,
@@ -134,6 +135,14 @@ fn tlab_totals(log: &str, key: &str) -> (u64, u64) {
         }
     }
     (sum, count)
+}
+
+/// The collections over the run where HABs count them (`HAB total: N retires (M at
+/// collections)`): with per-CPU LABs, cycles without TLABs print no `TLAB totals` line.
+fn hab_collections(log: &str) -> Option<u64> {
+    let line = log.lines().find(|l| l.contains("HAB total:"))?;
+    let (_, after) = line.split_once(" retires (")?;
+    after.split_whitespace().next()?.parse().ok()
 }
 
 /// The levels' waste over the run, from `HAB total LEVEL: ... waste_bytes: N ...`, in bytes.
@@ -183,7 +192,8 @@ fn run_once(
     };
     let log =
         std::fs::read_to_string(log_file).map_err(|e| format!("{}: {e}", log_file.display()))?;
-    let (gc_bytes, gcs) = tlab_totals(&log, "gc:");
+    let (gc_bytes, tlab_gcs) = tlab_totals(&log, "gc:");
+    let gcs = hab_collections(&log).unwrap_or(tlab_gcs);
     let (refill_bytes, _) = tlab_totals(&log, "slow:");
     let per_gc = |bytes: u64| bytes as f64 / 1024.0 / gcs.max(1) as f64;
     Ok(Run {
@@ -533,6 +543,8 @@ mod tests {
         assert_eq!(tlab_totals(log, "gc:"), (1_049_600, 2));
         assert_eq!(tlab_totals(log, "slow:"), (2048, 2));
         assert_eq!(level_waste_bytes(log), 4096);
+        assert_eq!(hab_collections(log), Some(2));
+        assert_eq!(hab_collections("TLAB totals: gc: 1B"), None);
     }
 
     fn point(collector: Collector, label: &str, collections: &[u64], rate: f64) -> ChatPoint {
