@@ -562,23 +562,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_claims_follow_the_figures() {
+    /// Two rounds of `points`, judged: the runs and the claims' verdicts.
+    fn judged(points: Vec<ChatPoint>) -> (ChatRuns, Vec<Verdict>) {
         let runs = ChatRuns {
             machine: "m".into(),
             jvm: "j".into(),
             messages: 40,
             repeat: 2,
-            points: vec![
-                point(Collector::G1, STOCK, &[100, 102], 1000.0),
-                point(Collector::G1, HABS, &[98, 99], 990.0),
-                point(Collector::G1, HABS_SMALL, &[110, 112], 800.0),
-            ],
+            points,
         };
         let mut claims = Claims::default();
         judge(&runs, &mut claims);
+        (runs, claims.verdicts())
+    }
+
+    #[test]
+    fn the_claims_follow_the_figures() {
+        let (runs, verdicts) = judged(vec![
+            point(Collector::G1, STOCK, &[100, 102], 1000.0),
+            point(Collector::G1, HABS, &[98, 99], 990.0),
+            point(Collector::G1, HABS_SMALL, &[110, 112], 800.0),
+        ]);
         assert_eq!(
-            claims.verdicts(),
+            verdicts,
             [Verdict::Yes, Verdict::Yes, Verdict::No, Verdict::No]
         );
         let text = render_runs(&runs);
@@ -599,24 +605,16 @@ mod tests {
             run_count(&[Collector::Parallel, Collector::G1], 2),
             2 * (6 + 4)
         );
-        let runs = ChatRuns {
-            machine: "m".into(),
-            jvm: "j".into(),
-            messages: 40,
-            repeat: 2,
-            points: vec![
-                point(Collector::Parallel, STOCK, &[150, 152], 500.0),
-                point(Collector::Parallel, NO_TLABS, &[117, 118], 700.0),
-                // Within 1.1x of -XX:-UseTLAB's collections, faster than stock.
-                point(Collector::Parallel, CPU_LABS, &[118, 119], 700.0),
-                // 1.2x the collections, and slower than 0.95x stock.
-                point(Collector::Parallel, CPU_LABS_ALWAYS, &[140, 142], 400.0),
-            ],
-        };
-        let mut claims = Claims::default();
-        judge(&runs, &mut claims);
+        let (runs, verdicts) = judged(vec![
+            point(Collector::Parallel, STOCK, &[150, 152], 500.0),
+            point(Collector::Parallel, NO_TLABS, &[117, 118], 700.0),
+            // Within 1.1x of -XX:-UseTLAB's collections, faster than stock.
+            point(Collector::Parallel, CPU_LABS, &[118, 119], 700.0),
+            // 1.2x the collections, and slower than 0.95x stock.
+            point(Collector::Parallel, CPU_LABS_ALWAYS, &[140, 142], 400.0),
+        ]);
         assert_eq!(
-            claims.verdicts(),
+            verdicts,
             [Verdict::Yes, Verdict::Yes, Verdict::No, Verdict::No]
         );
         let text = render_runs(&runs);

@@ -146,6 +146,21 @@ class HabStub {
     __ jcc(Assembler::above, _miss);
   }
 
+  // Opens the section: the descriptor stored (through `scratch`) in the thread's rseq_cs,
+  // then, from the section's first instruction, the thread's index read into `slot` and turned
+  // into the address of its buffer's word; an index without a buffer misses.
+  void enter_section(const hab_cpu_buffer_path& path, Register slot, Register scratch) {
+    __ mov64(scratch, (int64_t)_descriptor);
+    __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), scratch);
+    _start = __ pc();
+    __ movl(slot, thread_word(path.rseq_index_offset));
+    __ cmpq(slot, (int32_t)path.slot_count);
+    __ jcc(Assembler::aboveEqual, _miss);
+    __ shlq(slot, HAB_CPU_LAB_SLOT_SHIFT);
+    __ mov64(scratch, (int64_t)path.slots);
+    __ addq(slot, scratch);
+  }
+
   // The packed word's delta for a bump of `count` words: (count << top bits) - count, the
   // free words down and the top up.
   void delta_of(Register delta_out, Register count) {
@@ -161,15 +176,7 @@ class HabStub {
   // `extend`, a buffer whose top is `old_hard_end` is bumped by `extension_delta` instead.
   void bump(const hab_cpu_buffer_path& path, bool extend = false) {
     delta_of(delta, words);
-    __ mov64(scratch, (int64_t)_descriptor);
-    __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), scratch);
-    _start = __ pc();
-    __ movl(slot, thread_word(path.rseq_index_offset));
-    __ cmpq(slot, (int32_t)path.slot_count);
-    __ jcc(Assembler::aboveEqual, _miss);
-    __ shlq(slot, HAB_CPU_LAB_SLOT_SHIFT);
-    __ mov64(scratch, (int64_t)path.slots);
-    __ addq(slot, scratch);
+    enter_section(path, slot, scratch);
     __ movq(rax, Address(slot, 0));
     if (extend) {
       __ movq(next, rax);
@@ -340,15 +347,7 @@ class HabStub {
     __ movq(count, rax);
     __ shrq(count, LogHeapWordSize);
     delta_of(change, count);
-    __ mov64(index, (int64_t)_descriptor);
-    __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), index);
-    _start = __ pc();
-    __ movl(index, thread_word(path.rseq_index_offset));
-    __ cmpq(index, (int32_t)path.slot_count);
-    __ jcc(Assembler::aboveEqual, _miss);
-    __ shlq(index, HAB_CPU_LAB_SLOT_SHIFT);
-    __ mov64(rax, (int64_t)path.slots);
-    __ addq(index, rax);
+    enter_section(path, index, rax);
     __ movq(rax, Address(index, 0));
     __ subq(rax, change);  // borrows when too little is left
     __ jcc(Assembler::below, _miss);
