@@ -79,14 +79,17 @@ class HabCpuLabs : AllStatic {
   // that every object's fields are zero already, or where the levels publish no path).
   static void generate_allocate_stub();
 
+  // Whether the interpreter and C1 have that stub (after generate_allocate_stub).
+  static bool allocates_in_cpu_labs() { return _allocate_stub != NULL; }
+
   // The interpreter's and C1's per-CPU LAB path, emitted where their TLAB bump failed: a call
   // of a shared stub that bumps the buffer of the thread's CPU by `size_bytes` (a register,
   // or noreg and `con_size_bytes`) in a restartable sequence and counts the bytes to the
   // thread; rax is then the object, its header and fields still to be written, as after the
   // TLAB's bump. A paused stub, a cycle in TLABs, an object over HABCPULABObjectLimit, too
   // little left in the buffer or an aborted section jump to `slow_case` instead. Every
-  // register but rax and the flags is kept. False, emitting nothing, without the stub.
-  static bool allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes, int con_size_bytes,
+  // register but rax and the flags is kept. Only where allocates_in_cpu_labs().
+  static void allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes, int con_size_bytes,
                                   Label& slow_case);
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call

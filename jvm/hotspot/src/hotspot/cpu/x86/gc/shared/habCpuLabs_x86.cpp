@@ -573,11 +573,9 @@ void HabCpuLabs::generate_allocate_stub() {
   _allocate_stub = stub.allocate_for_tiers(path, (address)&_state, (int32_t)HABCPULABObjectLimit);
 }
 
-bool HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
+void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
                                      int con_size_bytes, Label& slow_case) {
-  if (_allocate_stub == NULL) {
-    return false;
-  }
+  assert(allocates_in_cpu_labs(), "no stub to call");
   if (size_bytes == noreg) {
     __ movl(rax, con_size_bytes);
   } else if (size_bytes != rax) {
@@ -586,7 +584,6 @@ bool HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
   __ call(RuntimeAddress(_allocate_stub));
   __ testptr(rax, rax);
   __ jcc(Assembler::zero, slow_case);
-  return true;
 }
 
 #else
@@ -599,8 +596,8 @@ address HabCpuLabs::wrap(address runtime_stub, bool) {
 
 void HabCpuLabs::generate_allocate_stub() {}
 
-bool HabCpuLabs::allocate_in_cpu_lab(MacroAssembler*, Register, int, Label&) {
-  return false;
+void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler*, Register, int, Label&) {
+  ShouldNotReachHere();
 }
 
 #endif // _LP64
