@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 6
+#define HAB_ABI_VERSION 7
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -627,6 +627,8 @@ typedef struct hab_level_stats {
     uint64_t allocs;          /* chunks handed out: TLABs, or buffers of the level below */
     uint64_t foreign_allocs;  /* of those, served by another domain than the thread's */
     uint64_t refills;         /* buffers of this level claimed */
+    uint64_t taken_bytes;     /* bytes of the chunks its buffers took from above (less
+                               * waste_bytes, after a retire_all: what the level handed out) */
     uint64_t claims_lost;     /* claims of an exhausted buffer another thread won */
     uint64_t waste_bytes;     /* free tails retired as fillers (refills and retire_all) */
     uint64_t rseq_aborts;     /* restartable sections that aborted */

@@ -26,7 +26,7 @@ pub use mutators::*;
 pub use status::*;
 
 /// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
-pub const HAB_ABI_VERSION: u32 = 6;
+pub const HAB_ABI_VERSION: u32 = 7;
 
 /// What the files of the entry points share: the standard and `hab` names they use, and each
 /// other's items.

@@ -413,12 +413,12 @@ fn one_thread_takes_every_tlab_through_the_lowest_level() {
             MiddleLevels::new(config, MAX_TLAB_BYTES, 16, start, Shared(eden.clone())).unwrap();
         let mut thread = levels.thread();
         let mut rng = Rng::new(7);
-        let mut tlabs = 0u64;
-        while thread
-            .carve_tlab(8, 8 * (1 + rng.below(MAX_TLAB_BYTES as u64 / 8)) as usize)
-            .is_some()
+        let (mut tlabs, mut tlab_bytes) = (0u64, 0u64);
+        while let Some(tlab) =
+            thread.carve_tlab(8, 8 * (1 + rng.below(MAX_TLAB_BYTES as u64 / 8)) as usize)
         {
             tlabs += 1;
+            tlab_bytes += tlab.len() as u64;
         }
         let lowest = levels.stats()[0].1.allocs;
         let past = levels.tlabs_past_levels();
@@ -426,10 +426,28 @@ fn one_thread_takes_every_tlab_through_the_lowest_level() {
             tlabs > 0 && lowest == tlabs && past == 0,
             "{config}: {tlabs} TLABs, {lowest} through the lowest level, {past} past every level"
         );
+        let eden_used = (eden.top.load(Ordering::Relaxed) - eden.start) as u64;
         assert!(
-            eden.top.load(Ordering::Relaxed) + MAX_TLAB_BYTES >= eden.end,
+            eden_used + MAX_TLAB_BYTES as u64 >= EDEN_BYTES as u64,
             "{config}: the eden was not used up"
         );
+        // Once every buffer is retired, what a level took less its waste is what it handed
+        // out: the TLABs at the lowest level, the buffers of the level below higher up; the
+        // highest level took what the eden handed out.
+        // SAFETY: the only thread that carved is this one, done.
+        unsafe { levels.retire_all() };
+        let stats = levels.stats();
+        let handed_out = |index: usize| stats[index].1.taken_bytes - stats[index].1.waste_bytes;
+        assert_eq!(handed_out(0), tlab_bytes, "{config}: {stats:?}");
+        for index in 1..stats.len() {
+            assert_eq!(
+                handed_out(index),
+                stats[index - 1].1.taken_bytes,
+                "{config}: {stats:?}"
+            );
+        }
+        let highest = &stats.last().expect("a level").1;
+        assert_eq!(highest.taken_bytes, eden_used, "{config}: {stats:?}");
     }
     drop(memory);
 }

@@ -527,6 +527,7 @@ fn a_refill_stopped_on_a_real_cpu_sends_its_neighbours_to_a_foreign_buffer() {
                 allocs: 1,
                 foreign_allocs: 0,
                 refills: 1,
+                taken_bytes: 16 << 10,
                 waste_bytes: 4 << 10,
                 ..LevelStats::default()
             },

@@ -159,6 +159,7 @@ impl Model {
             stats.short_refills += 1;
         }
         let (start, len) = self.carve(heap, index + 1, cpu, min, bytes);
+        self.stats[level.index()].taken_bytes += len as u64;
         let take = desired.min(len);
         self.buffers[index][domain] = (start + take, start + len);
         (start, take)
@@ -251,8 +252,8 @@ fn tlabs_come_from_the_buffers_of_the_cpu_the_thread_runs_on() {
             mutators = parked.into_iter().map(|parked| parked.unpark()).collect();
         }
     }
-    // Per level: allocations, refills and waste (at refills, and at collections on the heap's
-    // collector) exactly as modelled; nothing foreign, nothing at unconfigured levels.
+    // Per level: allocations, refills, the bytes they took and waste (at refills, and at
+    // collections on the heap's collector) exactly as modelled; nothing foreign, nothing at unconfigured levels.
     let totals = heap.stats().totals;
     assert_eq!(totals.levels, model.stats);
     for (level, _) in &model.levels {
@@ -562,6 +563,7 @@ fn a_thread_stopped_in_a_refill_sends_the_others_to_a_foreign_domain() {
                 allocs: 1,
                 foreign_allocs: 0,
                 refills: 1,
+                taken_bytes: 16 << 10,
                 waste_bytes: 4 << 10,
                 ..LevelStats::default()
             },

@@ -134,6 +134,9 @@ pub(crate) enum LevelEvent {
     /// The thread claimed one of the level's buffers for a refill; the tail it retired (covered
     /// by a filler) held `waste_bytes`.
     Refilled { waste_bytes: usize },
+    /// A refill took a chunk of `bytes` from the level above (installed, kept for this
+    /// request, or sidelined).
+    Took { bytes: usize },
     /// A refill asked the level above for less than a whole buffer (the end of a cycle) and
     /// installed what it got.
     ShortRefill,

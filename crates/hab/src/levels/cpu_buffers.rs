@@ -217,7 +217,8 @@ fn refill<T: RefillThread>(
     let kind = level.level();
     let base = thread.base();
     let sidelined = buffers.sideline.take(base, min);
-    if sidelined.is_some() {
+    let from_sideline = sidelined.is_some();
+    if from_sideline {
         thread.count(kind, LevelEvent::SidelineReused);
     }
     // A refill that asks for less than a whole buffer (the end of a cycle) is counted once
@@ -235,6 +236,9 @@ fn refill<T: RefillThread>(
     let Some(chunk) = chunk else {
         return Carved::Exhausted;
     };
+    if !from_sideline {
+        thread.count(kind, LevelEvent::Took { bytes: chunk.len });
+    }
     let take = portion_bytes(level, chunk.len, desired);
     let (rest, end) = (chunk.start + take, chunk.start + chunk.len);
     // `portion_bytes` left no rest, or one of at least the smallest tail (the reserve).

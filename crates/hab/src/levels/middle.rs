@@ -579,6 +579,7 @@ fn refill<T: RefillThread>(
         buffer.install(seen, tail_end, tail_end, level.min_tail_words());
         return None;
     };
+    thread.count(level.level(), LevelEvent::Took { bytes: chunk.len });
     if buffer_bytes < level.buffer_bytes().max(min) {
         thread.count(level.level(), LevelEvent::ShortRefill);
     }

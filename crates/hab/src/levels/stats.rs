@@ -10,7 +10,7 @@ figures! {
     /// as it is (`hab_level_stats` in `hab.h`, where its fields follow the level's name).
     #[repr(C)]
     LevelStats,
-    // A refill finds its level's counters in an array by level: at 128 bytes (12 counters,
+    // A refill finds its level's counters in an array by level: at 128 bytes (13 counters,
     // padded) the index is one shift, where 96 took two instructions.
     #[repr(align(128))]
     LevelCounters {
@@ -21,6 +21,10 @@ figures! {
         foreign_allocs,
         /// Buffers of this level claimed for a refill.
         refills,
+        /// Bytes of the chunks the level's buffers took from the level above at refills (a
+        /// sidelined chunk once, when carved). Less `waste_bytes`, once every buffer is
+        /// retired (as at a collection): the bytes the level handed out.
+        taken_bytes,
         /// Claims of an exhausted buffer that another thread won (it refilled or carved
         /// first): the contention of the level's compare-and-swap buffers.
         claims_lost,
@@ -74,6 +78,7 @@ impl LevelCounters {
                 self.refills.add(1);
                 self.waste_bytes.add(waste_bytes as u64);
             }
+            LevelEvent::Took { bytes } => self.taken_bytes.add(bytes as u64),
             LevelEvent::ShortRefill => self.short_refills.add(1),
             LevelEvent::ClaimLost => self.claims_lost.add(1),
             LevelEvent::RseqAborts(aborts) => self.rseq_aborts.add(aborts),

@@ -91,9 +91,18 @@ static volatile size_t _declined_objects = 0;
 static hab_level_stats _previous[MAX_LEVELS];
 static size_t _retires = 0;
 static size_t _collections = 0;
-// The flip (UseHABCPULABs with HABFlip): the lowest level's waste at the last collection, and
-// the cycles spent in per-CPU LABs and in TLABs, and the flips between them.
-static uint64_t _lowest_waste_at_collection = 0;
+// With UseHABCPULABs: the lowest level's figures and the runtime's words at the last
+// collection (what a cycle did is the difference), and the per-CPU LABs' figures over the
+// cycles spent in them, to their collections (see end_cpu_lab_cycle).
+static hab_level_stats _lowest_at_collection;
+static size_t _runtime_words_at_collection = 0;
+static size_t _cycles_with_lab_figures = 0;
+static uint64_t _lab_allocated_bytes = 0;
+static uint64_t _lab_runtime_bytes = 0;
+static uint64_t _lab_refills = 0;
+static uint64_t _lab_filler_bytes = 0;
+// The flip (UseHABCPULABs with HABFlip): the cycles spent in per-CPU LABs and in TLABs, and the
+// flips between them.
 // The largest buffer the lowest level has had: a per-CPU LAB's size for the flip. (Auto
 // levels shrink their buffers in cycles whose TLABs are too large to come from them, so the
 // size now would understate what per-CPU LABs leave.)
@@ -410,16 +419,12 @@ static bool next_in_cpu_labs(bool in_cpu_labs, size_t unused_tlab_bytes, size_t 
   return in_cpu_labs != flip;
 }
 
-// At a collection, with the figures of every level now: applies the flip policy to the cycle
+// At a collection, with the lowest level's figures now: applies the flip policy to the cycle
 // that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info).
-static void flip_at_collection(const hab_level_stats* now, size_t count, size_t tlab_waste_words) {
-  if (count == 0) {
-    return;
-  }
+static void flip_at_collection(const hab_level_stats& lowest, size_t tlab_waste_words) {
   bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
   size_t unused_tlab_bytes = tlab_waste_words * HeapWordSize;
-  size_t unused_lab_bytes = (size_t)(now[0].waste_bytes - _lowest_waste_at_collection);
-  _lowest_waste_at_collection = now[0].waste_bytes;
+  size_t unused_lab_bytes = (size_t)(lowest.waste_bytes - _lowest_at_collection.waste_bytes);
   if (_collections == 1 && HABFlipEvery == 0) {
     // HotSpot sized the first cycle's TLABs before any thread had allocated (a guess of the
     // threads): their tails then say little of the threads' own, so the first cycle stays.
@@ -429,7 +434,7 @@ static void flip_at_collection(const hab_level_stats* now, size_t count, size_t 
                         unused_tlab_bytes / K);
     return;
   }
-  _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)now[0].buffer_bytes);
+  _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)lowest.buffer_bytes);
   size_t lab_bytes = _largest_lab_bytes;
   size_t cpus = (size_t)os::active_processor_count();
   size_t threads = (size_t)Threads::number_of_threads();
@@ -454,6 +459,37 @@ static void flip_at_collection(const hab_level_stats* now, size_t count, size_t 
   }
 }
 
+// At a collection (UseHABCPULABs), with the lowest level's figures now, before the flip: what
+// the per-CPU LABs did over the cycle that ends (gc+tlab=debug), added to the totals printed at
+// exit. Nothing is counted per object: the LABs are the lowest level's buffers, every buffer
+// was empty when the cycle began and is retired now, so what the level took from above less the
+// tails it retired as fillers is what it handed out; in a cycle in per-CPU LABs no TLAB comes
+// from it, and all of that is objects, the compiled path's and the runtime's.
+static void end_cpu_lab_cycle(const hab_level_stats& lowest) {
+  const hab_level_stats& then = _lowest_at_collection;
+  size_t runtime_words = Atomic::load(&_runtime_words);
+  uint64_t runtime_bytes = (uint64_t)(runtime_words - _runtime_words_at_collection) * HeapWordSize;
+  _runtime_words_at_collection = runtime_words;
+  if (!HabCpuLabs::in_cpu_labs()) {
+    log_debug(gc, tlab)("HAB CPU LABs: none this cycle (in TLABs)");
+    return;
+  }
+  uint64_t taken_bytes = lowest.taken_bytes - then.taken_bytes;
+  uint64_t filler_bytes = lowest.waste_bytes - then.waste_bytes;
+  uint64_t refills = lowest.refills - then.refills;
+  assert(taken_bytes >= filler_bytes, "the fillers cover part of what the level took");
+  uint64_t allocated_bytes = taken_bytes - MIN2(filler_bytes, taken_bytes);
+  _cycles_with_lab_figures++;
+  _lab_allocated_bytes += allocated_bytes;
+  _lab_runtime_bytes += runtime_bytes;
+  _lab_refills += refills;
+  _lab_filler_bytes += filler_bytes;
+  log_debug(gc, tlab)("HAB CPU LABs: " UINT64_FORMAT "K allocated, " UINT64_FORMAT " refills, "
+                      UINT64_FORMAT "K retired as fillers; the runtime carved " UINT64_FORMAT "K "
+                      "through the levels", allocated_bytes / K, refills, filler_bytes / K,
+                      runtime_bytes / K);
+}
+
 void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
   assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
   if (_hab_levels_retire_all(_levels) != HAB_OK) {
@@ -464,10 +500,15 @@ void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
   // only at collections, so that verification and heap inspection do not change the sizing.
   if (at_collection) {
     _collections++;
-    if (UseHABCPULABs && HABFlip) {
-      // Before the resize: the cycle's figures are those of the buffers it had.
-      hab_level_stats now[MAX_LEVELS];
-      flip_at_collection(now, read_stats(now), tlab_waste_words);
+    hab_level_stats now[MAX_LEVELS];
+    if (UseHABCPULABs && read_stats(now) > 0) {
+      // Before the resize: the cycle's figures are those of the buffers it had; before the
+      // flip: they are the figures of the mode the cycle had.
+      end_cpu_lab_cycle(now[0]);
+      if (HABFlip) {
+        flip_at_collection(now[0], tlab_waste_words);
+      }
+      _lowest_at_collection = now[0];
     }
     if (_follow && _hab_levels_resize_within(_levels, _space->eden_bytes(),
                                              _space->max_buffer_bytes()) != HAB_OK) {
@@ -503,10 +544,16 @@ void HabLevels::print_summary() {
               Atomic::load(&_declined_tlabs), _space->name(),
               _hab_levels_tlabs_past_levels(_levels));
   if (UseHABCPULABs) {
-    ls.print_cr("HAB CPU LABs: " SIZE_FORMAT " objects (" SIZE_FORMAT "K) carved by the runtime "
-                "through the levels, " SIZE_FORMAT " left to the collector; the compiled "
-                "path's objects are counted nowhere (the cpu level's refills and waste above "
-                "include them)",
+    uint64_t taken_bytes = _lab_allocated_bytes + _lab_filler_bytes;
+    ls.print_cr("HAB CPU LABs: " SIZE_FORMAT " cycles in them to their collections: " UINT64_FORMAT
+                "K allocated, " UINT64_FORMAT " refills, " UINT64_FORMAT "K retired as fillers "
+                "(%.1f%% of what they took), the runtime carving " UINT64_FORMAT "K; in all, "
+                SIZE_FORMAT " objects (" SIZE_FORMAT "K) carved by the runtime through the "
+                "levels, " SIZE_FORMAT " left to the collector",
+                _cycles_with_lab_figures, _lab_allocated_bytes / K, _lab_refills,
+                _lab_filler_bytes / K,
+                taken_bytes == 0 ? 0.0 : 100.0 * (double)_lab_filler_bytes / (double)taken_bytes,
+                _lab_runtime_bytes / K,
                 Atomic::load(&_runtime_objects), Atomic::load(&_runtime_words) * HeapWordSize / K,
                 Atomic::load(&_declined_objects));
     if (HABFlip) {
