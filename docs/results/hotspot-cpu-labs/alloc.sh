@@ -4,7 +4,10 @@
 # adaptive TLABs, -XX:+UseHABCPULABs (flipping with TLABs: one thread on these CPUs stays in
 # TLABs) and -XX:+UseHABCPULABs -XX:-HABFlip (every object in a per-CPU LAB), each in the
 # default tiers (C2) and with C1 alone (-XX:TieredStopAtLevel=1). Prints nanoseconds per object.
-# JDK=... JAR=... ROUNDS=3 bash alloc.sh
+# BENCHMARK picks another of bench/jvm's JMH benchmarks (AllocObject.lambda16: a capturing
+# lambda, which C1 allocates in the runtime), TIERS and CONFIGS (also no-tlab: -XX:-UseTLAB)
+# fewer or other runs.
+# JDK=... JAR=... ROUNDS=3 BENCHMARK=AllocObject.bytes16 TIERS="c2 c1" CONFIGS="..." bash alloc.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
 jar=${JAR:-bench/jvm/target/benchmarks.jar}
@@ -16,16 +19,17 @@ echo "== round tier config ns_per_object"
 csv=$(mktemp)
 trap 'rm -f "$csv"' EXIT
 for round in $(seq "${ROUNDS:-3}"); do
-  for tier in c2 c1; do
+  for tier in ${TIERS:-c2 c1}; do
     tier_flags=""
     [ "$tier" = c1 ] && tier_flags="-XX:TieredStopAtLevel=1"
-    for config in stock cpu-labs cpu-labs-always; do
+    for config in ${CONFIGS:-stock cpu-labs cpu-labs-always}; do
       case $config in
         stock) flags="-XX:-UseHAB" ;;
+        no-tlab) flags="-XX:-UseHAB -XX:-UseTLAB" ;;
         cpu-labs) flags="-XX:+UseHABCPULABs" ;;
         cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
       esac
-      "$java" -jar "$jar" AllocObject.bytes16 -f 1 -wi 3 -w 1s -i 5 -r 1s -t 1 \
+      "$java" -jar "$jar" "${BENCHMARK:-AllocObject.bytes16}" -f 1 -wi 3 -w 1s -i 5 -r 1s -t 1 \
         -jvm "$java" -jvmArgs "$heap $tier_flags $flags" -rf csv -rff "$csv" >/dev/null 2>&1
       score=$(awk -F, 'NR == 2 {print $5}' "$csv")
       echo "$round $tier $config ${score:-nan}"

@@ -1,6 +1,7 @@
 package hab.bench;
 
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntSupplier;
 import org.openjdk.jmh.annotations.*;
 import org.openjdk.jmh.infra.Blackhole;
 
@@ -40,5 +41,18 @@ public class AllocObject {
     @Benchmark
     public void bytes144(Blackhole hole) {
         hole.consume(new Object144());
+    }
+
+    int captured;
+
+    /**
+     * A capturing lambda (16 bytes): C2 allocates it inline, C1 through a call of
+     * Unsafe.allocateInstance, that is, in the runtime, as the VM allocates its own objects.
+     */
+    @Benchmark
+    public void lambda16(Blackhole hole) {
+        int value = captured++;
+        IntSupplier supplier = () -> value;
+        hole.consume(supplier);
     }
 }

@@ -20,8 +20,8 @@
 #include "runtime/thread.hpp"
 #include "utilities/ostream.hpp"
 
-// Only the declarations: HotSpot calls libhab through pointers resolved at start-up.
-#define HAB_NO_INLINE_RSEQ
+// HotSpot calls libhab through pointers resolved at start-up; of hab.h's inline paths, it
+// uses the bump of a per-CPU buffer (hab_cpu_buffer_bump, on x86_64 with GCC 11 or later).
 #include "gc/shared/hab.h"
 
 #include <pthread.h>
@@ -82,23 +82,18 @@ static THREAD_LOCAL hab_levels_thread* _thread = NULL;
 static volatile size_t _larger_tlabs = 0;
 static volatile size_t _larger_words = 0;
 static volatile size_t _declined_tlabs = 0;
-// With UseHABCPULABs: objects (and their words) the runtime carved through the levels, and
-// those the levels left to the collector.
-static volatile size_t _runtime_objects = 0;
-static volatile size_t _runtime_words = 0;
+// With UseHABCPULABs: objects the runtime asked of the levels that they left to the collector.
 static volatile size_t _declined_objects = 0;
 // The figures at the previous retire, to log what happened since.
 static hab_level_stats _previous[MAX_LEVELS];
 static size_t _retires = 0;
 static size_t _collections = 0;
-// With UseHABCPULABs: the lowest level's figures and the runtime's words at the last
-// collection (what a cycle did is the difference), and the per-CPU LABs' figures over the
-// cycles spent in them, to their collections (see end_cpu_lab_cycle).
+// With UseHABCPULABs: the lowest level's figures at the last collection (what a cycle did is
+// the difference), and the per-CPU LABs' figures over the cycles spent in them, to their
+// collections (see end_cpu_lab_cycle).
 static hab_level_stats _lowest_at_collection;
-static size_t _runtime_words_at_collection = 0;
 static size_t _cycles_with_lab_figures = 0;
 static uint64_t _lab_allocated_bytes = 0;
-static uint64_t _lab_runtime_bytes = 0;
 static uint64_t _lab_refills = 0;
 static uint64_t _lab_filler_bytes = 0;
 // The flip (UseHABCPULABs with HABFlip): the cycles spent in per-CPU LABs and in TLABs, and the
@@ -366,8 +361,22 @@ size_t HabLevels::max_tlab_words() {
 }
 
 HeapWord* HabLevels::allocate_object(size_t words) {
+  if (words > _max_tlab_words) {
+    Atomic::inc(&_declined_objects);
+    return NULL;
+  }
+#if HAB_INLINE_RSEQ
+  // The stubs' bump, inline: no call into libhab unless the buffer needs a refill (the
+  // buffer's word keeps a filler's reserve back, so the rest is never too short for one).
+  if (_has_path) {
+    uintptr_t object = hab_cpu_buffer_bump(&_path, words * HeapWordSize);
+    if (object != 0) {
+      return (HeapWord*)object;
+    }
+  }
+#endif
   uintptr_t start = 0;
-  size_t bytes = words > _max_tlab_words ? 0 : carve(words, words, &start);
+  size_t bytes = carve(words, words, &start);
   if (bytes == 0) {
     Atomic::inc(&_declined_objects);
     return NULL;
@@ -384,8 +393,6 @@ HeapWord* HabLevels::allocate_object(size_t words) {
   if (rest > 0) {
     write_filler(NULL, start + words * HeapWordSize, rest);
   }
-  Atomic::inc(&_runtime_objects);
-  Atomic::add(&_runtime_words, words);
   return (HeapWord*)start;
 }
 
@@ -467,9 +474,6 @@ static void flip_at_collection(const hab_level_stats& lowest, size_t tlab_waste_
 // from it, and all of that is objects, the compiled path's and the runtime's.
 static void end_cpu_lab_cycle(const hab_level_stats& lowest) {
   const hab_level_stats& then = _lowest_at_collection;
-  size_t runtime_words = Atomic::load(&_runtime_words);
-  uint64_t runtime_bytes = (uint64_t)(runtime_words - _runtime_words_at_collection) * HeapWordSize;
-  _runtime_words_at_collection = runtime_words;
   if (!HabCpuLabs::in_cpu_labs()) {
     log_debug(gc, tlab)("HAB CPU LABs: none this cycle (in TLABs)");
     return;
@@ -481,13 +485,11 @@ static void end_cpu_lab_cycle(const hab_level_stats& lowest) {
   uint64_t allocated_bytes = taken_bytes - MIN2(filler_bytes, taken_bytes);
   _cycles_with_lab_figures++;
   _lab_allocated_bytes += allocated_bytes;
-  _lab_runtime_bytes += runtime_bytes;
   _lab_refills += refills;
   _lab_filler_bytes += filler_bytes;
   log_debug(gc, tlab)("HAB CPU LABs: " UINT64_FORMAT "K allocated, " UINT64_FORMAT " refills, "
-                      UINT64_FORMAT "K retired as fillers; the runtime carved " UINT64_FORMAT "K "
-                      "through the levels", allocated_bytes / K, refills, filler_bytes / K,
-                      runtime_bytes / K);
+                      UINT64_FORMAT "K retired as fillers", allocated_bytes / K, refills,
+                      filler_bytes / K);
 }
 
 void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
@@ -547,14 +549,11 @@ void HabLevels::print_summary() {
     uint64_t taken_bytes = _lab_allocated_bytes + _lab_filler_bytes;
     ls.print_cr("HAB CPU LABs: " SIZE_FORMAT " cycles in them to their collections: " UINT64_FORMAT
                 "K allocated, " UINT64_FORMAT " refills, " UINT64_FORMAT "K retired as fillers "
-                "(%.1f%% of what they took), the runtime carving " UINT64_FORMAT "K; in all, "
-                SIZE_FORMAT " objects (" SIZE_FORMAT "K) carved by the runtime through the "
-                "levels, " SIZE_FORMAT " left to the collector",
+                "(%.1f%% of what they took); " SIZE_FORMAT " objects the runtime asked of "
+                "the levels left to the collector",
                 _cycles_with_lab_figures, _lab_allocated_bytes / K, _lab_refills,
                 _lab_filler_bytes / K,
                 taken_bytes == 0 ? 0.0 : 100.0 * (double)_lab_filler_bytes / (double)taken_bytes,
-                _lab_runtime_bytes / K,
-                Atomic::load(&_runtime_objects), Atomic::load(&_runtime_words) * HeapWordSize / K,
                 Atomic::load(&_declined_objects));
     if (HABFlip) {
       ls.print_cr("HAB flip: " SIZE_FORMAT " cycles in per-CPU LABs, " SIZE_FORMAT " in TLABs, "
