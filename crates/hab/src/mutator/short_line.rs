@@ -5,19 +5,17 @@
 //! - `shared`: the object carved from the global heap;
 //! - TLAB modes: the object fits the TLAB but ends past the memory zeroed so far (a zeroing
 //!   step), or the TLAB is full and the thread takes a new one of the steady size from its
-//!   first place ([`SlowPath::refill`]: the global heap, or its own buffer at the lowest
-//!   level).
+//!   first place ([`SlowPath::refill`] with a [`Steady`] request: the global heap, or its own
+//!   buffer at the lowest level).
 
-use std::marker::PhantomData;
-
-use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
-use crate::labs::tlab::{Retired, Tlab, Waste};
-use crate::levels::chunk::Chunk;
+use crate::config::ZERO_AHEAD_BYTES;
+use crate::labs::tlab::Tlab;
 use crate::levels::heap_levels::{
-    AnyHome, CpuBuffersAtFixedArea, Home, HomeKind, SharedBuffersByRseqCpu,
+    AnyHome, CpuBuffersAtFixedArea, HomeKind, SharedBuffersByRseqCpu,
 };
 use crate::mutator::allocator::{Allocator, CommonMiss, ShortLine};
-use crate::mutator::cell::{MutatorCell, MutatorLocal};
+use crate::mutator::cell::MutatorCell;
+use crate::mutator::refill::{GlobalHeap, LevelsHome, Place, Steady};
 use crate::mutator::slow_path::SlowPath;
 
 /// The short line of a heap whose common misses are `common`.
@@ -41,8 +39,8 @@ fn shared_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize
 }
 
 /// The short lines of the TLAB modes, one per place TLABs come from: for each, the line (a
-/// zeroing step, or a refill), the refill ([`SlowPath::refill`] from that place) and its
-/// variant that first covers the old TLAB's tail with a filler. Each is the one routine
+/// zeroing step, or a refill), the refill ([`SlowPath::refill`] of a [`Steady`] request from
+/// that place) and its variant that first covers the old TLAB's tail with a filler. Each is the one routine
 /// instantiated for a place, as a function of its own rather than a generic one: the jumps
 /// between them then stay direct (generic instances were reached through the global offset
 /// table here, an instruction more per refill).
@@ -58,13 +56,19 @@ macro_rules! refill_lines {
         #[inline(never)]
         fn $refill(path: SlowPath<'_>, bytes: usize, free_bytes: usize) -> usize {
             // SAFETY: reached only from its line, which `line_for` picks for this place.
-            unsafe { path.refill_from::<$place, false>(bytes, free_bytes, $fill_first) }
+            unsafe {
+                let found = <$place>::find(path);
+                path.refill::<$place, Steady, false>(bytes, free_bytes, found, $fill_first)
+            }
         }
 
         #[inline(never)]
         fn $fill_first(path: SlowPath<'_>, bytes: usize, free_bytes: usize) -> usize {
             // SAFETY: as for the refill.
-            unsafe { path.refill_from::<$place, true>(bytes, free_bytes, $fill_first) }
+            unsafe {
+                let found = <$place>::find(path);
+                path.refill::<$place, Steady, true>(bytes, free_bytes, found, $fill_first)
+            }
         }
     )*};
 }
@@ -90,113 +94,6 @@ refill_lines! {
 #[inline(never)]
 fn zeroing_step_line(allocator: &Allocator, cell: &MutatorCell, bytes: usize) -> usize {
     SlowPath { allocator, cell }.tlab_miss(bytes, |_, _, _| 0)
-}
-
-/// Where a short refill takes its TLAB, as a type: one refill routine is generated per place.
-/// What the carve needs is found before the refill begins ([`find`](FirstPlace::find)), then
-/// held in registers while the refill retires the old TLAB.
-trait FirstPlace {
-    /// Whether the refill reads the old TLAB's used bytes after the carve rather than holding
-    /// them in a register across it: one load more, which pays where the carve (a restartable
-    /// section, a compare-and-swap found by the CPU) needs the registers.
-    const LATE_OLD: bool;
-
-    /// What the carve needs.
-    type Found<'a>: Copy;
-
-    /// Finds what the carve needs.
-    ///
-    /// # Safety
-    /// The heap's short line is this place's ([`line_for`] picked it for the heap's mode and
-    /// levels).
-    unsafe fn find<'a>(path: SlowPath<'a>) -> Self::Found<'a>;
-
-    /// Exactly `tlab_bytes` for the thread's next TLAB, counted where the place counts;
-    /// `None` when the place cannot serve it (nothing carved).
-    ///
-    /// # Safety
-    /// `found` came from [`find`](FirstPlace::find) on the same path.
-    unsafe fn carve(
-        found: Self::Found<'_>,
-        path: SlowPath<'_>,
-        local: &MutatorLocal,
-        tlab_bytes: usize,
-    ) -> Option<Chunk>;
-}
-
-/// The global heap: one compare-and-swap on its top, below the thread's end of the cycle.
-struct GlobalHeap;
-
-impl FirstPlace for GlobalHeap {
-    const LATE_OLD: bool = false;
-
-    type Found<'a> = &'a crate::memory::global::GlobalHeap;
-
-    #[inline(always)]
-    unsafe fn find<'a>(path: SlowPath<'a>) -> Self::Found<'a> {
-        path.allocator.space.global()
-    }
-
-    #[inline(always)]
-    unsafe fn carve(
-        global: Self::Found<'_>,
-        _: SlowPath<'_>,
-        local: &MutatorLocal,
-        tlab_bytes: usize,
-    ) -> Option<Chunk> {
-        let start = global.carve_tlab(tlab_bytes, local.end_of_cycle.tlab_end())?;
-        Some(Chunk {
-            start,
-            len: tlab_bytes,
-        })
-    }
-}
-
-/// The thread's own buffer at the lowest middle level, found as the home `H` finds it
-/// ([`HeapLevels::carve_at_home`](crate::levels::heap_levels::HeapLevels::carve_at_home)).
-struct LevelsHome<H>(PhantomData<H>);
-
-impl<H: Home> FirstPlace for LevelsHome<H> {
-    const LATE_OLD: bool = !matches!(H::KIND, HomeKind::Any);
-
-    type Found<'a> = H::Found<'a>;
-
-    #[inline(always)]
-    unsafe fn find<'a>(path: SlowPath<'a>) -> Self::Found<'a> {
-        let allocator = path.allocator;
-        // SAFETY: the caller's contract: the heap's levels have home `H`.
-        unsafe {
-            allocator
-                .levels
-                .find_home::<H>(&allocator.space, &path.cell.counters.levels)
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn carve(
-        found: Self::Found<'_>,
-        path: SlowPath<'_>,
-        local: &MutatorLocal,
-        tlab_bytes: usize,
-    ) -> Option<Chunk> {
-        let allocator = path.allocator;
-        // SAFETY: the caller's contract.
-        let chunk = unsafe {
-            allocator.levels.carve_at_home::<H>(
-                found,
-                allocator.refill_context(),
-                || &path.cell.counters.levels,
-                &local.simulated_cpu,
-                tlab_bytes,
-            )
-        }?;
-        // The length read again (the sizer's, which the carve was asked for) rather than
-        // held across the carve.
-        Some(Chunk {
-            len: local.sizer.steady_bytes(),
-            ..chunk
-        })
-    }
 }
 
 impl SlowPath<'_> {
@@ -241,30 +138,6 @@ impl SlowPath<'_> {
         refill(self, bytes, free_bytes)
     }
 
-    /// A TLAB mode's [`refill`](SlowPath::refill) from the place `P`, whose variant that
-    /// writes the old TLAB's filler first is `fill_first`.
-    ///
-    /// # Safety
-    /// The heap's short line is `P`'s.
-    #[inline(always)]
-    unsafe fn refill_from<P: FirstPlace, const FILL_FIRST: bool>(
-        self,
-        bytes: usize,
-        free_bytes: usize,
-        fill_first: fn(Self, usize, usize) -> usize,
-    ) -> usize {
-        // SAFETY: the caller's contract.
-        let found = unsafe { P::find(self) };
-        self.refill::<FILL_FIRST>(
-            bytes,
-            free_bytes,
-            // SAFETY: as for `find`.
-            |local, tlab_bytes| unsafe { P::carve(found, self, local, tlab_bytes) },
-            fill_first,
-            P::LATE_OLD,
-        )
-    }
-
     /// The object fits the TLAB but ends past the memory zeroed so far: zeroes the next step,
     /// bumps, raises the soft end. 0 when the soft end stopped it for another reason.
     #[inline(never)]
@@ -289,110 +162,5 @@ impl SlowPath<'_> {
             return 0;
         }
         self.carve_object(bytes).unwrap_or(0)
-    }
-
-    /// The short refill, one straight line: the object (of an aligned size) does not fit the
-    /// TLAB, the policy retires it (HotSpot's keep-or-refill rule) and keeps its size (fixed
-    /// or adaptive), and the object fits a TLAB of that size. Carves exactly that size with
-    /// `carve` (one CAS on the global top, or the thread's own buffer at the lowest level),
-    /// counts the old TLAB as retired, installs the new one, counts the refill, bumps the
-    /// object, raises the soft end. 0 for everything else (the growing policy, a TLAB kept,
-    /// a large object, no room at the first place looked): nothing was counted and the TLAB
-    /// is as it was, for [`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside) to do
-    /// in full. `free_bytes` is the old TLAB's free bytes as the line found them (less than
-    /// `bytes`), handed on in a register rather than read again. With `late_old` (a constant
-    /// at each refill) the old TLAB's used bytes are read after the carve rather than kept in
-    /// a register across it: one load more, which pays where the carve (a restartable
-    /// section) needs the registers.
-    ///
-    /// What needs a call leaves the line, so that it saves no register when nothing does:
-    /// an old TLAB with a free tail (or gaps before aligned objects, which count apart) goes
-    /// to `fill_first` (this line with `FILL_FIRST`), which covers the tail with a filler
-    /// before anything else (a filler that panics then leaves
-    /// the TLAB whole; a failed carve leaves it filled, and the full path writes the same
-    /// filler again); a new TLAB in reused memory ends in
-    /// [`finish_refill`](SlowPath::finish_refill), which zeroes.
-    #[inline(always)]
-    fn refill<const FILL_FIRST: bool>(
-        self,
-        bytes: usize,
-        free_bytes: usize,
-        carve: impl FnOnce(&MutatorLocal, usize) -> Option<Chunk>,
-        fill_first: fn(Self, usize, usize) -> usize,
-        late_old: bool,
-    ) -> usize {
-        let allocator = self.allocator;
-        // SAFETY: only the thread running the mutator builds a `SlowPath`.
-        let (tlab, local) = unsafe { self.cell.running_parts() };
-        let space = &allocator.space;
-        if bytes > local.sizer.steady_object_bytes() {
-            return 0;
-        }
-        let tlab_bytes = local.sizer.steady_bytes();
-        // A TLAB without a tail has no free bytes either, so the keep-or-refill rule retires
-        // it: the rule is asked only of one with a tail.
-        let no_tail = tlab.has_no_tail();
-        debug_assert!(!no_tail || free_bytes == 0);
-        let used_before = (!late_old).then(|| tlab.used_bytes());
-        let mut held = None;
-        if !no_tail {
-            if !FILL_FIRST {
-                return fill_first(self, bytes, free_bytes);
-            }
-            if local.sizer.keeps(free_bytes) {
-                return 0;
-            }
-            held = tlab.held();
-            let tail_bytes = held.map_or(0, |held| held.tail_bytes);
-            if tail_bytes != 0 {
-                // SAFETY: [top, chunk_end) is the unused tail of this thread's TLAB; the
-                // reserve keeps it at least one filler long.
-                unsafe { space.write_filler(tlab.top(), tail_bytes) };
-            }
-        }
-        let Some(Chunk { start, len }) = carve(local, tlab_bytes) else {
-            return 0;
-        };
-        let retired = if no_tail {
-            // Counted as its objects (0 for an empty TLAB): the tail, 0, is known here and
-            // not added. Read after the carve where it is `late_old` (the thread's own fields,
-            // as they were).
-            let used_bytes = used_before.unwrap_or_else(|| tlab.used_bytes());
-            Some(Retired::without_tail(used_bytes))
-        } else {
-            held
-        };
-        let counters = &self.cell.counters;
-        counters.count_retired(retired, Waste::Refill);
-        local.sizer.record_steady_refill();
-        counters.refills.add(1);
-        counters.tlab_bytes.add(len as u64);
-        if space.global().needs_zeroing(start) {
-            return self.finish_refill(start, len, bytes);
-        }
-        let limit = tlab.install(start, len, space.lab_reserve_bytes(), false);
-        let object = tlab.bump_first(bytes);
-        self.raise_soft_end_to(tlab, limit);
-        object
-    }
-
-    /// The end of a short [`refill`](SlowPath::refill) into reused memory: installs the chunk
-    /// `[start, start + len)`, zeroes it (whole, or its first step when zeroing ahead), bumps
-    /// the object of `bytes`, raises the soft end; returns the object.
-    #[inline(never)]
-    fn finish_refill(self, start: usize, len: usize, bytes: usize) -> usize {
-        let space = &self.allocator.space;
-        // SAFETY: only the thread running the mutator builds a `SlowPath`.
-        let (tlab, _) = unsafe { self.cell.running_parts() };
-        let zero_ahead = self.allocator.config.zero() == ZeroMemory::Ahead;
-        if !zero_ahead {
-            space.global().zero_reused(start, len);
-        }
-        tlab.install(start, len, space.lab_reserve_bytes(), zero_ahead);
-        let object = tlab.bump_first(bytes);
-        tlab.zero_through(object + bytes, ZERO_AHEAD_BYTES);
-        self.raise_soft_end(tlab);
-        // Opaque to the optimizer (as `zero_object`'s).
-        std::hint::black_box(object)
     }
 }

@@ -8,13 +8,12 @@
 
 use std::ptr::NonNull;
 
-use crate::config::{ZeroMemory, ZERO_AHEAD_BYTES};
+use crate::config::ZERO_AHEAD_BYTES;
 use crate::labs::cpu_labs::{self, CpuLabs, Requester};
 use crate::labs::tlab::{Tlab, Waste};
-use crate::levels::chunk::Chunk;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
-use crate::mutator::allocator::{Allocator, TlabSource};
+use crate::mutator::allocator::Allocator;
 use crate::mutator::cell::{MutatorCell, MutatorLocal};
 use crate::mutator::cpu_lab_cursor::CpuLabCursor;
 use crate::mutator::sampling::AllocationSample;
@@ -103,89 +102,6 @@ impl SlowPath<'_> {
         // Opaque to the optimizer: known to return its argument, the caller would keep
         // `address` in a register it must save instead of jumping here.
         std::hint::black_box(address)
-    }
-
-    /// Retires the TLAB (a filler over its tail, counted as refill waste) and installs a new
-    /// one of the policy's desired size, at least `needed` bytes, counted. Retires first: a
-    /// filler the object model fails to write (a panic) then loses no chunk, and the TLAB
-    /// stays whole for its drop to retire. `None` when no TLAB could be carved: the old one is
-    /// retired, the thread has none. Inlined in both refills: out of line it cost the short
-    /// one 30 instructions (callgrind).
-    #[inline(always)]
-    fn replace_tlab(self, tlab: &Tlab, local: &mut MutatorLocal, needed: usize) -> Option<()> {
-        let allocator = self.allocator;
-        let (config, space) = (&allocator.config, &allocator.space);
-        let counters = &self.cell.counters;
-        // SAFETY: the thread's own TLAB, while running.
-        let retired = unsafe { tlab.retire(space) };
-        counters.count_retired(retired, Waste::Refill);
-        let desired = local.sizer.desired_bytes().max(needed);
-        let min = config.min_tlab_bytes().max(needed).min(desired);
-        let Chunk { start, len } = self.carve_tlab(local, min, desired)?;
-        self.install(tlab, start, len);
-        let resized = local.sizer.resizes_at_refill();
-        local.sizer.record_refill(config);
-        counters.refills.add(1);
-        counters.full_path_refills.add(1);
-        counters.tlab_bytes.add(len as u64);
-        if resized {
-            counters
-                .desired_size_bytes
-                .set(local.sizer.desired_bytes() as u64);
-        }
-        Some(())
-    }
-
-    /// A chunk for a TLAB of `desired` bytes, at least `min`: from the global heap, or through
-    /// the middle levels (which count where it came from).
-    #[inline]
-    fn carve_tlab(self, local: &mut MutatorLocal, min: usize, desired: usize) -> Option<Chunk> {
-        let allocator = self.allocator;
-        let cell = self.cell;
-        match allocator.tlab_source.as_ref()? {
-            TlabSource::GlobalHeap => {
-                let (share, alignment) = (&local.end_of_cycle, allocator.config.alignment_bytes());
-                let (start, len) = allocator.space.global().carve_part(
-                    min,
-                    desired,
-                    share.tlab_end(),
-                    // Only past the thread's bound: what it allocated so far, read then.
-                    |left, used| {
-                        let allocated = cell.counters.tlab_and_outside_bytes();
-                        share.part_bytes((left, used), allocated, min, alignment)
-                    },
-                )?;
-                if len < desired {
-                    cell.counters.end_of_cycle_tlabs.add(1);
-                }
-                Some(Chunk { start, len })
-            }
-            TlabSource::Levels => allocator.levels.carve(
-                allocator.refill_context(),
-                (
-                    &cell.counters.levels,
-                    Some(&cell.counters.tlabs_past_levels),
-                ),
-                &mut local.simulated_cpu,
-                min,
-                desired,
-            ),
-        }
-    }
-
-    /// Installs the chunk `[start, start + len)` as the (empty) TLAB, zeroing it now or
-    /// ahead of `top` as configured.
-    #[inline(always)]
-    fn install(self, tlab: &Tlab, start: usize, len: usize) {
-        let space = &self.allocator.space;
-        let reserve = space.lab_reserve_bytes();
-        if self.allocator.config.zero() == ZeroMemory::Ahead {
-            let reused = space.global().needs_zeroing(start);
-            tlab.install(start, len, reserve, reused);
-        } else {
-            space.global().zero_reused(start, len);
-            tlab.install(start, len, reserve, false);
-        }
     }
 
     /// `alloc` in the modes with LABs (TLABs or per-CPU LABs).
@@ -301,7 +217,7 @@ impl SlowPath<'_> {
 
     /// After a soft miss (the object fits below the TLAB's limit, not below its soft end):
     /// raises the soft end and bumps. `None` when the object does not fit the TLAB.
-    fn bump_after_soft_miss(
+    pub(crate) fn bump_after_soft_miss(
         self,
         tlab: &Tlab,
         local: &mut MutatorLocal,
@@ -314,7 +230,7 @@ impl SlowPath<'_> {
 
     /// After bumping `object` through the TLAB in the slow path: zeroes ahead, samples it if
     /// it crossed the thread's next sample, and raises the soft end again.
-    fn prepare_tlab_object(
+    pub(crate) fn prepare_tlab_object(
         self,
         tlab: &Tlab,
         local: &mut MutatorLocal,
@@ -430,40 +346,8 @@ impl SlowPath<'_> {
         }
     }
 
-    /// HotSpot's rule: keep a TLAB with much free space and allocate the object outside it;
-    /// otherwise retire it and take a new one sized by the policy.
-    fn refill_or_alloc_outside(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
-        let allocator = self.allocator;
-        let (config, space) = (&allocator.config, &allocator.space);
-        let cell = self.cell;
-        // SAFETY: only the thread running the mutator builds a `SlowPath`.
-        let (tlab, local) = unsafe { cell.running_parts() };
-        if let Some(object) = self.bump_after_soft_miss(tlab, local, bytes) {
-            // SAFETY: a TLAB address inside the reservation, not null.
-            return Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) });
-        }
-        let reserve = space.lab_reserve_bytes();
-        let needed = bytes + reserve;
-        if needed > config.max_tlab_bytes() {
-            return self.alloc_outside_tlab(bytes);
-        }
-        if local.sizer.keeps(tlab.free_bytes()) {
-            local.sizer.record_slow_allocation(config);
-            return self.alloc_outside_tlab(bytes);
-        }
-        if self.replace_tlab(tlab, local, needed).is_none() {
-            return self.alloc_outside_tlab(bytes);
-        }
-        let object = tlab
-            .bump_to_limit(bytes)
-            .expect("a fresh TLAB holds the object it was carved for");
-        self.prepare_tlab_object(tlab, local, object, bytes);
-        // SAFETY: `object` is the start of the fresh TLAB, a non-null heap address.
-        Ok(unsafe { NonNull::new_unchecked(address_to_pointer(object)) })
-    }
-
     /// An object carved from the global heap, outside any LAB.
-    fn alloc_outside_tlab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
+    pub(crate) fn alloc_outside_tlab(self, bytes: usize) -> Result<NonNull<u8>, AllocError> {
         let address = self
             .carve_object(bytes)
             .ok_or(AllocError::OutOfMemory { bytes })?;
