@@ -50,7 +50,8 @@ cases=$(cat <<'CASES'
 -XX:+UseHABCPULABs -XX:-HABFlip	run	allocates instances of up to 1024 bytes in per-CPU LABs
 -XX:+UseHABCPULABs -XX:HABCpuId=getcpu	run	per-CPU LABs turned off
 -XX:+UseHABCPULABs -XX:HABLevels=core:1M	run	per-CPU LABs turned off
--XX:+UseHABCPULABs -XX:+UseG1GC	run	works with the Parallel collector
+-XX:+UseHABCPULABs -XX:+UseG1GC	run	cycles flip between them and TLABs
+-XX:+UseHABCPULABs -XX:+UseSerialGC	run	works with the Parallel and G1 collectors
 -XX:+UseHABCPULABs -XX:-UseTLAB	run	HABs turned off
 -XX:+UseHABCPULABs -XX:HABCPULABObjectLimit=8	fail	HABCPULABObjectLimit
 -XX:HABLevels=cpu:256K,core:2M	run	C2 refills TLABs for instances from per-CPU buffers

@@ -3,8 +3,8 @@
 # JVM that build.sh built, under the Parallel GC and under G1, each in four configurations: as
 # shipped (-XX:-UseHAB), with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB
 # -XX:HABLevels=cpu:256K,core:2M, and with -XX:+UseHAB and heap verification before and after
-# every collection; under Parallel also with -XX:+UseHABCPULABs, without and with verification,
-# and with every cycle in per-CPU LABs (-XX:-HABFlip).
+# every collection; and with -XX:+UseHABCPULABs, without and with verification, and with every
+# cycle in per-CPU LABs (-XX:-HABFlip).
 # Builds the native library of the HeapMonitor tests. Writes
 # target/hotspot-hab/jtreg/summary.md (tests run, passed, failed, errors, seconds per collector
 # and configuration) and keeps jtreg's reports beside it.
@@ -12,8 +12,7 @@
 #   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
 #
 # Environment: COLLECTORS (default "parallel g1"); CONFIGS (default every configuration: stock
-# hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always; the last three only under
-# Parallel).
+# hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -109,10 +108,6 @@ for collector in ${COLLECTORS:-parallel g1}; do
       cpu-labs-verify) options="$gc -XX:+UseHABCPULABs $verify" ;;
       *) echo "unknown configuration $config" >&2; exit 2 ;;
     esac
-    # Per-CPU LABs are Parallel's only, so far.
-    if [[ "$config" == cpu-labs* && "$collector" != parallel ]]; then
-      continue
-    fi
     run "$collector" "$config" "$options" "${tests[@]}"
   done
 done

@@ -4,14 +4,21 @@
 # -XX:-UseTLAB (a CAS on eden's top per object), -XX:+UseHAB, -XX:+UseHABCPULABs (cycles
 # flipping between per-CPU LABs and TLABs) and -XX:+UseHABCPULABs -XX:-HABFlip (every cycle in
 # per-CPU LABs): young collections and messages per second, over threads x young size, in
-# interleaved rounds.
-# JDK=... JAR=... ROUNDS=2 ROOMS="1 5 50 200" YOUNG="4 16 64" HEAP=256 CONFIGS="..." bash run.sh
+# interleaved rounds. COLLECTOR=g1 runs them under G1.
+# JDK=... JAR=... COLLECTOR=parallel ROUNDS=2 ROOMS="1 5 50 200" YOUNG="4 16 64" HEAP=256
+#   CONFIGS="..." bash run.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
+case ${COLLECTOR:-parallel} in
+  parallel) gc=-XX:+UseParallelGC ;;
+  g1) gc=-XX:+UseG1GC ;;
+  *) echo "unknown collector ${COLLECTOR} (parallel, g1)" >&2; exit 2 ;;
+esac
 jar=${JAR:-bench/jvm/target/benchmarks.jar}
 echo "== machine"
 nproc; uname -r; ldd --version | head -1
 "$java" -version 2>&1 | tail -1
+echo "collector: $gc"
 echo "== round threads young_mib config messages_per_sec collections"
 for round in $(seq "${ROUNDS:-2}"); do
   for rooms in ${ROOMS:-5 50 200}; do
@@ -24,7 +31,7 @@ for round in $(seq "${ROUNDS:-2}"); do
           cpu-labs) flags=-XX:+UseHABCPULABs ;;
           cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
         esac
-        out=$(timeout 120 "$java" -XX:+UseParallelGC $flags -Xms${HEAP:-256}m -Xmx${HEAP:-256}m -Xmn${young}m \
+        out=$(timeout 120 "$java" $gc $flags -Xms${HEAP:-256}m -Xmx${HEAP:-256}m -Xmn${young}m \
           -cp "$jar" hab.bench.Chat "$rooms" 40 2>&1)
         rate=$(sed -n 's/^messages_per_sec=//p' <<<"$out")
         collections=$(sed -n 's/^collections=//p' <<<"$out")
