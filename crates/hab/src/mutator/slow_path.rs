@@ -1,7 +1,7 @@
 //! The mutator's full slow path: everything an allocation does when the fast path fails and
 //! the short line (`short_line.rs`) did not serve it. Stop at a requested safepoint; after a
-//! soft miss raise the soft end and bump in the same TLAB; keep the TLAB or retire it and take
-//! a new one (from the global heap or the middle levels); allocate outside any TLAB; carve
+//! soft miss raise the soft end and bump in the same TLAB; keep the TLAB or refill it
+//! (`refill.rs`, the refill the short line takes too); allocate outside any TLAB; carve
 //! from the per-CPU LABs, or look the CPU up again after a per-CPU LAB miss; follow the
 //! `flip` mode's phase. Cold and out of line; the fast paths that call it are
 //! `heap::mutator_handle`'s.
