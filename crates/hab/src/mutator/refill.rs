@@ -147,14 +147,20 @@ pub(crate) struct WholeProtocol;
 impl Place for WholeProtocol {
     const LATE_OLD: bool = true;
 
-    type Found<'a> = ();
+    /// The old TLAB's used bytes: the thread's allocation so far includes them, though they
+    /// are counted only after the carve.
+    type Found<'a> = usize;
 
     #[inline(always)]
-    unsafe fn find(_: SlowPath<'_>) {}
+    unsafe fn find(path: SlowPath<'_>) -> usize {
+        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+        let (tlab, _) = unsafe { path.cell.running_parts() };
+        tlab.used_bytes()
+    }
 
     #[inline]
     unsafe fn carve(
-        _: (),
+        old_used_bytes: usize,
         path: SlowPath<'_>,
         local: &mut MutatorLocal,
         min: usize,
@@ -170,7 +176,8 @@ impl Place for WholeProtocol {
                     share.tlab_end(),
                     // Only past the thread's bound: what it allocated so far, read then.
                     |left, used| {
-                        let allocated = cell.counters.tlab_and_outside_bytes();
+                        let allocated =
+                            cell.counters.tlab_and_outside_bytes() + old_used_bytes as u64;
                         share.part_bytes((left, used), allocated, min, alignment)
                     },
                 )?;
@@ -288,9 +295,10 @@ impl SlowPath<'_> {
             return self.alloc_outside_tlab(bytes);
         }
         // SAFETY: the heap has TLABs (the caller checked), and they come from the whole
-        // protocol's places; `find` finds nothing.
+        // protocol's places.
         let object = unsafe {
-            self.refill::<WholeProtocol, Policy, true>(bytes, free_bytes, (), |_, _, _| 0)
+            let found = WholeProtocol::find(self);
+            self.refill::<WholeProtocol, Policy, true>(bytes, free_bytes, found, |_, _, _| 0)
         };
         if object == 0 {
             return self.alloc_outside_tlab(bytes);
