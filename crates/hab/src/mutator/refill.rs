@@ -147,20 +147,14 @@ pub(crate) struct WholeProtocol;
 impl Place for WholeProtocol {
     const LATE_OLD: bool = true;
 
-    /// The old TLAB's used bytes: the thread's allocation so far includes them, though they
-    /// are counted only after the carve.
-    type Found<'a> = usize;
+    type Found<'a> = ();
 
     #[inline(always)]
-    unsafe fn find(path: SlowPath<'_>) -> usize {
-        // SAFETY: only the thread running the mutator builds a `SlowPath`.
-        let (tlab, _) = unsafe { path.cell.running_parts() };
-        tlab.used_bytes()
-    }
+    unsafe fn find(_: SlowPath<'_>) {}
 
     #[inline]
     unsafe fn carve(
-        old_used_bytes: usize,
+        _: (),
         path: SlowPath<'_>,
         local: &mut MutatorLocal,
         min: usize,
@@ -174,8 +168,14 @@ impl Place for WholeProtocol {
                     min,
                     desired,
                     share.tlab_end(),
-                    // Only past the thread's bound: what it allocated so far, read then.
+                    // Only past the thread's bound: what it allocated so far, read then (the
+                    // old TLAB's objects included, which the refill counts after the carve).
                     |left, used| {
+                        // SAFETY: only the thread running the mutator builds a `SlowPath`.
+                        // The refill holds a shared reference to the same TLAB (its fields
+                        // are cells) and the slow-path state, another field: nothing this
+                        // reference could alias mutably.
+                        let old_used_bytes = unsafe { cell.running_tlab() }.used_bytes();
                         let allocated =
                             cell.counters.tlab_and_outside_bytes() + old_used_bytes as u64;
                         share.part_bytes((left, used), allocated, min, alignment)
@@ -295,10 +295,9 @@ impl SlowPath<'_> {
             return self.alloc_outside_tlab(bytes);
         }
         // SAFETY: the heap has TLABs (the caller checked), and they come from the whole
-        // protocol's places.
+        // protocol's places; `find` finds nothing.
         let object = unsafe {
-            let found = WholeProtocol::find(self);
-            self.refill::<WholeProtocol, Policy, true>(bytes, free_bytes, found, |_, _, _| 0)
+            self.refill::<WholeProtocol, Policy, true>(bytes, free_bytes, (), |_, _, _| 0)
         };
         if object == 0 {
             return self.alloc_outside_tlab(bytes);
