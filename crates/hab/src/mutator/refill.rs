@@ -171,10 +171,9 @@ impl Place for WholeProtocol {
                     // Only past the thread's bound: what it allocated so far, read then (the
                     // old TLAB's objects included, which the refill counts after the carve).
                     |left, used| {
-                        // SAFETY: only the thread running the mutator builds a `SlowPath`.
-                        // The refill holds a shared reference to the same TLAB (its fields
-                        // are cells) and the slow-path state, another field: nothing this
-                        // reference could alias mutably.
+                        // SAFETY: only the thread running the mutator builds a `SlowPath`;
+                        // its other references into the cell: this TLAB, shared (cells), and
+                        // the slow-path state, another field.
                         let old_used_bytes = unsafe { cell.running_tlab() }.used_bytes();
                         let allocated =
                             cell.counters.tlab_and_outside_bytes() + old_used_bytes as u64;
