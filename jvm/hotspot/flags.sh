@@ -54,6 +54,9 @@ cases=$(cat <<'CASES'
 -XX:+UseHABCPULABs -XX:+UseSerialGC	run	works with the Parallel and G1 collectors
 -XX:+UseHABCPULABs -XX:-UseTLAB	run	HABs turned off
 -XX:+UseHABCPULABs -XX:HABCPULABObjectLimit=8	fail	HABCPULABObjectLimit
+-XX:+UseHABCPULABs -XX:-HABFlip	run	C2 tries objects of up to 1024 bytes in per-CPU LABs before its slow call
+-XX:+UseHABCPULABs -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath	run	C2 tries per-CPU LABs in its slow call only
+-XX:+UseHABCPULABs -XX:+ZeroTLAB	run	the interpreter and C1 allocate through the runtime
 -XX:HABLevels=cpu:256K,core:2M	run	C2 refills TLABs for instances from per-CPU buffers
 -XX:HABLevels=core:1M	run	C2 refills TLABs through the runtime
 -XX:-HABCompiledRefill	run	through the runtime: -XX:-HABCompiledRefill

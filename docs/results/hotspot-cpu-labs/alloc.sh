@@ -5,8 +5,9 @@
 # TLABs) and -XX:+UseHABCPULABs -XX:-HABFlip (every object in a per-CPU LAB), each in the
 # default tiers (C2) and with C1 alone (-XX:TieredStopAtLevel=1). Prints nanoseconds per object.
 # BENCHMARK picks another of bench/jvm's JMH benchmarks (AllocObject.lambda16: a capturing
-# lambda, which C1 allocates in the runtime), TIERS and CONFIGS (also no-tlab: -XX:-UseTLAB)
-# fewer or other runs.
+# lambda, which C1 allocates in the runtime), TIERS and CONFIGS (also no-tlab: -XX:-UseTLAB;
+# cpu-labs-slow-call: every object in a per-CPU LAB, C2 reaching them from its slow call only,
+# -XX:-HABCompiledCPULABPath) fewer or other runs.
 # JDK=... JAR=... ROUNDS=3 BENCHMARK=AllocObject.bytes16 TIERS="c2 c1" CONFIGS="..." bash alloc.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
@@ -28,6 +29,7 @@ for round in $(seq "${ROUNDS:-3}"); do
         no-tlab) flags="-XX:-UseHAB -XX:-UseTLAB" ;;
         cpu-labs) flags="-XX:+UseHABCPULABs" ;;
         cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
+        cpu-labs-slow-call) flags="-XX:+UseHABCPULABs -XX:-HABFlip -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath" ;;
       esac
       "$java" -jar "$jar" "${BENCHMARK:-AllocObject.bytes16}" -f 1 -wi 3 -w 1s -i 5 -r 1s -t 1 \
         -jvm "$java" -jvmArgs "$heap $tier_flags $flags" -rf csv -rff "$csv" >/dev/null 2>&1

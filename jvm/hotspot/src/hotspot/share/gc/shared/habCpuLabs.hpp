@@ -63,6 +63,12 @@ class HabCpuLabs : AllStatic {
   // The interpreter's and C1's stub (UseHABCPULABs): NULL where there is none.
   static address _allocate_stub;
 
+  // C2's stub (UseHABCPULABs and HABCompiledCPULABPath), entered with the object's size in
+  // rcx, or past the limit check with the size in rcx and the packed word's delta in rdx (a
+  // size known when compiling): NULL where there is none.
+  static address _c2_stub;
+  static address _c2_sized_stub;
+
  public:
   static void set_paused(Pauser pauser, bool paused) { set_bit(pauser, paused); }
 
@@ -74,9 +80,9 @@ class HabCpuLabs : AllStatic {
   // in per-CPU LABs.
   static void set_in_tlabs(bool in_tlabs) { set_bit(IN_TLABS, in_tlabs); }
 
-  // At start-up, before the interpreter is generated: the stub the interpreter's and C1's
-  // per-CPU LAB path calls (UseHABCPULABs; none with ZeroTLAB, which those tiers take to mean
-  // that every object's fields are zero already, or where the levels publish no path).
+  // At start-up, before the interpreter is generated: the stubs the interpreter's and C1's
+  // per-CPU LAB path calls, and C2's (UseHABCPULABs; none with ZeroTLAB, which the tiers take
+  // to mean that every object's fields are zero already, or where the levels publish no path).
   static void generate_allocate_stub();
 
   // Whether the interpreter and C1 have that stub (after generate_allocate_stub).
@@ -91,6 +97,20 @@ class HabCpuLabs : AllStatic {
   // register but rax and the flags is kept. Only where allocates_in_cpu_labs().
   static void allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes, int con_size_bytes,
                                   Label& slow_case);
+
+  // Whether C2's allocations try the per-CPU LAB where their TLAB bump fails, with a call of
+  // its stub from their fast path (HabCpuLabAllocNode) before their slow call.
+  static bool c2_allocates_in_cpu_labs() { return _c2_stub != NULL; }
+
+  // C2's per-CPU LAB path (hab_x86_64.ad): a call of C2's stub, which bumps the buffer of the
+  // thread's CPU by the object's size (in rcx, `size_bytes`; or noreg and `con_size_bytes`, at
+  // most HABCPULABObjectLimit) in a restartable sequence and counts the bytes to the thread;
+  // rax is then the object, its header and fields still to be written, or 0 where the stub
+  // declined it (a paused stub, a TLAB cycle, an object over the limit, too little left in the
+  // buffer, an aborted section). Clobbers rcx, rdx, rdi and the flags, nothing else: no
+  // runtime call's spills, no klass checks (C2 made them).
+  static void c2_allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes,
+                                     int64_t con_size_bytes);
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
   // passes (the klass in j_rarg0) and allocates an instance of an initialized class without a

@@ -7,6 +7,7 @@
 #include "precompiled.hpp"
 #include "asm/macroAssembler.inline.hpp"
 #include "code/codeBlob.hpp"
+#include "code/codeCache.hpp"
 #include "gc/shared/gc_globals.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
@@ -110,6 +111,24 @@ class HabStub {
     _in_tlabs = in_tlabs;
   }
   Label& miss() { return _miss; }
+
+  // Compares the word at `state` with 0: rip-relative where the code cache reaches it (as here
+  // in practice), else through `tmp` (saved around it when `keep_tmp`).
+  void compare_state_with_zero(address state, Register tmp, bool keep_tmp) {
+    if (Assembler::is_simm32(state - CodeCache::low_bound()) &&
+        Assembler::is_simm32(state - CodeCache::high_bound())) {
+      __ cmp32(ExternalAddress(state), 0);
+      return;
+    }
+    if (keep_tmp) {
+      __ push(tmp);
+    }
+    __ mov64(tmp, (int64_t)state);
+    __ cmpl(Address(tmp, 0), 0);
+    if (keep_tmp) {
+      __ pop(tmp);  // the flags stay
+    }
+  }
 
   // `bytes` = an instance's size: an initialized class without a finalizer (as the
   // interpreter's _new checks), of at most `limit_bytes`.
@@ -337,7 +356,7 @@ class HabStub {
     const Register count = r10;   // the object's words, then its bytes
     const Register change = r11;  // the packed word's delta
     const Register index = rdi;   // the thread's index, then its buffer
-    __ cmp32(ExternalAddress(state), 0);
+    compare_state_with_zero(state, index, true);
     __ jcc(Assembler::notEqual, zero);
     __ cmpq(rax, limit_bytes);
     __ jcc(Assembler::above, zero);
@@ -380,6 +399,66 @@ class HabStub {
     log_info(gc, init)("HAB: the interpreter (instances) and C1 (instances, arrays) allocate "
                        "objects of up to %d bytes in per-CPU LABs (stub at " PTR_FORMAT
                        ", %d bytes)", (int)limit_bytes, p2i(entry), (int)(__ pc() - entry));
+    return entry;
+  }
+
+  // C2's stub, whole: entered at `entry` with the object's size in rcx (bytes), or at
+  // `sized_entry` with the size in rcx and the packed word's delta in rdx (a size C2 knew,
+  // within the limit); returns the object's address in rax, or 0 for C2's slow call (a pauser
+  // or a TLAB cycle in `state`, an object over `limit_bytes`, an index without a buffer, too
+  // little left, an aborted section). The thread's allocated bytes count the object. Clobbers
+  // rdx, rdi and the flags; rcx keeps the size. C2 made the klass checks when it compiled.
+  address allocate_for_c2(const hab_cpu_buffer_path& path, address state, int32_t limit_bytes,
+                          address* sized_entry) {
+    Label zero;
+    const Register size = rcx;    // the object's bytes
+    const Register change = rdx;  // the packed word's delta
+    const Register index = rdi;   // the thread's index, then its buffer
+    __ cmpq(size, limit_bytes);
+    __ jcc(Assembler::above, zero);
+    __ movq(index, size);
+    __ shrq(index, LogHeapWordSize);
+    delta_of(change, index);
+    *sized_entry = __ pc();
+    compare_state_with_zero(state, index, false);
+    __ jcc(Assembler::notEqual, zero);
+    enter_section(path, index, rax);
+    __ movq(rax, Address(index, 0));
+    __ subq(rax, change);  // borrows when too little is left
+    __ jcc(Assembler::below, _miss);
+    __ movq(Address(index, 0), rax);
+    _commit = __ pc();
+    // The old word again, and from its top field the object's address.
+    __ addq(rax, change);
+    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
+    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
+    __ mov64(change, (int64_t)path.base);
+    __ addq(rax, change);
+    // C2's own allocation prefetch (AllocatePrefetchStyle, Instr, Distance), one line ahead
+    // of the object, as after its TLAB bump.
+    if (AllocatePrefetchStyle > 0) {
+      Address ahead(rax, (int)AllocatePrefetchDistance);
+      switch (AllocatePrefetchInstr) {
+        case 1: __ prefetcht0(ahead); break;
+        case 2: __ prefetcht2(ahead); break;
+        case 3: __ prefetchw(ahead); break;
+        default: __ prefetchnta(ahead); break;
+      }
+    }
+    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), size);
+    __ ret(0);
+    __ bind(_miss);
+    __ bind(zero);
+    __ xorl(rax, rax);
+    __ ret(0);
+    __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
+    address abort_handler = __ pc();
+    __ jmp(_miss);
+    __ flush();
+    describe(abort_handler);
+    log_info(gc, init)("HAB: C2 tries objects of up to %d bytes in per-CPU LABs before its slow "
+                       "call (stub at " PTR_FORMAT ", %d bytes)", (int)limit_bytes, p2i(entry),
+                       (int)(__ pc() - entry));
     return entry;
   }
 
@@ -548,6 +627,8 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
 }
 
 address HabCpuLabs::_allocate_stub = NULL;
+address HabCpuLabs::_c2_stub = NULL;
+address HabCpuLabs::_c2_sized_stub = NULL;
 
 void HabCpuLabs::generate_allocate_stub() {
   hab_cpu_buffer_path path;
@@ -566,11 +647,43 @@ void HabCpuLabs::generate_allocate_stub() {
     why_not = "no room in the code cache for the stub";
   }
   if (why_not != NULL) {
-    log_info(gc, init)("HAB: the interpreter and C1 allocate through the runtime: %s", why_not);
+    log_info(gc, init)("HAB: the interpreter and C1 allocate through the runtime, and C2 "
+                       "reaches per-CPU LABs from its slow call only: %s", why_not);
     return;
   }
   HabStub stub(blob);
   _allocate_stub = stub.allocate_for_tiers(path, (address)&_state, (int32_t)HABCPULABObjectLimit);
+#ifdef COMPILER2
+  if (!HABCompiledCPULABPath) {
+    log_info(gc, init)("HAB: C2 tries per-CPU LABs in its slow call only "
+                       "(-XX:-HABCompiledCPULABPath)");
+    return;
+  }
+  BufferBlob* c2_blob = BufferBlob::create("HAB allocate (C2)", 512);
+  if (c2_blob == NULL) {
+    log_info(gc, init)("HAB: C2 tries per-CPU LABs in its slow call only: no room in the code "
+                       "cache for its stub");
+    return;
+  }
+  HabStub c2_stub(c2_blob);
+  _c2_stub = c2_stub.allocate_for_c2(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
+                                     &_c2_sized_stub);
+#endif
+}
+
+void HabCpuLabs::c2_allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
+                                        int64_t con_size_bytes) {
+  assert(c2_allocates_in_cpu_labs(), "no stub to call");
+  if (size_bytes == noreg) {
+    assert(0 < con_size_bytes && con_size_bytes <= HABCPULABObjectLimit, "checked by C2");
+    int64_t words = con_size_bytes >> LogHeapWordSize;
+    __ movl(rcx, (int32_t)con_size_bytes);
+    __ mov64(rdx, (words << HAB_CPU_BUFFER_TOP_BITS) - words);
+    __ call(RuntimeAddress(_c2_sized_stub));
+  } else {
+    assert(size_bytes == rcx, "the stub's register");
+    __ call(RuntimeAddress(_c2_stub));
+  }
 }
 
 void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
@@ -589,6 +702,8 @@ void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
 #else
 
 address HabCpuLabs::_allocate_stub = NULL;
+address HabCpuLabs::_c2_stub = NULL;
+address HabCpuLabs::_c2_sized_stub = NULL;
 
 address HabCpuLabs::wrap(address runtime_stub, bool) {
   return runtime_stub;
@@ -597,6 +712,10 @@ address HabCpuLabs::wrap(address runtime_stub, bool) {
 void HabCpuLabs::generate_allocate_stub() {}
 
 void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler*, Register, int, Label&) {
+  ShouldNotReachHere();
+}
+
+void HabCpuLabs::c2_allocate_in_cpu_lab(MacroAssembler*, Register, int64_t) {
   ShouldNotReachHere();
 }
 
