@@ -71,7 +71,7 @@ struct HotspotHabArgs {
     collector: Option<report::hotspot_hab::Collector>,
     /// Instead of the javac grid, the many-threads table: the chat with 1000 threads in a
     /// 4 MiB young generation (stock, -XX:-UseTLAB, HABs with adaptive and 1 KiB TLABs, and
-    /// under Parallel per-CPU LABs, flipping with TLABs and in every cycle).
+    /// per-CPU LABs, flipping with TLABs and in every cycle).
     #[arg(long, conflicts_with_all = ["from", "out", "tlabs", "skip_levels"])]
     many_threads: bool,
     /// Messages per connection of the chat (--many-threads).

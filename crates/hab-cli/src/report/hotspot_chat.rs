@@ -34,17 +34,17 @@ pub struct ChatConfig {
     pub flags: Vec<String>,
 }
 
-/// The configurations under `collector`: stock with its adaptive TLABs, stock without TLABs,
-/// HABs with adaptive TLABs and HABs with small fixed TLABs (1 KiB, below HotSpot's smallest
-/// by default: refilled from the per-CPU buffer, not the young generation); under Parallel
-/// also objects in per-CPU LABs, with the flip between them and TLABs at collections (the
-/// default) and in every cycle.
-pub fn configs(collector: Collector) -> Vec<ChatConfig> {
+/// The configurations under either collector: stock with its adaptive TLABs, stock without
+/// TLABs, HABs with adaptive TLABs, HABs with small fixed TLABs (1 KiB, below HotSpot's
+/// smallest by default: refilled from the per-CPU buffer, not the young generation), and
+/// objects in per-CPU LABs, with the flip between them and TLABs at collections (the default)
+/// and in every cycle.
+pub fn configs() -> Vec<ChatConfig> {
     let config = |label: &str, flags: &[&str]| ChatConfig {
         label: label.into(),
         flags: flags.iter().map(|f| f.to_string()).collect(),
     };
-    let mut configs = vec![
+    vec![
         config(STOCK, &["-XX:-UseHAB"]),
         config(NO_TLABS, &["-XX:-UseHAB", "-XX:-UseTLAB"]),
         config(HABS, &["-XX:+UseHAB"]),
@@ -57,20 +57,14 @@ pub fn configs(collector: Collector) -> Vec<ChatConfig> {
                 "-XX:-ResizeTLAB",
             ],
         ),
-    ];
-    if collector == Collector::Parallel {
-        configs.push(config(CPU_LABS, &["-XX:+UseHABCPULABs"]));
-        configs.push(config(
-            CPU_LABS_ALWAYS,
-            &["-XX:+UseHABCPULABs", "-XX:-HABFlip"],
-        ));
-    }
-    configs
+        config(CPU_LABS, &["-XX:+UseHABCPULABs"]),
+        config(CPU_LABS_ALWAYS, &["-XX:+UseHABCPULABs", "-XX:-HABFlip"]),
+    ]
 }
 
 /// The runs of every collector's configurations, `repeat` rounds each.
 pub fn run_count(collectors: &[Collector], repeat: usize) -> usize {
-    collectors.iter().map(|&c| configs(c).len()).sum::<usize>() * repeat
+    collectors.len() * configs().len() * repeat
 }
 
 const STOCK: &str = "stock, adaptive TLABs";
@@ -219,7 +213,7 @@ pub fn measure(
     let mut points: Vec<ChatPoint> = collectors
         .iter()
         .flat_map(|&collector| {
-            configs(collector).into_iter().map(move |config| ChatPoint {
+            configs().into_iter().map(move |config| ChatPoint {
                 collector,
                 config,
                 messages_per_sec: vec![],
@@ -548,10 +542,7 @@ mod tests {
     }
 
     fn point(collector: Collector, label: &str, collections: &[u64], rate: f64) -> ChatPoint {
-        let config = configs(collector)
-            .into_iter()
-            .find(|c| c.label == label)
-            .unwrap();
+        let config = configs().into_iter().find(|c| c.label == label).unwrap();
         ChatPoint {
             collector,
             config,
@@ -593,17 +584,15 @@ mod tests {
     }
 
     #[test]
-    fn per_cpu_labs_are_judged_against_no_tlabs_and_stock_under_parallel_only() {
-        assert!(configs(Collector::G1)
+    fn per_cpu_labs_are_judged_against_no_tlabs_and_stock_under_either_collector() {
+        let with_labs = configs()
             .iter()
-            .all(|c| !c.flags.iter().any(|f| f.contains("HABCPULABs"))));
-        assert_eq!(
-            configs(Collector::Parallel).len(),
-            configs(Collector::G1).len() + 2
-        );
+            .filter(|c| c.flags.iter().any(|f| f.contains("HABCPULABs")))
+            .count();
+        assert_eq!(with_labs, 2);
         assert_eq!(
             run_count(&[Collector::Parallel, Collector::G1], 2),
-            2 * (6 + 4)
+            2 * (6 + 6)
         );
         let (runs, verdicts) = judged(vec![
             point(Collector::Parallel, STOCK, &[150, 152], 500.0),
@@ -619,5 +608,12 @@ mod tests {
         );
         let text = render_runs(&runs);
         assert!(text.contains("`-XX:+UseHABCPULABs -XX:-HABFlip`"), "{text}");
+        // The same claims under G1: as few collections as -XX:-UseTLAB, not as fast as stock.
+        let (_, verdicts) = judged(vec![
+            point(Collector::G1, STOCK, &[105, 105], 500.0),
+            point(Collector::G1, NO_TLABS, &[78, 78], 520.0),
+            point(Collector::G1, CPU_LABS, &[79, 80], 450.0),
+        ]);
+        assert_eq!(verdicts, [Verdict::Yes, Verdict::No]);
     }
 }
