@@ -216,6 +216,25 @@ class HabStub {
     __ addq(rax, scratch);
   }
 
+  // The restartable bump of the interpreter's, C1's and C2's own stubs, by `change` (the packed
+  // word's delta, then clobbered): the section through `index` (the thread's index, then its
+  // buffer's word), committed with one store; then rax is the object's address (the old
+  // word's top field). A miss, or a section the kernel aborts, jumps to the stub's miss.
+  void bump_into_rax(const hab_cpu_buffer_path& path, Register index, Register change) {
+    enter_section(path, index, rax);
+    __ movq(rax, Address(index, 0));
+    __ subq(rax, change);  // borrows when too little is left
+    __ jcc(Assembler::below, _miss);
+    __ movq(Address(index, 0), rax);
+    _commit = __ pc();
+    // The old word again, and from its top field the object's address.
+    __ addq(rax, change);
+    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
+    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
+    __ mov64(change, (int64_t)path.base);
+    __ addq(rax, change);
+  }
+
   // The object alone in the buffer (UseHABCPULABs).
   void place_in_buffer(const hab_cpu_buffer_path& path) {
     __ movl(words, bytes);
@@ -366,18 +385,7 @@ class HabStub {
     __ movq(count, rax);
     __ shrq(count, LogHeapWordSize);
     delta_of(change, count);
-    enter_section(path, index, rax);
-    __ movq(rax, Address(index, 0));
-    __ subq(rax, change);  // borrows when too little is left
-    __ jcc(Assembler::below, _miss);
-    __ movq(Address(index, 0), rax);
-    _commit = __ pc();
-    // The old word again, and from its top field the object's address.
-    __ addq(rax, change);
-    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
-    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
-    __ mov64(change, (int64_t)path.base);
-    __ addq(rax, change);
+    bump_into_rax(path, index, change);
     __ shlq(count, LogHeapWordSize);
     __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), count);
     __ pop(change);
@@ -422,18 +430,7 @@ class HabStub {
     *sized_entry = __ pc();
     compare_state_with_zero(state, index, false);
     __ jcc(Assembler::notEqual, zero);
-    enter_section(path, index, rax);
-    __ movq(rax, Address(index, 0));
-    __ subq(rax, change);  // borrows when too little is left
-    __ jcc(Assembler::below, _miss);
-    __ movq(Address(index, 0), rax);
-    _commit = __ pc();
-    // The old word again, and from its top field the object's address.
-    __ addq(rax, change);
-    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
-    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
-    __ mov64(change, (int64_t)path.base);
-    __ addq(rax, change);
+    bump_into_rax(path, index, change);
     // C2's own allocation prefetch (AllocatePrefetchStyle, Instr, Distance), one line ahead
     // of the object, as after its TLAB bump.
     if (AllocatePrefetchStyle > 0) {
