@@ -4,8 +4,9 @@
 # under JMH, per thread count, in interleaved rounds: stock adaptive TLABs, stock 1 KiB TLABs,
 # and -XX:+UseHAB with 1 KiB TLABs refilled by the runtime (-XX:-HABCompiledRefill) and by
 # C2's compiled refill; Parallel, and the two ends under G1. Prints nanoseconds per object
-# per thread (JMH's average time of one operation).
-# JDK=... JAR=... ROUNDS=3 THREADS="1 2" bash run.sh
+# per thread (JMH's average time of one operation). CONFIGS picks fewer or other runs (also
+# g1-stock-1k: stock 1 KiB TLABs under G1).
+# JDK=... JAR=... ROUNDS=3 THREADS="1 2" CONFIGS="..." bash run.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
 jar=${JAR:-bench/jvm/target/benchmarks.jar}
@@ -19,7 +20,7 @@ csv=$(mktemp)
 trap 'rm -f "$csv"' EXIT
 for round in $(seq "${ROUNDS:-3}"); do
   for threads in ${THREADS:-1 2}; do
-    for config in stock stock-1k hab-1k-runtime hab-1k hab g1-stock g1-hab-1k; do
+    for config in ${CONFIGS:-stock stock-1k hab-1k-runtime hab-1k hab g1-stock g1-hab-1k}; do
       case $config in
         stock) flags="-XX:+UseParallelGC -XX:-UseHAB" ;;
         stock-1k) flags="-XX:+UseParallelGC -XX:-UseHAB $small" ;;
@@ -27,6 +28,7 @@ for round in $(seq "${ROUNDS:-3}"); do
         hab-1k) flags="-XX:+UseParallelGC -XX:+UseHAB $small" ;;
         hab) flags="-XX:+UseParallelGC -XX:+UseHAB" ;;
         g1-stock) flags="-XX:+UseG1GC -XX:-UseHAB" ;;
+        g1-stock-1k) flags="-XX:+UseG1GC -XX:-UseHAB $small" ;;
         g1-hab-1k) flags="-XX:+UseG1GC -XX:+UseHAB $small" ;;
       esac
       "$java" -jar "$jar" AllocObject.bytes16 -f 1 -wi 3 -w 1s -i 5 -r 1s -t "$threads" \

@@ -40,6 +40,10 @@ size_t G1HabSpace::eden_bytes() const {
   return MAX2(target > survivors ? target - survivors : 0, (size_t)1) * HeapRegion::GrainBytes;
 }
 
+size_t G1HabSpace::tlab_extension_block_bytes() const {
+  return HeapRegion::GrainBytes;
+}
+
 size_t G1HabSpace::max_buffer_bytes() const {
   return G1CollectedHeap::humongous_threshold_for(HeapRegion::GrainWords) * HeapWordSize;
 }

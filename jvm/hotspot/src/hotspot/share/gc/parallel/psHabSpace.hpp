@@ -8,6 +8,7 @@
 #define SHARE_GC_PARALLEL_PSHABSPACE_HPP
 
 #include "gc/shared/habLevels.hpp"
+#include "runtime/globals.hpp"
 
 class MutableSpace;
 
@@ -28,6 +29,8 @@ class PSHabSpace : public HabSpace {
   virtual size_t free_bytes() const;
   virtual size_t eden_bytes() const;
   virtual size_t max_buffer_bytes() const { return 0; }
+  // Eden is one range, but for a NUMA eden's pieces per node.
+  virtual size_t tlab_extension_block_bytes() const { return UseNUMA ? SIZE_MAX : 0; }
 };
 
 #endif // SHARE_GC_PARALLEL_PSHABSPACE_HPP

@@ -360,6 +360,10 @@ size_t HabLevels::max_tlab_words() {
   return _max_tlab_words;
 }
 
+size_t HabLevels::tlab_extension_block_bytes() {
+  return _space->tlab_extension_block_bytes();
+}
+
 HeapWord* HabLevels::allocate_object(size_t words) {
   if (words > _max_tlab_words) {
     Atomic::inc(&_declined_objects);

@@ -31,6 +31,11 @@ class HabSpace : public CHeapObj<mtGC> {
   virtual size_t eden_bytes() const = 0;
   // The largest buffer the space hands out in one piece (0: no bound).
   virtual size_t max_buffer_bytes() const = 0;
+  // Where a TLAB may run on into the memory right after its hard end when that memory is
+  // the next piece of one buffer (C2's refill stub extends TLABs so): within an aligned
+  // block of this many bytes (a power of two: G1's regions, which no TLAB may cross), or
+  // anywhere (0: Parallel's eden); never (SIZE_MAX: an eden in pieces per NUMA node).
+  virtual size_t tlab_extension_block_bytes() const = 0;
 };
 
 // Hierarchical allocation buffers between a collector's TLABs and its young space
@@ -70,6 +75,9 @@ class HabLevels : AllStatic {
 
   // The largest TLAB the levels carve (words): larger ones come from the collector.
   static size_t max_tlab_words();
+
+  // The space's HabSpace::tlab_extension_block_bytes.
+  static size_t tlab_extension_block_bytes();
 
   // With -XX:+UseHABCPULABs, for MemAllocator in a cycle in per-CPU LABs: an object of
   // exactly `words` from the buffer of the CPU the thread runs on, bumped inline as the stubs

@@ -249,13 +249,14 @@ class HabStub {
   // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
   // refill waste) and the new one filled (its statistics, a fresh refill waste limit).
   //
-  // With `extend` (a young space that is one contiguous range: Parallel's eden), where the
+  // With `extend` (the space allows it: HabSpace::tlab_extension_block_bytes), where the
   // buffer's top is the old TLAB's hard end (its last carve was this TLAB, on this CPU), the
   // new TLAB starts at the old one's top instead: the tail is reused, not wasted, and the
   // buffer gives only the rest. A thread that keeps its CPU then allocates in one run of
-  // memory, as in one large TLAB.
+  // memory, as in one large TLAB. With `block_log` (G1: a region's), only where the new TLAB
+  // stays within the old one's aligned block of 2^block_log bytes.
   void place_in_new_tlab(const hab_cpu_buffer_path& path, const TlabFields& tlab,
-                         int32_t max_tlab_words, bool extend) {
+                         int32_t max_tlab_words, bool extend, int block_log) {
     __ movq(next, Address(thread, tlab.end));
     __ testq(next, next);
     __ jcc(Assembler::zero, _miss);
@@ -288,6 +289,18 @@ class HabStub {
       __ movq(next, words);
       __ subq(next, tail_words);
       delta_of(extension_delta, next);
+      if (block_log > 0) {
+        // [old top, old top + words) past its block: a top field no buffer word holds (all
+        // ones), so that the section never extends.
+        Label within_block;
+        __ movq(next, Address(thread, tlab.top));
+        __ leaq(scratch, Address(next, words, Address::times_8, -1));
+        __ xorq(scratch, next);
+        __ shrq(scratch, block_log);
+        __ jcc(Assembler::zero, within_block);
+        __ mov64(old_hard_end, -1);
+        __ bind(within_block);
+      }
     }
     bump(path, extend);
     // The old TLAB's used bytes count to the thread, however the new one starts.
@@ -304,6 +317,12 @@ class HabStub {
       __ addq(slot, reserve_bytes);
       __ cmpq(rax, slot);
       __ jcc(Assembler::notEqual, fresh);
+      if (block_log > 0) {
+        // A fresh chunk can start at the hard end too, where the block check ruled the
+        // extension out (the next block's buffer starts there).
+        __ cmpq(old_hard_end, (int32_t)-1);
+        __ jcc(Assembler::equal, fresh);
+      }
       __ movq(rax, next);
       __ subq(Address(thread, tlab.allocated_size), tail_words);
       __ jmp(fill);
@@ -558,9 +577,11 @@ static StubEntries generate(address runtime_stub, bool array, bool cpu_labs, add
   if (cpu_labs) {
     stub.place_in_buffer(path);
   } else {
-    // Extensions only where the young space is one range: a G1 TLAB must not cross regions,
-    // nor a Parallel one the per-node pieces of a NUMA eden.
-    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, UseParallelGC && !UseNUMA);
+    // Extensions where the space allows them: within a region under G1, whose TLABs must not
+    // cross one; anywhere in Parallel's eden, but not across the per-node pieces of a NUMA eden.
+    const size_t block_bytes = HabLevels::tlab_extension_block_bytes();
+    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, block_bytes != SIZE_MAX,
+                           block_bytes == 0 || block_bytes == SIZE_MAX ? 0 : exact_log2(block_bytes));
   }
   stub.zero_fields();
   if (array) {
