@@ -418,11 +418,7 @@ class HabStub {
     __ bind(zero);
     __ xorl(rax, rax);
     __ ret(0);
-    __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
-    address abort_handler = __ pc();
-    __ jmp(_miss);
-    __ flush();
-    describe(abort_handler);
+    close_section();
     log_info(gc, init)("HAB: the interpreter (instances) and C1 (instances, arrays) allocate "
                        "objects of up to %d bytes in per-CPU LABs (stub at " PTR_FORMAT
                        ", %d bytes)", (int)limit_bytes, p2i(entry), (int)(__ pc() - entry));
@@ -467,11 +463,7 @@ class HabStub {
     __ bind(zero);
     __ xorl(rax, rax);
     __ ret(0);
-    __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
-    address abort_handler = __ pc();
-    __ jmp(_miss);
-    __ flush();
-    describe(abort_handler);
+    close_section();
     log_info(gc, init)("HAB: C2 tries objects of up to %d bytes in per-CPU LABs before its slow "
                        "call (stub at " PTR_FORMAT ", %d bytes)", (int)limit_bytes, p2i(entry),
                        (int)(__ pc() - entry));
@@ -494,17 +486,23 @@ class HabStub {
     }
     __ bind(_miss);
     __ jump(RuntimeAddress(runtime_stub));
-    __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
-    address abort_handler = __ pc();
-    __ jmp(_miss);
-    __ flush();
-    describe(abort_handler);
+    close_section();
     log_info(gc, init)("HAB: C2 %s (stub at " PTR_FORMAT ", %d bytes)", what, p2i(entry),
                        (int)(__ pc() - entry));
     return entry;
   }
 
  private:
+  // Ends the stub: the signature the kernel checks before an abort handler, the handler (a
+  // miss), and the section's descriptor, now that the code is there.
+  void close_section() {
+    __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
+    address abort_handler = __ pc();
+    __ jmp(_miss);
+    __ flush();
+    describe(abort_handler);
+  }
+
   // The section's descriptor, once the code is there.
   void describe(address abort_handler) {
     _descriptor->version = 0;
