@@ -76,7 +76,10 @@ if [ "$check_only" = 1 ]; then
   files=$(grep '^+++ ' "$here/hab.patch" | awk '{print $2}' | sed 's|^b/||')
   # The patched files, and whatever lies in the directories of the new files (to see that they
   # exist), in one pass over the archive.
-  new_dirs=$(cd "$here/src" && find . -type f -exec dirname {} \; | sed 's|^\./||' | sort -u)
+  # A directory inside another one listed is left out: tar credits each member to the first
+  # pattern it matches (a wildcard matches '/' too), and would find nothing for the inner one.
+  new_dirs=$(cd "$here/src" && find . -type f -exec dirname {} \; | sed 's|^\./||' | sort -u |
+    awk '{ for (d in kept) if (index($0, d "/") == 1) next; kept[$0] = 1; print }')
   members=$(for f in $files; do echo "*/$f"; done; for d in $new_dirs; do echo "*/src/$d/*"; done)
   # shellcheck disable=SC2086
   tar -xJf "$tarball" -C "$check" --strip-components=1 --wildcards $members
