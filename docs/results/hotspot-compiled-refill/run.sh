@@ -5,7 +5,8 @@
 # and -XX:+UseHAB with 1 KiB TLABs refilled by the runtime (-XX:-HABCompiledRefill) and by
 # C2's compiled refill; Parallel, and the two ends under G1. Prints nanoseconds per object
 # per thread (JMH's average time of one operation). CONFIGS picks fewer or other runs (also
-# g1-stock-1k: stock 1 KiB TLABs under G1).
+# g1-stock-1k: stock 1 KiB TLABs under G1; cpu-labs and cpu-labs-always: -XX:+UseHABCPULABs,
+# flipping and with every cycle in per-CPU LABs, under Parallel).
 # JDK=... JAR=... ROUNDS=3 THREADS="1 2" CONFIGS="..." bash run.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
@@ -30,6 +31,9 @@ for round in $(seq "${ROUNDS:-3}"); do
         g1-stock) flags="-XX:+UseG1GC -XX:-UseHAB" ;;
         g1-stock-1k) flags="-XX:+UseG1GC -XX:-UseHAB $small" ;;
         g1-hab-1k) flags="-XX:+UseG1GC -XX:+UseHAB $small" ;;
+        cpu-labs) flags="-XX:+UseParallelGC -XX:+UseHABCPULABs" ;;
+        cpu-labs-always) flags="-XX:+UseParallelGC -XX:+UseHABCPULABs -XX:-HABFlip" ;;
+        *) echo "unknown config $config" >&2; exit 2 ;;
       esac
       "$java" -jar "$jar" AllocObject.bytes16 -f 1 -wi 3 -w 1s -i 5 -r 1s -t "$threads" \
         -jvm "$java" -jvmArgs "$heap $flags" -rf csv -rff "$csv" >/dev/null 2>&1
