@@ -420,14 +420,23 @@ static void print_levels(outputStream* out, const char* what, const hab_level_st
 
 // The flip policy (Garthwaite, Dice and White, and Hab's flip mode): after a cycle in TLABs,
 // the next one goes to per-CPU LABs when the TLABs left more unused (tails at the collection
-// and at refills) than a per-CPU LAB per CPU could; after a cycle in per-CPU LABs, back to
-// TLABs when those left more than a LAB per running thread. Many threads on few CPUs favour
-// per-CPU LABs, few threads on many CPUs TLABs.
+// and at refills) than a per-CPU LAB per CPU could, and more than a tenth of eden; after a
+// cycle in per-CPU LABs, back to TLABs when those left more than a LAB per running thread.
+// Many threads on few CPUs favour per-CPU LABs, few threads on many CPUs TLABs. The tenth:
+// TLABs that leave less cost fewer than a tenth more collections than per-CPU LABs, the
+// bound within which these aim to match -XX:-UseTLAB's, and then the longer path per object
+// in a per-CPU LAB is not worth it (16 threads allocating flat out on 16 CPUs leave 8 MiB of
+// a 192 MiB eden in TLABs, more than sixteen 512 KiB LABs could, and run 1.4 times as long
+// per object in per-CPU LABs).
+static const size_t flip_min_unused_tlab_percent = 10;
+
 static bool next_in_cpu_labs(bool in_cpu_labs, size_t unused_tlab_bytes, size_t unused_lab_bytes,
-                             size_t lab_bytes, size_t cpus, size_t threads) {
-  bool flip = in_cpu_labs ? unused_lab_bytes > lab_bytes * MAX2(threads, (size_t)1)
-                          : unused_tlab_bytes > lab_bytes * MAX2(cpus, (size_t)1);
-  return in_cpu_labs != flip;
+                             size_t lab_bytes, size_t cpus, size_t threads, size_t eden_bytes) {
+  if (in_cpu_labs) {
+    return unused_lab_bytes <= lab_bytes * MAX2(threads, (size_t)1);
+  }
+  return unused_tlab_bytes > lab_bytes * MAX2(cpus, (size_t)1) &&
+         unused_tlab_bytes > eden_bytes / 100 * flip_min_unused_tlab_percent;
 }
 
 // At a collection, with the lowest level's figures now: applies the flip policy to the cycle
@@ -449,23 +458,25 @@ static void flip_at_collection(const hab_level_stats& lowest, size_t tlab_waste_
   size_t lab_bytes = _largest_lab_bytes;
   size_t cpus = (size_t)os::active_processor_count();
   size_t threads = (size_t)Threads::number_of_threads();
+  size_t eden_bytes = _space->eden_bytes();
   bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
                                  : next_in_cpu_labs(in_cpu_labs, unused_tlab_bytes,
-                                                    unused_lab_bytes, lab_bytes, cpus, threads);
+                                                    unused_lab_bytes, lab_bytes, cpus, threads,
+                                                    eden_bytes);
   (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
   log_debug(gc, tlab)("HAB flip: a cycle in %s: TLABs left " SIZE_FORMAT "K unused, per-CPU LABs "
                       SIZE_FORMAT "K (LABs of " SIZE_FORMAT "K, %d CPUs, " SIZE_FORMAT
-                      " threads); the next in %s",
+                      " threads, eden " SIZE_FORMAT "K); the next in %s",
                       in_cpu_labs ? "per-CPU LABs" : "TLABs", unused_tlab_bytes / K,
-                      unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads,
+                      unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads, eden_bytes / K,
                       next ? "per-CPU LABs" : "TLABs");
   if (next != in_cpu_labs) {
     _flips++;
     log_info(gc, tlab)("HAB flip: to %s (TLABs left " SIZE_FORMAT "K unused over the cycle, "
                        "per-CPU LABs " SIZE_FORMAT "K; LABs of " SIZE_FORMAT "K, %d CPUs, "
-                       SIZE_FORMAT " threads)",
+                       SIZE_FORMAT " threads, eden " SIZE_FORMAT "K)",
                        next ? "per-CPU LABs" : "TLABs", unused_tlab_bytes / K,
-                       unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads);
+                       unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads, eden_bytes / K);
     HabCpuLabs::set_in_tlabs(!next);
   }
 }
