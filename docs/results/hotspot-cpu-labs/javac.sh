@@ -3,8 +3,8 @@
 # sources jar COMPILES times, as `hab hotspot-hab`'s grid runs it: -Xms2g -Xmx2g -Xmn1g,
 # adaptive TLABs), Parallel, in interleaved rounds: stock, -XX:+UseHABCPULABs (flipping with
 # TLABs) and -XX:+UseHABCPULABs -XX:-HABFlip (every cycle in per-CPU LABs). Prints compiles
-# per minute and the young collections of the timed rounds.
-# JDK=... JAR=... SOURCES=... ROUNDS=3 THREADS="2 80" COMPILES=2 bash javac.sh
+# per minute and the young collections of the timed rounds. CONFIGS picks fewer runs.
+# JDK=... JAR=... SOURCES=... ROUNDS=3 THREADS="2 80" COMPILES=2 CONFIGS="..." bash javac.sh
 set -u
 java=${JDK:-target/hotspot-hab/jdk}/bin/java
 jar=${JAR:-bench/jvm/target/benchmarks.jar}
@@ -15,11 +15,12 @@ nproc; uname -r; ldd --version | head -1
 echo "== round threads config compiles_per_min collections"
 for round in $(seq "${ROUNDS:-3}"); do
   for threads in ${THREADS:-2 80}; do
-    for config in stock cpu-labs cpu-labs-always; do
+    for config in ${CONFIGS:-stock cpu-labs cpu-labs-always}; do
       case $config in
         stock) flags=-XX:-UseHAB ;;
         cpu-labs) flags=-XX:+UseHABCPULABs ;;
         cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
+        *) echo "unknown config $config" >&2; exit 2 ;;
       esac
       out=$(timeout 600 "$java" -XX:+UseParallelGC $flags -Xms2g -Xmx2g -Xmn1g \
         -cp "$jar" hab.bench.Javac "$sources" "$threads" "${COMPILES:-2}" 2>&1)
