@@ -418,16 +418,15 @@ static void print_levels(outputStream* out, const char* what, const hab_level_st
   }
 }
 
-// The flip policy (Garthwaite, Dice and White, and Hab's flip mode): after a cycle in TLABs,
-// the next one goes to per-CPU LABs when the TLABs left more unused (tails at the collection
-// and at refills) than a per-CPU LAB per CPU could, and more than a tenth of eden; after a
-// cycle in per-CPU LABs, back to TLABs when those left more than a LAB per running thread.
-// Many threads on few CPUs favour per-CPU LABs, few threads on many CPUs TLABs. The tenth:
-// TLABs that leave less cost fewer than a tenth more collections than per-CPU LABs, the
-// bound within which these aim to match -XX:-UseTLAB's, and then the longer path per object
-// in a per-CPU LAB is not worth it (16 threads allocating flat out on 16 CPUs leave 8 MiB of
-// a 192 MiB eden in TLABs, more than sixteen 512 KiB LABs could, and run 1.4 times as long
-// per object in per-CPU LABs).
+// The flip policy (Garthwaite, Dice and White; Hab's flip mode, with one more bound): after a
+// cycle in TLABs, the next one goes to per-CPU LABs when the TLABs left more unused (tails at
+// the collection and at refills) than a per-CPU LAB per CPU could, and more than a tenth of
+// eden; after a cycle in per-CPU LABs, back to TLABs when those left more than a LAB per
+// running thread. Many threads on few CPUs favour per-CPU LABs, few threads on many CPUs
+// TLABs. The tenth: TLABs that leave less cost fewer than a tenth more collections, the bound
+// within which per-CPU LABs aim to match -XX:-UseTLAB, and then a per-CPU LAB's longer path
+// per object is not worth it (16 threads on 16 CPUs leave about 4 % of eden in TLABs, more
+// than sixteen LABs could, and took 1.4 times as long per object in per-CPU LABs).
 static const size_t flip_min_unused_tlab_percent = 10;
 
 static bool next_in_cpu_labs(bool in_cpu_labs, size_t unused_tlab_bytes, size_t unused_lab_bytes,
