@@ -4,9 +4,20 @@
 # error with a message naming the flag, or a run that says what it did with HABs) and that it never crashes (no signal, no
 # hs_err file). Prints a Markdown table of what each case printed; exit 1 if any case failed.
 #
-#   jvm/hotspot/flags.sh            # after jvm/hotspot/build.sh (which runs it)
+#   jvm/hotspot/flags.sh                 # after jvm/hotspot/build.sh (which runs it)
+#   jvm/hotspot/flags.sh --environments  # the HAB flags where rseq is not glibc's, or refused
 #
-# Environment: JDK (default target/hotspot-hab/jdk).
+# --environments runs instead a verified many-threaded program (Warehouses, 16 threads, every
+# heap verified before and after each collection) in each environment a JVM meets: glibc's
+# rseq registration, glibc's registration off (GLIBC_TUNABLES=glibc.pthread.rseq=0: Hab's own),
+# and a kernel that refuses rseq (tools/without-rseq: a seccomp filter answering ENOSYS, then
+# EPERM); under Parallel and G1; with -XX:+UseHAB, -XX:+UseHABCPULABs (the flip) and every cycle
+# in per-CPU LABs (-XX:-HABFlip); in the default tiers,
+# C2 alone, C1 alone and the interpreter. Each run must start, say which registration and CPU id
+# it uses, and print stock's checksum (the same program without HAB flags). About 12 minutes.
+#
+# Environment: JDK (default target/hotspot-hab/jdk); ENVIRONMENTS (default "glibc own enosys
+# eperm"); TIERS (default "default c2 c1 interpreter").
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 java="$(realpath -m "${JDK:-$repo/target/hotspot-hab/jdk}")/bin/java"
@@ -38,6 +49,8 @@ cases=$(cat <<'CASES'
 -XX:HABLevels=auto	run	HAB: levels
 -XX:HABLevels=AUTO	fail	-XX:HABLevels=AUTO
 -XX:HABCpuId=getcpu	run	CPU id getcpu
+-XX:HABCpuId=auto	run	HAB: per-CPU support: restartable per-CPU buffers
+-XX:HABCpuId=rseq	run	CPU id rseq
 -Xmx4m	run	HAB: levels
 -Xmn1m -XX:HABLevels=cpu:256K,core:2M	run	does not fit eden of
 -XX:+UseG1GC	run	over G1 eden regions
@@ -70,6 +83,86 @@ long=$(printf 'x%.0s' $(seq 5000))
 cases+=$'\n'"-XX:HABLibrary=/$long"$'\t'"fail"$'\t'"UseHAB: cannot load"
 cases+=$'\n'"-XX:HABLevels=core:1M,$long"$'\t'"fail"$'\t'"UseHAB: -XX:HABLevels=core:1M,xx"
 cases+=$'\n'"-XX:HABCpuId=$long"$'\t'"fail"$'\t'"cpu_id must be one of"
+
+# The environments' runs (--environments): prints a Markdown table; exit 1 if any failed.
+environments() {
+  local jar="$repo/bench/jvm/target/benchmarks.jar" wrapper="$work/without-rseq"
+  if [ ! -s "$jar" ]; then
+    (cd "$repo/bench/jvm" && mvn -q -B package -DskipTests) || { echo "cannot build $jar" >&2; exit 1; }
+  fi
+  cc -O2 -Wall -Wextra -Werror -o "$wrapper" "$repo/tools/without-rseq.c" || exit 1
+  local program=(-Xmx128m -Xmn4m -cp "$jar" hab.bench.Warehouses 16 40000)
+  local verify=(-XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC)
+  local failures=0
+  echo "| environment | collector | flags | tier | exit | checksum | what the JVM said |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  for gc in -XX:+UseParallelGC -XX:+UseG1GC; do
+    local stock
+    stock=$("$java" "$gc" "${program[@]}" 2>&1 | grep -o 'checksum 0x[0-9a-f]*' | sort -u | tr '\n' ' ')
+    for environment in ${ENVIRONMENTS:-glibc own enosys eperm}; do
+      local wrap=() expect
+      case "$environment" in
+        glibc) expect="rseq areas: glibc's registration" ;;
+        own) wrap=(env GLIBC_TUNABLES=glibc.pthread.rseq=0); expect="rseq areas: Hab's own registration per thread (offset" ;;
+        enosys) wrap=("$wrapper" enosys); expect="Function not implemented" ;;
+        eperm) wrap=("$wrapper" eperm); expect="Operation not permitted" ;;
+        *) echo "unknown environment $environment (glibc own enosys eperm)" >&2; exit 1 ;;
+      esac
+      for hab in -XX:+UseHAB -XX:+UseHABCPULABs "-XX:+UseHABCPULABs -XX:-HABFlip"; do
+        for tier in ${TIERS:-default c2 c1 interpreter}; do
+          local tier_flags=()
+          case "$tier" in
+            default) ;;
+            c2) tier_flags=(-XX:-TieredCompilation) ;;
+            c1) tier_flags=(-XX:TieredStopAtLevel=1) ;;
+            interpreter) tier_flags=(-Xint) ;;
+          esac
+          rm -f "$work"/hs_err*
+          local output status problem="" sum
+          local hab_flags
+          read -r -a hab_flags <<<"$hab"
+          output=$(cd "$work" && "${wrap[@]}" "$java" "$gc" "${hab_flags[@]}" "${tier_flags[@]}" "${verify[@]}" \
+            -Xlog:gc+init "${program[@]}" 2>&1)
+          status=$?
+          sum=$(grep -o 'checksum 0x[0-9a-f]*' <<<"$output" | sort -u | tr '\n' ' ')
+          if [ "$status" != 0 ] || ls "$work"/hs_err* >/dev/null 2>&1; then
+            problem="failed"
+          elif [ "$sum" != "$stock" ]; then
+            problem="not stock's $stock"
+          elif ! grep -qF -- "$expect" <<<"$output"; then
+            problem="no \"$expect\" in its output"
+          elif [ "$hab" != -XX:+UseHAB ] && [ "${environment#e}" = "$environment" ] \
+               && ! grep -qF "objects in per-CPU LABs" <<<"$output"; then
+            problem="no per-CPU LABs"
+          fi
+          local said
+          said=$(grep -E "per-CPU support|UseHAB" <<<"$output" | head -1 | sed 's/^\[[^]]*\]\[[^]]*\]\[[^]]*\] *//; s/|/\\|/g')
+          echo "| $environment | ${gc#-XX:+Use} | \`$hab\` | $tier | $status | ${sum//checksum /} | ${said}${problem:+ — **$problem**} |"
+          [ -n "$problem" ] && failures=$((failures + 1))
+        done
+      done
+    done
+  done
+  # An explicit -XX:HABCpuId=rseq the kernel cannot honour is the one refusal, with its reason.
+  for error in enosys eperm; do
+    local output status
+    output=$("$wrapper" "$error" "$java" -XX:+UseHAB -XX:HABCpuId=rseq -version 2>&1)
+    status=$?
+    if [ "$status" = 0 ] || ! grep -qF "refused Hab's own registration" <<<"$output"; then
+      echo "| $error | Parallel | \`-XX:+UseHAB -XX:HABCpuId=rseq\` | - | $status | - | **not refused with its reason** |"
+      failures=$((failures + 1))
+    else
+      echo "| $error | Parallel | \`-XX:+UseHAB -XX:HABCpuId=rseq\` | - | $status | - | refused: $(grep -o "HABCpuId=rseq: .*" <<<"$output" | head -1 | sed 's/|/\\|/g') |"
+    fi
+  done
+  if [ "$failures" != 0 ]; then
+    echo "$failures run(s) failed" >&2
+    exit 1
+  fi
+  echo "every run as expected"
+  exit 0
+}
+[ "${1:-}" = "--environments" ] && environments
 
 failures=0
 echo "| flag | expected | exit | what the JVM printed |"

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 7
+#define HAB_ABI_VERSION 8
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -422,6 +422,51 @@ void *hab_collection_alloc(hab_collection *collection, hab_mutator *mutator, siz
 /* Ends the collection and frees it: the mutators run again. */
 hab_status hab_collection_finish(hab_collection *collection);
 
+/* ---- Per-CPU support ---------------------------------------------------------------------- */
+
+/* How this process's threads get their rseq areas, decided once (by the first call of
+ * anything that needs it, in the thread that makes it). */
+#define HAB_RSEQ_UNAVAILABLE 0      /* the kernel refuses rseq: compare-and-swap, getcpu */
+#define HAB_RSEQ_GLIBC 1            /* glibc registered an area for every thread */
+#define HAB_RSEQ_OWN 2              /* Hab registers one per thread, at area_offset in each */
+#define HAB_RSEQ_OWN_THREAD_LOCAL 3 /* Hab registers a thread-local one per thread (no offset
+                                     * common to all threads: no hab_cpu_buffer_path) */
+#define HAB_RSEQ_UNREGISTERED 4     /* glibc's area unregistered: instruction counting only */
+
+/* The process's per-CPU support, the one answer Hab's command, logs and this ABI give:
+ * registration is a HAB_RSEQ_ value; area_offset every thread's area from its thread pointer
+ * (HAB_RSEQ_GLIBC, HAB_RSEQ_OWN; else 0); cpu_id the CPU-id source that a NULL cpu_id picks,
+ * "rseq" (restartable per-CPU buffers) or "getcpu" (compare-and-swap ones, where rseq is
+ * unavailable); description all of it in one line for a log, with why rseq is unavailable
+ * where it is. Both strings live as long as the process. */
+typedef struct hab_per_cpu_support {
+    int registration;
+    intptr_t area_offset;
+    const char *cpu_id;
+    const char *description;
+} hab_per_cpu_support;
+
+hab_status hab_per_cpu_support_get(hab_per_cpu_support *out);
+
+/* Registers the calling thread's rseq area where Hab owns the registrations (HAB_RSEQ_OWN):
+ * 1 when the thread has a registered area (glibc's or Hab's), 0 where rseq is unavailable or
+ * the kernel refused this thread (its levels then take compare-and-swap). A thread that runs a
+ * restartable section through area_offset itself (hab_cpu_buffer_bump, a JIT's code) calls it
+ * first, once; hab_levels_thread_new calls it. An area never registered reads as glibc left
+ * it, so a section run on it is not protected: never skip this call. The area stays registered
+ * until the thread exits (its memory is the thread's own). */
+int hab_rseq_register_thread(void);
+
+/* Offers the area at offset from every thread's pointer for Hab's own registration, where
+ * glibc registers none: for a runtime whose generated code runs sections through a fixed
+ * offset on a C library that keeps no area (glibc before 2.35), typically 32 bytes aligned to
+ * 32 in its static TLS (tls_model("initial-exec")), initialised with cpu_id -1 and cpu_id_start
+ * and mm_cid 0xffffffff, so that a section run by a thread not yet registered misses. Preferred
+ * to glibc's unused area where both exist. Call it before anything else of Hab's:
+ * HAB_CONFIG_ERROR once the registration was decided, or on a second call. The memory must
+ * exist in every thread, present and future, live as long as the thread, used by nothing else. */
+hab_status hab_rseq_provide_area(intptr_t offset);
+
 /* ---- The middle levels on their own ------------------------------------------------------ */
 
 /* For a runtime that keeps its own TLABs and eden (HotSpot, say) and wants only Hab's per-CPU,
@@ -482,8 +527,8 @@ size_t hab_levels_fit(const char *levels, size_t space_bytes, size_t min_tlab_by
 hab_status hab_levels_new(const char *levels, size_t max_tlab_bytes, size_t min_filler_bytes,
                           uintptr_t base, const hab_upstream *upstream, hab_levels **out);
 
-/* hab_levels_new with the current CPU read by cpu_id: "rseq", "getcpu" or "rdpid" (NULL: rseq
- * where it works, else getcpu, as hab_levels_new). Only with "rseq" are the cpu level's
+/* hab_levels_new with the current CPU read by cpu_id: "rseq", "getcpu" or "rdpid" (NULL: the
+ * cpu_id of hab_per_cpu_support, as hab_levels_new). Only with "rseq" are the cpu level's
  * buffers restartable; with another source they are compare-and-swap buffers. */
 hab_status hab_levels_new_with_cpu_id(const char *levels, const char *cpu_id,
                                       size_t max_tlab_bytes, size_t min_filler_bytes,
@@ -522,7 +567,9 @@ size_t hab_levels_carve_tlab(hab_levels_thread *thread, size_t min_bytes, size_t
                              uintptr_t *start);
 
 /* Where compiled code bumps the lowest level's restartable per-CPU buffers itself, for an
- * object (a per-CPU LAB allocation) or a TLAB, on x86_64 Linux with glibc's rseq registration.
+ * object (a per-CPU LAB allocation) or a TLAB, on x86_64 Linux where every thread's rseq area
+ * is at one offset (HAB_RSEQ_GLIBC, HAB_RSEQ_OWN: each thread calls hab_rseq_register_thread
+ * before its first section).
  * Index c's buffer is one uint64_t at slots + c * HAB_CPU_LAB_SLOT_BYTES: its low
  * HAB_CPU_BUFFER_TOP_BITS bits the buffer's top in words from base, the bits above the words
  * left (0: an empty buffer). In a restartable section whose descriptor is stored at
@@ -546,7 +593,7 @@ typedef struct hab_cpu_buffer_path {
 
 /* Fills *out with the levels' path for compiled code. HAB_CONFIG_ERROR where there is none:
  * the lowest level is not a restartable cpu level (another list, another cpu_id, rseq
- * unavailable), or the threads' rseq areas are not at one offset (glibc's registration off). */
+ * unavailable), or the threads' rseq areas are not at one offset (HAB_RSEQ_OWN_THREAD_LOCAL). */
 hab_status hab_levels_cpu_buffer_path(hab_levels *levels, hab_cpu_buffer_path *out);
 
 #if HAB_INLINE_RSEQ
@@ -554,7 +601,7 @@ hab_status hab_levels_cpu_buffer_path(hab_levels *levels, hab_cpu_buffer_path *o
  * a restartable section of 12 instructions: the object's address, or 0 when it missed (no
  * buffer for the thread's index, fewer than `bytes` left, the section aborted, or a size of
  * HAB_CPU_BUFFER_MAX_BYTES or more); then carve it with hab_levels_carve_tlab. Every thread
- * that bumps runs on the process's registration (glibc's); no handle is needed. */
+ * that bumps has called hab_rseq_register_thread (or hab_levels_thread_new) first. */
 static inline uintptr_t hab_cpu_buffer_bump(const hab_cpu_buffer_path *path, size_t bytes) {
     if (bytes >= HAB_CPU_BUFFER_MAX_BYTES) {
         return 0;

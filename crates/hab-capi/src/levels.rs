@@ -237,6 +237,8 @@ pub unsafe extern "C" fn hab_levels_thread_new(levels: *mut hab_levels) -> *mut 
         let Ok(levels) = (unsafe { live(levels, "hab_levels_thread_new", "levels") }) else {
             return ptr::null_mut();
         };
+        // Before the thread's first section through the levels' fixed path (`hab.h`'s).
+        hab::rseq_register_current_thread();
         Box::into_raw(Box::new(hab_levels_thread {
             thread: levels.levels.thread(),
             broken: levels.broken.clone(),
@@ -356,7 +358,8 @@ pub unsafe extern "C" fn hab_levels_cpu_buffer_path(
                 format!(
                     "{CALL}: the lowest level has no per-CPU buffers compiled code can bump (it \
                      is not a restartable cpu level, or the threads' rseq areas are not at one \
-                     offset from the thread pointer: glibc's registration is off)"
+                     offset from the thread pointer: {})",
+                    hab::rseq_mechanism()
                 ),
             );
         };

@@ -1,7 +1,7 @@
 //! `libhab`: Hab's C ABI. The declarations, documented, are in `include/hab.h`; the files here
 //! implement the functions it declares that are not inline there, one file per section of the
 //! header: `status` (statuses and the last error, with what every entry point shares),
-//! `config`, `heap`, `mutators`, `collections`, `levels`.
+//! `config`, `heap`, `mutators`, `collections`, `levels`, `per_cpu`.
 //!
 //! Conventions: every function that can fail returns a [`hab_status`] (or NULL) and leaves a
 //! message for [`hab_last_error`] on the calling thread; NULL and out-of-range arguments are
@@ -16,6 +16,7 @@ mod config;
 mod heap;
 mod levels;
 mod mutators;
+mod per_cpu;
 mod status;
 
 pub use collections::*;
@@ -23,10 +24,11 @@ pub use config::*;
 pub use heap::*;
 pub use levels::*;
 pub use mutators::*;
+pub use per_cpu::*;
 pub use status::*;
 
 /// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
-pub const HAB_ABI_VERSION: u32 = 7;
+pub const HAB_ABI_VERSION: u32 = 8;
 
 /// What the files of the entry points share: the standard and `hab` names they use, and each
 /// other's items.

@@ -339,6 +339,20 @@ fn check_source(abi: &Abi) -> (String, BTreeSet<String>) {
             u64::from(hab_capi::CPU_LAB_INACTIVE),
         ),
         ("HAB_ABI_VERSION", u64::from(hab_capi::HAB_ABI_VERSION)),
+        (
+            "HAB_RSEQ_UNAVAILABLE",
+            hab_capi::HAB_RSEQ_UNAVAILABLE as u64,
+        ),
+        ("HAB_RSEQ_GLIBC", hab_capi::HAB_RSEQ_GLIBC as u64),
+        ("HAB_RSEQ_OWN", hab_capi::HAB_RSEQ_OWN as u64),
+        (
+            "HAB_RSEQ_OWN_THREAD_LOCAL",
+            hab_capi::HAB_RSEQ_OWN_THREAD_LOCAL as u64,
+        ),
+        (
+            "HAB_RSEQ_UNREGISTERED",
+            hab_capi::HAB_RSEQ_UNREGISTERED as u64,
+        ),
     ] {
         writeln!(
             checks,

@@ -6,7 +6,7 @@ use std::fs;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use hab::{CpuIdReader, CpuIdSource, Level, SimulatedCpu, Topology};
+use hab::{CpuIdReader, Level, SimulatedCpu, Topology};
 
 /// Lines describing CPU, memory and kernel, read from /proc and sysfs where available.
 pub fn describe() -> Vec<String> {
@@ -63,8 +63,7 @@ pub fn describe() -> Vec<String> {
         ),
         format!("Memory: {memory}; Linux {kernel}; {}", libc_version()),
         topology(),
-        format!("Restartable sequences: {}", hab::rseq_mechanism()),
-        format!("CPU id read from: {}", cpu_id_source()),
+        format!("Per-CPU support: {}", hab::per_cpu_support()),
     ]
 }
 
@@ -98,17 +97,6 @@ fn libc_version() -> String {
     format!("glibc {}", version.to_string_lossy())
 }
 
-/// The CPU-id source a heap picks by default here.
-fn cpu_id_source() -> String {
-    let slots = Topology::discover().cpu_slots();
-    match CpuIdReader::new(CpuIdSource::Rseq, slots) {
-        Ok(reader) => reader.source().to_string(),
-        Err(_) => CpuIdReader::new(CpuIdSource::GetCpu, slots)
-            .map(|reader| reader.source().to_string())
-            .unwrap_or_else(|why| format!("none ({why})")),
-    }
-}
-
 /// Cost of one reading of a CPU-id source, measured in this process: nanoseconds per call of
 /// [`CpuIdReader::current`], the best of 3 runs of `calls` calls (at least 1) in a tight loop.
 pub fn cpu_id_ns_per_call(reader: &CpuIdReader, calls: u64) -> f64 {
@@ -132,6 +120,7 @@ pub fn cpu_id_ns_per_call(reader: &CpuIdReader, calls: u64) -> f64 {
 #[cfg(test)]
 mod cost_tests {
     use super::*;
+    use hab::CpuIdSource;
 
     #[test]
     fn measures_a_positive_cost() {

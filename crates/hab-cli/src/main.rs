@@ -560,6 +560,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         result.object_size,
         ByteSize::new(result.heap_bytes)
     );
+    println!("  per-CPU support: {}", hab::per_cpu_support());
     println!(
         "  time: median {:.1} ms, min {:.1} ms over {} runs ({:.2} ns/object)",
         result.elapsed_ms_median, result.elapsed_ms_min, result.repeat, result.ns_per_alloc
@@ -773,7 +774,7 @@ fn topology(args: TopologyArgs) -> Result<(), String> {
             ""
         }
     );
-    println!("restartable sequences: {}", hab::rseq_mechanism());
+    println!("per-CPU support: {}", hab::per_cpu_support());
     if restartable {
         println!(
             "restartable per-CPU buffers and LABs indexed by: {}",

@@ -167,8 +167,11 @@ pub use mutator::cpu_lab_cursor::{
 pub use mutator::sampling::{AllocationSample, AllocationSampler};
 pub use mutator::stats::AllocationStats;
 pub use platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+pub use platform::per_cpu::{per_cpu_support, PerCpuSupport};
 pub use platform::prefetch::ALLOCATION_PREFETCH_BYTES;
 pub use platform::rseq::{
-    mechanism as rseq_mechanism, slot_index as rseq_slot_index, RseqMechanism, SlotIndex,
+    mechanism as rseq_mechanism, provide_area as rseq_provide_area,
+    register_current_thread as rseq_register_current_thread, slot_index as rseq_slot_index,
+    RseqMechanism, SlotIndex,
 };
 pub use platform::topology::{Level, Topology, TopologySource};

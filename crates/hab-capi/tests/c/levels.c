@@ -147,6 +147,17 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
                  int bump) {
     hab_upstream upstream = {carve, write_filler, NULL, says_free ? eden_free : NULL};
     hab_levels *levels = NULL;
+    hab_per_cpu_support support;
+    CHECK(hab_per_cpu_support_get(&support) == HAB_OK);
+    if (cpu_id != NULL && strcmp(cpu_id, "rseq") == 0 &&
+        support.registration == HAB_RSEQ_UNAVAILABLE) {
+        /* An explicit rseq the kernel refuses is an error that says why. */
+        CHECK(hab_levels_new_with_cpu_id(list, cpu_id, MAX_TLAB_BYTES, min_filler_bytes,
+                                         eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
+        CHECK(levels == NULL && strstr(hab_last_error(), "refused") != NULL);
+        printf("%s with cpu_id rseq: refused here (%s)\n", list, support.description);
+        return;
+    }
     CHECK((cpu_id == NULL ? hab_levels_new(list, MAX_TLAB_BYTES, min_filler_bytes, eden.start,
                                            &upstream, &levels)
                           : hab_levels_new_with_cpu_id(list, cpu_id, MAX_TLAB_BYTES,
@@ -512,11 +523,39 @@ static int bump_path_here(void) {
 #endif
 }
 
+/* The process's per-CPU support, as hab topology says it: the CPU-id source follows the
+ * registration, and a new thread registers where Hab owns the registrations. */
+static void *registers(void *argument) {
+    (void)argument;
+    return (void *)(intptr_t)hab_rseq_register_thread();
+}
+
+static void per_cpu_support(void) {
+    hab_per_cpu_support support;
+    CHECK(hab_per_cpu_support_get(NULL) == HAB_INVALID_ARGUMENT);
+    CHECK(hab_per_cpu_support_get(&support) == HAB_OK);
+    CHECK(support.description != NULL && support.cpu_id != NULL);
+    printf("per-CPU support: %s\n", support.description);
+    int restartable = support.registration != HAB_RSEQ_UNAVAILABLE;
+    CHECK(strcmp(support.cpu_id, restartable ? "rseq" : "getcpu") == 0);
+    CHECK((support.area_offset != 0) == (support.registration == HAB_RSEQ_GLIBC ||
+                                         support.registration == HAB_RSEQ_OWN ||
+                                         support.registration == HAB_RSEQ_UNREGISTERED));
+    pthread_t thread;
+    void *registered = NULL;
+    CHECK(pthread_create(&thread, NULL, registers, NULL) == 0);
+    CHECK(pthread_join(thread, &registered) == 0);
+    CHECK((intptr_t)registered == restartable);
+    /* Too late: the registration is decided. */
+    CHECK(hab_rseq_provide_area(64) == HAB_CONFIG_ERROR);
+}
+
 int main(void) {
     void *memory = aligned_alloc(4096, EDEN_BYTES + 4096);
     eden.start = (uintptr_t)memory + 4096;
     eden.end = eden.start + EDEN_BYTES - 4096;
     eden.fillers = malloc(MAX_RANGES * sizeof *eden.fillers);
+    per_cpu_support();
     bad_arguments();
     tile("core:1MiB", 16, NULL, 1, 0);
     tile("core:1MiB", 16, NULL, 0, 0);

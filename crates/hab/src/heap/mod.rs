@@ -40,7 +40,8 @@ use crate::mutator::cell::MutatorCell;
 use crate::mutator::sampling::AllocationSampler;
 use crate::mutator::short_line;
 use crate::mutator::stats::{AllocationStats, Counters};
-use crate::platform::cpu_id::{CpuIdReader, CpuIdSource};
+use crate::platform::cpu_id::CpuIdReader;
+use crate::platform::per_cpu::per_cpu_support;
 use crate::platform::process;
 use crate::platform::topology::{Level, Topology};
 
@@ -156,8 +157,7 @@ impl Heap {
         };
         let cpu_id = match config.cpu_id() {
             Some(source) => CpuIdReader::new(source, topology.cpu_slots()),
-            None => CpuIdReader::new(CpuIdSource::Rseq, topology.cpu_slots())
-                .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots())),
+            None => per_cpu_support().cpu_id_reader(topology.cpu_slots()),
         }
         .map_err(|problem| ConfigError::new("cpu_id", problem))?;
         let pristine = memory.as_ref().is_none_or(RuntimeMemory::is_zeroed);

@@ -23,6 +23,7 @@ use crate::memory::size::ByteSize;
 use crate::memory::words::WORD_BYTES;
 use crate::platform::counter::Counter;
 use crate::platform::cpu_id::{CpuIdReader, CpuIdSource, SimulatedCpu};
+use crate::platform::per_cpu::per_cpu_support;
 use crate::platform::rseq;
 use crate::platform::topology::{Level, Topology};
 
@@ -302,8 +303,7 @@ impl MiddleLevels {
         let explicit = cpu_id;
         let cpu_id = match cpu_id {
             Some(source) => CpuIdReader::new(source, topology.cpu_slots()),
-            None => CpuIdReader::new(CpuIdSource::Rseq, topology.cpu_slots())
-                .or_else(|_| CpuIdReader::new(CpuIdSource::GetCpu, topology.cpu_slots())),
+            None => per_cpu_support().cpu_id_reader(topology.cpu_slots()),
         }
         .map_err(|problem| ConfigError::new("cpu_id", problem))?;
         let min_tail_bytes = min_filler_bytes;
@@ -475,10 +475,12 @@ impl MiddleLevels {
 
     /// Where compiled code bumps the lowest level's per-CPU buffers itself: `None` unless that
     /// level is restartable and every thread's rseq area sits at one offset from its thread
-    /// pointer (glibc's registration). See [`CpuBufferPath`].
+    /// pointer (glibc's registration, or Hab's own at a fixed offset: then each thread calls
+    /// [`rseq_register_current_thread`](crate::rseq_register_current_thread) before its first
+    /// bump). See [`CpuBufferPath`].
     pub fn cpu_buffer_path(&self) -> Option<CpuBufferPath> {
         let buffers = self.levels.first()?.cpu_buffers()?;
-        let rseq_area_offset = rseq::fixed_area_offset()?;
+        let rseq_area_offset = rseq::area_offset()?;
         let slots = &buffers.slots;
         Some(CpuBufferPath {
             rseq_area_offset,

@@ -6,7 +6,7 @@
 //!
 //! | source | how | cost here |
 //! | --- | --- | --- |
-//! | [`CpuIdSource::Rseq`] | load `cpu_id` from the rseq area glibc registered for the thread | a load |
+//! | [`CpuIdSource::Rseq`] | load `cpu_id` from the thread's rseq area (glibc's or Hab's own) | a load |
 //! | [`CpuIdSource::Rdpid`] | the RDPID instruction: Linux keeps the CPU in `TSC_AUX` | one instruction |
 //! | [`CpuIdSource::GetCpu`] | `sched_getcpu()`, a vDSO call | a call |
 //! | [`CpuIdSource::Simulated`] | a virtual CPU per thread that migrates at random | a load |
@@ -20,8 +20,8 @@ use std::str::FromStr;
 /// Where the current CPU number comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CpuIdSource {
-    /// A plain load of `cpu_id` from the thread's rseq area registered by glibc (found at run
-    /// time).
+    /// A plain load of `cpu_id` from the thread's rseq area: glibc's registration where it has
+    /// one (found at run time), else Hab's own ([`RseqMechanism`](crate::RseqMechanism)).
     Rseq,
     /// `sched_getcpu()` (glibc, vDSO-backed).
     GetCpu,
@@ -151,7 +151,7 @@ pub struct CpuIdReader {
     /// Readings are clamped to `0..cpu_slots`; at least 1.
     cpu_slots: usize,
     /// For [`CpuIdSource::Rseq`]: the offset of `cpu_id` from the thread pointer
-    /// (`__rseq_offset + 4`), valid in every glibc thread of the process. 0 otherwise.
+    /// (the area's offset plus 4), valid in every thread of the process. 0 otherwise.
     rseq_cpu_id_offset: isize,
     /// `source` is `Rseq`: the same fact, kept apart so that `current` tests it with one
     /// compare (tested on `source`, the compiler merged it back into the jump table).
@@ -161,9 +161,9 @@ pub struct CpuIdReader {
 impl CpuIdReader {
     /// Checks that `source` works here and makes a reader for it.
     ///
-    /// - `Rseq` needs glibc's rseq registration, found at run time: the symbols `__rseq_offset`
-    ///   and `__rseq_size` (looked up with `dlsym`), `__rseq_size > 0`, and a `cpu_id >= 0` in
-    ///   the calling thread's area.
+    /// - `Rseq` needs an rseq area registered for the calling thread (`cpu_id >= 0`): glibc's
+    ///   (found at run time: `__rseq_offset` and `__rseq_size > 0`, looked up with `dlsym`), or
+    ///   where glibc registered none, Hab's own (see [`RseqMechanism`](crate::RseqMechanism)).
     /// - `Rdpid` needs an x86_64 CPU with RDPID (`CPUID.(EAX=7,ECX=0):ECX[22]`) whose reading
     ///   agrees with `sched_getcpu()`.
     /// - `GetCpu` needs `sched_getcpu() >= 0`.
@@ -260,7 +260,7 @@ impl CpuIdReader {
     pub fn moved_from(&self, cpu: usize, thread: &SimulatedCpu) -> Option<usize> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if self.reads_rseq {
-            // SAFETY: as in `rseq_cpu`: this reader was made for `Rseq` after finding glibc's
+            // SAFETY: as in `rseq_cpu`: this reader was made for `Rseq` after finding a
             // registration, so the offset locates `cpu_id` in every thread's area.
             // An unregistered area's negative reading never equals a CPU in `0..cpu_slots`.
             if unsafe { read_rseq_cpu(self.rseq_cpu_id_offset) } == cpu {
@@ -288,14 +288,14 @@ impl CpuIdReader {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     #[inline(always)]
     fn rseq_cpu(&self) -> usize {
-        // SAFETY: `new` made this reader for `Rseq` only after finding glibc's `__rseq_offset`,
-        // so `rseq_cpu_id_offset` locates the `cpu_id` field of the rseq area inside the
-        // thread control block of every glibc thread (all threads of a Rust program).
+        // SAFETY: `new` made this reader for `Rseq` only after finding the rseq areas' offset
+        // (glibc's, in every thread's control block, or Hab's own, in every thread's static
+        // TLS), so `rseq_cpu_id_offset` locates the `cpu_id` field of the calling thread's.
         let cpu = unsafe { rseq::read_cpu_id(self.rseq_cpu_id_offset) };
         if cpu >= 0 {
             cpu as usize
         } else {
-            unregistered_thread_cpu()
+            unregistered_thread_cpu(self.rseq_cpu_id_offset)
         }
     }
 
@@ -322,12 +322,19 @@ impl CpuIdReader {
     }
 }
 
-/// The rseq fallback, out of line: a thread whose area reads −1 (not registered yet) or −2
-/// (registration failed).
+/// The rseq fallback, out of line: a thread whose area reads −1 (not registered yet: Hab's own
+/// registration registers it now) or −2 (registration failed: `sched_getcpu()`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[cold]
 #[inline(never)]
-fn unregistered_thread_cpu() -> usize {
+fn unregistered_thread_cpu(cpu_id_offset: isize) -> usize {
+    if crate::platform::rseq::register_current_thread() {
+        // SAFETY: the offset came from `rseq::cpu_id_offset`, valid in every thread.
+        let cpu = unsafe { rseq::read_cpu_id(cpu_id_offset) };
+        if cpu >= 0 {
+            return cpu as usize;
+        }
+    }
     sched_getcpu_or_zero()
 }
 
@@ -341,7 +348,7 @@ fn unregistered_thread_cpu() -> usize {
 pub(crate) unsafe fn read_rseq_cpu(cpu_id_offset: isize) -> usize {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
-        // SAFETY: the reader found glibc's area at this offset in every thread.
+        // SAFETY: the reader found an rseq area at this offset in every thread.
         unsafe { rseq::read_cpu_id(cpu_id_offset) as u32 as usize }
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
@@ -378,19 +385,24 @@ mod rseq {
     /// Offset of `cpu_id` inside `struct rseq`.
     const CPU_ID_OFFSET: isize = 4;
 
-    /// `__rseq_offset + 4`, if glibc registered an rseq area for the calling thread.
+    /// The offset of `cpu_id` from every thread's pointer (the rseq area's offset plus 4),
+    /// where rseq works (glibc's registration or Hab's own) and the calling thread's area is
+    /// registered.
     pub(super) fn cpu_id_offset() -> Result<isize, String> {
+        use crate::platform::rseq::{self as areas, RseqMechanism};
         // Counting instructions under valgrind (`HAB_RSEQ=unregistered`): read the area's
         // `cpu_id_start`, which nothing writes there (0: CPU 0), so that a CPU reading costs
         // the one load it costs where glibc registered the area, not a `sched_getcpu`.
-        if let crate::platform::rseq::RseqMechanism::Unregistered { offset } =
-            crate::platform::rseq::mechanism()
-        {
+        if let RseqMechanism::Unregistered { offset } = areas::mechanism() {
             return Ok(*offset);
         }
-        let cpu_id_offset = crate::platform::rseq::glibc_area_offset()? + CPU_ID_OFFSET;
-        // SAFETY: glibc registered areas, so it placed one at `__rseq_offset` from the thread
-        // pointer of every thread, this one included.
+        let Some(area_offset) = areas::area_offset() else {
+            return Err(format!("no rseq area: {}", areas::mechanism()));
+        };
+        let cpu_id_offset = area_offset + CPU_ID_OFFSET;
+        areas::register_current_thread();
+        // SAFETY: rseq works here, so every thread has an area at `area_offset` from its
+        // thread pointer (glibc's in its control block, or Hab's own in its static TLS).
         let cpu = unsafe { read_cpu_id(cpu_id_offset) };
         if cpu < 0 {
             return Err(format!(
@@ -404,7 +416,7 @@ mod rseq {
     ///
     /// # Safety
     ///
-    /// `cpu_id_offset` is `__rseq_offset + 4` of glibc, and the calling thread is a glibc thread
+    /// `cpu_id_offset` came from [`cpu_id_offset`], and the calling thread is a glibc thread
     /// (its `fs` base is its thread pointer).
     #[inline(always)]
     pub(super) unsafe fn read_cpu_id(cpu_id_offset: isize) -> i32 {
@@ -694,9 +706,11 @@ mod tests {
     fn availability_matches_the_machine() {
         assert!(CpuIdReader::new(CpuIdSource::GetCpu, 1).is_ok());
         let rseq = CpuIdReader::new(CpuIdSource::Rseq, 1);
-        if rseq_disabled() {
+        // Wherever rseq works (glibc's registration or Hab's own), the source works; where the
+        // kernel refuses it, its error says why.
+        if let crate::RseqMechanism::Unavailable(why) = crate::rseq_mechanism() {
             let error = rseq.unwrap_err();
-            assert!(error.contains("__rseq_size is 0"), "{error}");
+            assert!(error.contains(why.as_str()), "{error}");
         } else if cfg!(all(
             target_os = "linux",
             target_arch = "x86_64",
@@ -779,24 +793,44 @@ mod tests {
 
     #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
     #[test]
-    fn rseq_area_is_where_glibc_says() {
+    fn rseq_area_is_where_the_registration_says() {
+        use crate::platform::rseq::{mechanism, RseqMechanism};
         let offset = rseq::cpu_id_offset();
-        if rseq_disabled() {
-            let error = offset.unwrap_err();
-            assert!(error.contains("GLIBC_TUNABLES"), "{error}");
-            return;
-        }
-        let cpu_id_offset = offset.unwrap();
-        // The area is in glibc's `struct pthread`, above the thread pointer (2336 here).
-        assert!(cpu_id_offset - 4 > 0, "{cpu_id_offset}");
+        let cpu_id_offset = match mechanism() {
+            RseqMechanism::Unavailable(why) => {
+                let error = offset.unwrap_err();
+                assert!(error.contains(why.as_str()), "{error}");
+                return;
+            }
+            // The area is in glibc's `struct pthread`, above the thread pointer (2336 here).
+            RseqMechanism::Glibc { .. } => {
+                assert!(!rseq_disabled());
+                let cpu_id_offset = offset.unwrap();
+                assert!(cpu_id_offset - 4 > 0, "{cpu_id_offset}");
+                cpu_id_offset
+            }
+            // Hab registers the area glibc left unused, at the same place.
+            RseqMechanism::Own {
+                offset: Some(area_offset),
+                ..
+            } => {
+                assert!(rseq_disabled());
+                assert_eq!(*area_offset, lookup_rseq_offset());
+                let cpu_id_offset = offset.unwrap();
+                assert_eq!(cpu_id_offset - 4, *area_offset);
+                cpu_id_offset
+            }
+            other => panic!("{other}"),
+        };
         assert_eq!(cpu_id_offset % 4, 0);
         let reader = CpuIdReader::new(CpuIdSource::Rseq, MANY_SLOTS).unwrap();
         std::thread::spawn(move || {
             let thread = SimulatedCpu::new(&reader, 0);
             for cpu in allowed_cpus() {
                 pin(cpu);
-                assert_eq!(cpu_id_through_pointer(cpu_id_offset), cpu as i32);
+                // A new thread's own area registers at its first reading.
                 assert_eq!(reader.current(&thread), cpu);
+                assert_eq!(cpu_id_through_pointer(cpu_id_offset), cpu as i32);
             }
         })
         .join()
@@ -812,7 +846,13 @@ mod tests {
         // glibc still places the area; the kernel never filled it.
         let offset = lookup_rseq_offset();
         assert_eq!(cpu_id_through_pointer(offset + 4), -2);
-        assert!(CpuIdReader::new(CpuIdSource::Rseq, 8).is_err());
+        // The rseq source reads Hab's own area instead, where the kernel allows one.
+        let own = CpuIdReader::new(CpuIdSource::Rseq, 8);
+        assert_eq!(
+            own.is_ok(),
+            crate::platform::rseq::register_current_thread(),
+            "{own:?}"
+        );
         // A reader forced onto the unregistered area falls back to sched_getcpu().
         let reader = CpuIdReader {
             source: CpuIdSource::Rseq,

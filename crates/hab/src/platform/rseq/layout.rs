@@ -26,10 +26,10 @@ pub(crate) struct RseqArea {
 }
 
 impl RseqArea {
-    /// An area not yet registered: every field 0.
-    pub(crate) const ZEROED: RseqArea = RseqArea {
+    /// An area not yet registered: `cpu_id` −1 (as the kernel writes when it unregisters one).
+    pub(crate) const UNREGISTERED: RseqArea = RseqArea {
         cpu_id_start: 0,
-        cpu_id: 0,
+        cpu_id: u32::MAX,
         rseq_cs: 0,
         flags: 0,
         node_id: 0,
@@ -44,6 +44,8 @@ pub(crate) const RSEQ_CS_OFFSET: usize = offset_of!(RseqArea, rseq_cs);
 pub(crate) const CPU_ID_START_OFFSET: usize = offset_of!(RseqArea, cpu_id_start);
 /// The index field of [`SlotIndex::ConcurrencyId`](super::SlotIndex::ConcurrencyId).
 pub(crate) const MM_CID_OFFSET: usize = offset_of!(RseqArea, mm_cid);
+/// The field the kernel writes the CPU to, negative while the area is not registered.
+pub(crate) const CPU_ID_OFFSET: usize = offset_of!(RseqArea, cpu_id);
 /// The size Hab registers its own areas with.
 pub(crate) const RSEQ_AREA_BYTES: usize = size_of::<RseqArea>();
 

@@ -11,9 +11,20 @@ pub enum RseqMechanism {
         /// `__rseq_offset`.
         offset: isize,
     },
-    /// Hab registers an area per thread itself (glibc did not: an older or other C library,
-    /// or `GLIBC_TUNABLES=glibc.pthread.rseq=0`), and unregisters it when the thread exits.
-    Own,
+    /// Hab registers an area per thread itself, where glibc did not (an older or other C
+    /// library, `GLIBC_TUNABLES=glibc.pthread.rseq=0`): at a fixed offset from every thread's
+    /// pointer where there is one (an area the runtime provided with
+    /// [`rseq_provide_area`](crate::rseq_provide_area), else the area glibc ≥ 2.35 keeps unused
+    /// in every thread's control block), else a thread-local area per thread. A thread
+    /// registers on its first restartable section, or earlier with
+    /// [`rseq_register_current_thread`](crate::rseq_register_current_thread), which code that
+    /// runs sections through the fixed offset itself must call first in every thread.
+    Own {
+        /// The areas' offset from the thread pointer, where it is the same for every thread.
+        offset: Option<isize>,
+        /// Why glibc's registration is not used.
+        why_not_glibc: String,
+    },
     /// glibc's area used *without* a registration (`HAB_RSEQ=unregistered`, honoured only
     /// when the crate is built with its `instruction-counting` feature), for tools that do
     /// not implement rseq, such as valgrind: the sections run the same instructions but the
@@ -31,7 +42,21 @@ impl fmt::Display for RseqMechanism {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RseqMechanism::Glibc { offset } => write!(f, "glibc's registration (offset {offset})"),
-            RseqMechanism::Own => f.write_str("Hab's own registration per thread"),
+            RseqMechanism::Own {
+                offset: Some(offset),
+                why_not_glibc,
+            } => write!(
+                f,
+                "Hab's own registration per thread (offset {offset}; not glibc's: {why_not_glibc})"
+            ),
+            RseqMechanism::Own {
+                offset: None,
+                why_not_glibc,
+            } => write!(
+                f,
+                "Hab's own registration per thread (thread-local areas; not glibc's: \
+                 {why_not_glibc})"
+            ),
             RseqMechanism::Unregistered { offset } => write!(
                 f,
                 "glibc's area unregistered (offset {offset}; single-threaded instruction counting only)"

@@ -44,7 +44,6 @@ pub(crate) const MAX_BUFFER_BYTES: usize = MAX_UPPER as usize * crate::memory::w
 /// picks [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind); a
 /// measurement hook, not part of the library's behaviour otherwise.
 pub fn mechanism() -> &'static RseqMechanism {
-    static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
     MECHANISM.get_or_init(|| {
         let mechanism = decide_mechanism();
         if let RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } = mechanism
@@ -53,6 +52,35 @@ pub fn mechanism() -> &'static RseqMechanism {
         }
         mechanism
     })
+}
+
+static MECHANISM: OnceLock<RseqMechanism> = OnceLock::new();
+
+/// An area a runtime provides for Hab's own registration, [`provide_area`]'s offset.
+static PROVIDED_AREA: OnceLock<isize> = OnceLock::new();
+
+/// Offers the rseq area at `offset` from every thread's pointer for Hab's own registration,
+/// where glibc registers none: a runtime that runs restartable sections through a fixed offset
+/// in its generated code, on a C library that keeps no area of its own (glibc before 2.35),
+/// provides one this way, typically a 32-byte thread-local in its static TLS (the
+/// `initial-exec` model), whose initial image reads `cpu_id` −1 and `cpu_id_start` and `mm_cid`
+/// 0xffffffff (so that a section run by a thread not yet registered misses). It is preferred
+/// to glibc's unused area where both exist. Takes effect only before the registration is
+/// decided (the first call of any of Hab's rseq functions): an error says it came too late.
+///
+/// # Safety
+/// Every thread of the process, present and future, has at `offset` from its thread pointer
+/// 32 bytes aligned to 32, alive as long as the thread, used by nothing else.
+pub unsafe fn provide_area(offset: isize) -> Result<(), String> {
+    if PROVIDED_AREA.set(offset).is_err() {
+        return Err("an rseq area was provided before".to_string());
+    }
+    match MECHANISM.get() {
+        None => Ok(()),
+        Some(decided) => Err(format!(
+            "the rseq registration was decided before the area was provided: {decided}"
+        )),
+    }
 }
 
 /// What the restartable per-CPU arrays (the `cpu` level's buffers, the `cpu-lab` mode's LABs)
@@ -134,7 +162,7 @@ fn decide_mechanism() -> RseqMechanism {
     if requested.as_ref().is_some_and(|value| value == "off") {
         return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
     }
-    let discovered = imp::discover();
+    let discovered = imp::discover(PROVIDED_AREA.get().copied());
     #[cfg(feature = "instruction-counting")]
     if requested.is_some_and(|value| value == "unregistered")
         && matches!(discovered, RseqMechanism::Unavailable(_))
@@ -146,26 +174,47 @@ fn decide_mechanism() -> RseqMechanism {
     discovered
 }
 
-/// Where glibc's registration put every thread's area: `__rseq_offset` from the thread
-/// pointer, or why glibc registered none. The one place the process looks glibc's symbols up.
-pub(crate) fn glibc_area_offset() -> Result<isize, String> {
-    mechanism::glibc_offset_from(imp::glibc_symbols())
-}
-
 /// `__rseq_offset`, whether or not glibc registered areas (for tests of an unregistered area).
 #[cfg(test)]
 pub(crate) fn glibc_offset_even_unregistered() -> Option<isize> {
     imp::glibc_symbols().map(|(offset, _)| offset)
 }
 
-/// The offset of every thread's area from its thread pointer, when it is the same for all
-/// threads (glibc's area): the inline `cpu-lab` fast path addresses the area through `fs` with it.
+/// The offset of every thread's area from its thread pointer where every thread is registered
+/// without asking (glibc's area): the inline `cpu-lab` fast path and the short refill address
+/// the area through `fs` with it, with no registration check.
 #[inline]
 pub(crate) fn fixed_area_offset() -> Option<isize> {
     match mechanism() {
         RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => Some(*offset),
         _ => None,
     }
+}
+
+/// The offset of every thread's area from its thread pointer wherever it is the same for every
+/// thread: glibc's area, or Hab's own at a fixed offset (then a thread must
+/// [`register_current_thread`] before it runs a section through the offset).
+#[inline]
+pub(crate) fn area_offset() -> Option<isize> {
+    match mechanism() {
+        RseqMechanism::Glibc { offset }
+        | RseqMechanism::Unregistered { offset }
+        | RseqMechanism::Own {
+            offset: Some(offset),
+            ..
+        } => Some(*offset),
+        RseqMechanism::Own { offset: None, .. } | RseqMechanism::Unavailable(_) => None,
+    }
+}
+
+/// Registers the calling thread's rseq area where Hab owns the registrations (glibc did not
+/// register one): true when the thread has a registered area, under either registration; false
+/// where rseq is unavailable or the kernel refused this thread (its sections then miss and
+/// its per-CPU buffers take compare-and-swap). Cheap once registered: a load and a compare.
+/// Code that runs restartable sections through the area's offset itself (a JIT's, `hab.h`'s)
+/// calls it once in every thread before the first one.
+pub fn register_current_thread() -> bool {
+    current_area().is_some()
 }
 
 /// The calling thread's registered area, registering it first if Hab owns registrations; `None`
@@ -187,7 +236,11 @@ fn current_area_decided() -> Option<*mut u8> {
         RseqMechanism::Glibc { offset } | RseqMechanism::Unregistered { offset } => {
             Some(imp::glibc_area(*offset))
         }
-        RseqMechanism::Own => imp::own_area(),
+        RseqMechanism::Own {
+            offset: Some(offset),
+            ..
+        } => imp::register_at(*offset).ok(),
+        RseqMechanism::Own { offset: None, .. } => imp::thread_local_area().ok(),
         RseqMechanism::Unavailable(_) => None,
     }
 }

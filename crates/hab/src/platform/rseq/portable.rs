@@ -5,7 +5,7 @@ use super::mechanism::RseqMechanism;
 use super::outcome::{LabBump, LabInstall, Outcome};
 use crate::memory::packed::PackedWord;
 
-pub(super) fn discover() -> RseqMechanism {
+pub(super) fn discover(_: Option<isize>) -> RseqMechanism {
     RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())
 }
 
@@ -17,8 +17,16 @@ pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
     None
 }
 
-pub(super) fn own_area() -> Option<*mut u8> {
-    None
+pub(super) fn register_at(_: isize) -> Result<*mut u8, std::io::Error> {
+    Err(std::io::Error::other(
+        "restartable sequences are implemented for x86_64 Linux",
+    ))
+}
+
+pub(super) fn thread_local_area() -> Result<*mut u8, std::io::Error> {
+    Err(std::io::Error::other(
+        "restartable sequences are implemented for x86_64 Linux",
+    ))
 }
 
 pub(super) unsafe fn bump(_: *mut u8, _: *mut u64, _: u64) -> (Outcome, u64) {

@@ -11,7 +11,9 @@ use super::layout::{
     LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, RSEQ_CS_OFFSET, SIGNATURE, SLOT_SHIFT,
 };
 use super::outcome::{LabBump, LabInstall, Outcome, MAX_ABORTS};
-pub(super) use super::registration::{discover, glibc_area, glibc_symbols, own_area};
+#[cfg(any(test, feature = "instruction-counting"))]
+pub(super) use super::registration::glibc_symbols;
+pub(super) use super::registration::{discover, glibc_area, register_at, thread_local_area};
 use crate::memory::packed::PackedWord;
 pub(super) use one_try::{home_bump, lab_bump};
 #[cfg(test)]

@@ -43,7 +43,10 @@
   f(hab_levels_stats)            \
   f(hab_level_stats_line)        \
   f(hab_levels_tlabs_past_levels)  \
-  f(hab_levels_cpu_buffer_path)
+  f(hab_levels_cpu_buffer_path)  \
+  f(hab_per_cpu_support_get)     \
+  f(hab_rseq_register_thread)    \
+  f(hab_rseq_provide_area)
 
 #define HAB_DECLARE_ENTRY(name) static decltype(&::name) _##name = NULL;
 HAB_ENTRIES(HAB_DECLARE_ENTRY)
@@ -68,6 +71,8 @@ void HabCpuLabs::set_bit(int bit, bool on) {
 
 static HabSpace* _space = NULL;
 static hab_levels* _levels = NULL;
+// Which rseq registration the process's threads use (hab.h's HAB_RSEQ_*), once libhab said.
+static int _registration = HAB_RSEQ_UNAVAILABLE;
 // Whether the buffers follow the allocation (HABLevels=auto): resized at each collection.
 static bool _follow = false;
 static size_t _max_tlab_words = 0;
@@ -105,6 +110,32 @@ static size_t _largest_lab_bytes = 0;
 static size_t _cycles_in_cpu_labs = 0;
 static size_t _cycles_in_tlabs = 0;
 static size_t _flips = 0;
+
+#if defined(__x86_64__) && defined(__linux__)
+// The rseq area Hab registers for each thread where glibc registered none (glibc before 2.35,
+// GLIBC_TUNABLES=glibc.pthread.rseq=0): 32 bytes in the static TLS block, so at one offset
+// from every thread's pointer, as glibc's own area is, and the stubs address either through
+// fs. The image every thread starts from marks it unregistered (cpu_id -1) with indices
+// beyond every slot, so that a section run before the thread registers misses.
+struct HabRseqArea {
+  uint32_t cpu_id_start;
+  uint32_t cpu_id;
+  uint64_t rseq_cs;
+  uint32_t flags;
+  uint32_t node_id;
+  uint32_t mm_cid;
+  uint32_t reserved;
+};
+static __thread HabRseqArea _rseq_area __attribute__((tls_model("initial-exec"), aligned(32))) =
+    {UINT32_MAX, UINT32_MAX, 0, 0, 0, UINT32_MAX, 0};
+
+// The area's offset from the thread pointer: the same in every thread (static TLS).
+static intptr_t rseq_area_offset() {
+  intptr_t thread_pointer;
+  __asm__("movq %%fs:0, %0" : "=r"(thread_pointer));
+  return (intptr_t)&_rseq_area - thread_pointer;
+}
+#endif
 
 // Hab's upstream: the collector's space. Carves desired bytes, or what is left when that is at
 // least min.
@@ -239,8 +270,27 @@ bool HabLevels::initialize(HabSpace* space) {
     return false;
   }
   if (HABCpuId == NULL || HABCpuId[0] == '\0') {
-    log_error(gc, init)("UseHAB: -XX:HABCpuId is empty: give rseq or getcpu");
+    log_error(gc, init)("UseHAB: -XX:HABCpuId is empty: give auto, rseq or getcpu");
     return false;
+  }
+#if defined(__x86_64__) && defined(__linux__)
+  // Before anything of libhab's decides the registration: ours, wherever glibc has none.
+  if (_hab_rseq_provide_area(rseq_area_offset()) != HAB_OK) {
+    log_error(gc, init)("UseHAB: %s", _hab_last_error());
+    return false;
+  }
+#endif
+  hab_per_cpu_support support;
+  _hab_per_cpu_support_get(&support);
+  _registration = support.registration;
+  // auto: libhab's choice (rseq wherever the threads have an area, else getcpu).
+  const char* cpu_id = strcmp(HABCpuId, "auto") == 0 ? NULL : HABCpuId;
+  const char* cpu_id_used = cpu_id != NULL ? cpu_id : support.cpu_id;
+  if (cpu_id == NULL && support.registration == HAB_RSEQ_UNAVAILABLE) {
+    // The one warning: what the machine refuses, and what HABs use instead.
+    warning("-XX:+UseHAB: %s%s", support.description,
+            UseHABCPULABs ? "; no per-CPU LABs (-XX:+UseHABCPULABs off)" : "");
+    FLAG_SET_ERGO(UseHABCPULABs, false);
   }
   char chosen[256];
   if (!choose_levels(chosen, sizeof(chosen))) {
@@ -249,7 +299,7 @@ bool HabLevels::initialize(HabSpace* space) {
   hab_upstream upstream = {carve_from_space, write_filler, NULL, free_in_space};
   size_t min_filler_bytes = CollectedHeap::min_fill_size() * HeapWordSize;
   uintptr_t base = (uintptr_t)_space->base();
-  hab_status status = _hab_levels_new_with_cpu_id(chosen, HABCpuId, 0, min_filler_bytes, base,
+  hab_status status = _hab_levels_new_with_cpu_id(chosen, cpu_id, 0, min_filler_bytes, base,
                                                   &upstream, &_levels);
   if (status != HAB_OK) {
     log_error(gc, init)("UseHAB: -XX:HABLevels=%s (%s) -XX:HABCpuId=%s: %s",
@@ -293,7 +343,9 @@ bool HabLevels::initialize(HabSpace* space) {
   log_info(gc, init)("HAB: levels %s%s over %s (" SIZE_FORMAT "K), CPU id %s, TLABs up to "
                      SIZE_FORMAT "K through them (%s)",
                      chosen, _follow ? " (auto)" : "", _space->name(),
-                     _space->eden_bytes() / K, HABCpuId, _max_tlab_words * HeapWordSize / K, path);
+                     _space->eden_bytes() / K, cpu_id_used, _max_tlab_words * HeapWordSize / K,
+                     path);
+  log_info(gc, init)("HAB: per-CPU support: %s", support.description);
   if (UseHABCPULABs) {
     log_info(gc, init)("HAB: objects in per-CPU LABs%s", HABFlip
                        ? ", cycles flip between them and TLABs at collections (TLABs first)"
@@ -305,6 +357,14 @@ bool HabLevels::initialize(HabSpace* space) {
   // Before the interpreter is generated, and before C1 compiles anything.
   HabCpuLabs::generate_allocate_stub();
   return true;
+}
+
+void HabLevels::attach_thread() {
+  // Only Hab's own registration needs a call; a refusal leaves the thread's area reading
+  // indices beyond every slot, so its stubs miss and its refills take compare-and-swap.
+  if (_registration == HAB_RSEQ_OWN) {
+    _hab_rseq_register_thread();
+  }
 }
 
 // The calling thread's handle, made on its first TLAB.

@@ -53,6 +53,12 @@ class HabLevels : AllStatic {
   // warning and UseHAB turned off, and true.
   static bool initialize(HabSpace* space);
 
+  // On the calling thread, before it allocates (every thread that gets a TLAB: Java threads at
+  // start, JNI-attached threads at attach, the main thread once the heap is up): registers
+  // its rseq area where Hab owns the registrations (glibc registered none), so that the stubs'
+  // sections through the fixed area offset are protected. Nothing before initialize.
+  static void attach_thread();
+
   // A new TLAB of `requested_size` words, or at least `min_size`, through the levels; NULL
   // when the levels do not serve it (larger than their buffers, or the space above them has
   // no room for a buffer): the collector then carves it as it does without HABs.
@@ -69,8 +75,8 @@ class HabLevels : AllStatic {
   static void print_summary();
 
   // The layout compiled code bumps the per-CPU buffers by (hab.h): false where the levels
-  // publish none (their lowest level is not a restartable cpu level, or the threads' rseq
-  // areas are not glibc's); initialize said why.
+  // publish none (their lowest level is not a restartable cpu level: another list, getcpu,
+  // or a kernel that refuses rseq); initialize said why.
   static bool cpu_buffer_path(struct hab_cpu_buffer_path* out);
 
   // The largest TLAB the levels carve (words): larger ones come from the collector.
