@@ -14,12 +14,16 @@
 # EPERM); under Parallel and G1; with -XX:+UseHAB, -XX:+UseHABCPULABs (the flip) and every cycle
 # in per-CPU LABs (-XX:-HABFlip); in the default tiers,
 # C2 alone, C1 alone and the interpreter. Each run must start, say which registration and CPU id
-# it uses, and print stock's checksum (the same program without HAB flags). About 12 minutes.
+# it uses, and print stock's checksum (the same program without HAB flags). Then native threads
+# that attach and detach mid-flight allocate in per-CPU LABs (test/attach.c), every heap
+# verified, and an explicit -XX:HABCpuId=rseq must be refused where the kernel refuses rseq.
+# About 15 minutes.
 #
 # Environment: JDK (default target/hotspot-hab/jdk); ENVIRONMENTS (default "glibc own enosys
 # eperm"); TIERS (default "default c2 c1 interpreter").
 set -uo pipefail
-repo="$(cd "$(dirname "$0")/../.." && pwd)"
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
 java="$(realpath -m "${JDK:-$repo/target/hotspot-hab/jdk}")/bin/java"
 [ -x "$java" ] || { echo "missing $java (jvm/hotspot/build.sh)" >&2; exit 1; }
 work="$(mktemp -d)"
@@ -141,6 +145,34 @@ environments() {
           [ -n "$problem" ] && failures=$((failures + 1))
         done
       done
+    done
+  done
+  # Native threads that attach mid-flight (jvm/hotspot/test/attach.c) allocate in per-CPU LABs
+  # through the runtime's inline bump, every heap verified: the arrays' contents must sum right.
+  local jdk_dir attach="$work/attach"
+  jdk_dir="$(dirname "$(dirname "$java")")"
+  cc -O2 -Wall -Wextra -Werror -I"$jdk_dir/include" -I"$jdk_dir/include/linux" \
+    "$here/test/attach.c" -L"$jdk_dir/lib/server" -ljvm -Wl,-rpath,"$jdk_dir/lib/server" \
+    -lpthread -o "$attach" || exit 1
+  for gc in -XX:+UseParallelGC -XX:+UseG1GC; do
+    for environment in ${ENVIRONMENTS:-glibc own enosys eperm}; do
+      local wrap=()
+      case "$environment" in
+        own) wrap=(env GLIBC_TUNABLES=glibc.pthread.rseq=0) ;;
+        enosys | eperm) wrap=("$wrapper" "$environment") ;;
+      esac
+      local output status
+      output=$(cd "$work" && "${wrap[@]}" "$attach" 8 4 20000 "$gc" -XX:+UseHABCPULABs -XX:-HABFlip \
+        -Xmx256m -Xmn8m "${verify[@]}" 2>&1)
+      status=$?
+      local result
+      result=$(grep -o "attached threads: .*" <<<"$output")
+      if [ "$status" != 0 ] || ! grep -q ": ok$" <<<"$result"; then
+        echo "| $environment | ${gc#-XX:+Use} | attach.c, \`-XX:+UseHABCPULABs -XX:-HABFlip\` | - | $status | - | **${result:-failed}** |"
+        failures=$((failures + 1))
+      else
+        echo "| $environment | ${gc#-XX:+Use} | attach.c, \`-XX:+UseHABCPULABs -XX:-HABFlip\` | - | $status | - | $result |"
+      fi
     done
   done
   # An explicit -XX:HABCpuId=rseq the kernel cannot honour is the one refusal, with its reason.

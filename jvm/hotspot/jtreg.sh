@@ -12,7 +12,10 @@
 #   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
 #
 # Environment: COLLECTORS (default "parallel g1"); CONFIGS (default every configuration: stock
-# hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always).
+# hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always); ENVIRONMENT: glibc (the
+# default: glibc's rseq registration), own (GLIBC_TUNABLES=glibc.pthread.rseq=0 for every test
+# JVM: Hab registers its own areas), enosys or eperm (jtreg and every JVM it starts under
+# tools/without-rseq, a seccomp filter that refuses rseq so).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -55,6 +58,17 @@ g1=(
 )
 out="$work/jtreg"
 mkdir -p "$out/native"
+environment=${ENVIRONMENT:-glibc}
+wrap=()
+test_env=()
+case "$environment" in
+  glibc) ;;
+  own) test_env=(-e:GLIBC_TUNABLES=glibc.pthread.rseq=0) ;;
+  enosys | eperm)
+    cc -O2 -Wall -Wextra -Werror -o "$out/without-rseq" "$repo/tools/without-rseq.c"
+    wrap=("$out/without-rseq" "$environment") ;;
+  *) echo "unknown environment $environment (glibc own enosys eperm)" >&2; exit 2 ;;
+esac
 # The HeapMonitor tests' agent, against this JDK's jvmti.h.
 g++ -shared -fPIC -O2 -I"$jdk/include" -I"$jdk/include/linux" -o "$out/native/libHeapMonitorTest.so" \
   "$tests_root/serviceability/jvmti/HeapMonitor/libHeapMonitorTest.cpp"
@@ -62,7 +76,7 @@ summary="$out/summary.md"
 {
   echo "# HotSpot's jtreg tests on the JVM with HABs"
   echo
-  echo "JVM: \`$("$jdk/bin/java" -version 2>&1 | tail -1)\`; tests, either collector: \`${common[*]}\`;"
+  echo "JVM: \`$("$jdk/bin/java" -version 2>&1 | tail -1)\`; environment: $environment; tests, either collector: \`${common[*]}\`;"
   echo "Parallel's own: \`${parallel[*]}\`; G1's own: \`${g1[*]}\`"
   echo
   echo "| collector | configuration | options | tests | passed | failed | errors | seconds |"
@@ -73,9 +87,10 @@ run() {
   local collector="$1" name="$2" options="$3" started status
   shift 3
   name="$collector-$name"
+  [ "$environment" = glibc ] || name="$name-$environment"
   started=$(date +%s)
   status=0
-  (cd "$tests_root" && jtreg -jdk:"$jdk" -w:"$out/$name/work" -r:"$out/$name/report" \
+  (cd "$tests_root" && "${wrap[@]}" jtreg "${test_env[@]}" -jdk:"$jdk" -w:"$out/$name/work" -r:"$out/$name/report" \
     -conc:"$(nproc)" -timeoutFactor:4 -ignore:quiet -nativepath:"$out/native" \
     -javaoptions:"$options" "$@" >"$out/$name.log" 2>&1) || status=$?
   local seconds=$(( $(date +%s) - started ))

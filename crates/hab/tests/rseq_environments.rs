@@ -1,5 +1,6 @@
 //! Hab in each environment a process meets: glibc's rseq registration, glibc's registration
-//! off (`GLIBC_TUNABLES=glibc.pthread.rseq=0`: Hab registers its own areas), and a kernel that
+//! off (`GLIBC_TUNABLES=glibc.pthread.rseq=0`: Hab registers its own areas, in glibc's unused
+//! one, or with `HAB_RSEQ=thread-local` in thread-local ones as without glibc's), and a kernel that
 //! refuses rseq (a seccomp filter, `tools/without-rseq.c`, answering `ENOSYS`, then `EPERM`:
 //! compare-and-swap buffers and `getcpu`). The test runs itself again in each, where the child
 //! checks that [`hab::per_cpu_support`] says what the environment allows and that the `cpu`
@@ -79,6 +80,12 @@ fn in_every_environment() {
     }
     run_child(&[], None, "glibc");
     run_child(&[], Some(("GLIBC_TUNABLES", "glibc.pthread.rseq=0")), "own");
+    let thread_local = [
+        "env",
+        "GLIBC_TUNABLES=glibc.pthread.rseq=0",
+        "HAB_RSEQ=thread-local",
+    ];
+    run_child(&thread_local, None, "thread-local");
     let wrapper = wrapper().expect("a C compiler builds tools/without-rseq.c");
     let wrapper = wrapper.to_str().expect("a UTF-8 path");
     run_child(&[wrapper, "enosys"], None, "Function not implemented");
@@ -102,10 +109,15 @@ fn child_in_this_environment() {
                 offset: Some(_), ..
             },
         ) => {}
+        // A C library without an area of its own (HAB_RSEQ=thread-local stands for one).
+        ("thread-local", RseqMechanism::Own { offset: None, .. }) => {}
         (why, RseqMechanism::Unavailable(reason)) if reason.contains(why) => {}
         (expected, found) => panic!("expected {expected}, found {found}"),
     }
-    assert_eq!(support.restartable(), expect == "glibc" || expect == "own");
+    assert_eq!(
+        support.restartable(),
+        ["glibc", "own", "thread-local"].contains(&expect.as_str())
+    );
     assert_eq!(
         hab::rseq_register_current_thread(),
         support.restartable(),

@@ -40,8 +40,11 @@ use crate::memory::packed::MAX_UPPER;
 pub(crate) const MAX_BUFFER_BYTES: usize = MAX_UPPER as usize * crate::memory::words::WORD_BYTES;
 
 /// The mechanism, decided once per process. `HAB_RSEQ=off` in the environment forces the
-/// fallback (for tests of it). With the `instruction-counting` feature, `HAB_RSEQ=unregistered`
-/// picks [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind); a
+/// fallback (for tests of it); `HAB_RSEQ=thread-local` makes Hab's own registration, where
+/// glibc registered none, use thread-local areas even where an area at a fixed offset exists
+/// (for tests of the path a C library without one takes, on a machine whose glibc has one).
+/// With the `instruction-counting` feature, `HAB_RSEQ=unregistered` picks
+/// [`RseqMechanism::Unregistered`] where glibc has no registration (under valgrind); a
 /// measurement hook, not part of the library's behaviour otherwise.
 pub fn mechanism() -> &'static RseqMechanism {
     MECHANISM.get_or_init(|| {
@@ -67,6 +70,14 @@ static PROVIDED_AREA: OnceLock<isize> = OnceLock::new();
 /// 0xffffffff (so that a section run by a thread not yet registered misses). It is preferred
 /// to glibc's unused area where both exist. Takes effect only before the registration is
 /// decided (the first call of any of Hab's rseq functions): an error says it came too late.
+///
+/// ```
+/// // Once anything of Hab's has decided the registration, an area comes too late.
+/// let decided = hab::rseq_mechanism();
+/// // SAFETY: refused, so nothing ever uses the offset.
+/// let late = unsafe { hab::rseq_provide_area(64) };
+/// assert!(late.unwrap_err().contains(&decided.to_string()));
+/// ```
 ///
 /// # Safety
 /// Every thread of the process, present and future, has at `offset` from its thread pointer
@@ -162,7 +173,10 @@ fn decide_mechanism() -> RseqMechanism {
     if requested.as_ref().is_some_and(|value| value == "off") {
         return RseqMechanism::Unavailable("turned off by HAB_RSEQ=off".into());
     }
-    let discovered = imp::discover(PROVIDED_AREA.get().copied());
+    let thread_local = requested
+        .as_ref()
+        .is_some_and(|value| value == "thread-local");
+    let discovered = imp::discover(PROVIDED_AREA.get().copied(), thread_local);
     #[cfg(feature = "instruction-counting")]
     if requested.is_some_and(|value| value == "unregistered")
         && matches!(discovered, RseqMechanism::Unavailable(_))
@@ -213,6 +227,11 @@ pub(crate) fn area_offset() -> Option<isize> {
 /// its per-CPU buffers take compare-and-swap). Cheap once registered: a load and a compare.
 /// Code that runs restartable sections through the area's offset itself (a JIT's, `hab.h`'s)
 /// calls it once in every thread before the first one.
+///
+/// ```
+/// let registered = std::thread::spawn(hab::rseq_register_current_thread).join().unwrap();
+/// assert_eq!(registered, hab::per_cpu_support().restartable());
+/// ```
 pub fn register_current_thread() -> bool {
     current_area().is_some()
 }

@@ -5,7 +5,7 @@ use super::mechanism::RseqMechanism;
 use super::outcome::{LabBump, LabInstall, Outcome};
 use crate::memory::packed::PackedWord;
 
-pub(super) fn discover(_: Option<isize>) -> RseqMechanism {
+pub(super) fn discover(_: Option<isize>, _: bool) -> RseqMechanism {
     RseqMechanism::Unavailable("restartable sequences are implemented for x86_64 Linux".into())
 }
 

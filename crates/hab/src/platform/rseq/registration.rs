@@ -29,9 +29,10 @@ pub(super) fn glibc_symbols() -> Option<(isize, u32)> {
 }
 
 /// glibc's registration where it has one for the calling thread; else Hab's own (at
-/// `provided`, an offset the runtime vouched for, else in glibc's unused area, else
-/// thread-local) where the kernel registers it for the calling thread; else why neither.
-pub(super) fn discover(provided: Option<isize>) -> RseqMechanism {
+/// `provided`, an offset the runtime vouched for, else in glibc's unused area, else, or where
+/// `thread_local` asks, thread-local) where the kernel registers it for the calling thread;
+/// else why neither.
+pub(super) fn discover(provided: Option<isize>, thread_local: bool) -> RseqMechanism {
     let symbols = glibc_symbols();
     let glibc = glibc_offset_from(symbols).and_then(|offset| {
         // SAFETY: glibc exported `__rseq_offset` and registers areas: its area is inside the
@@ -50,7 +51,9 @@ pub(super) fn discover(provided: Option<isize>) -> RseqMechanism {
         Err(why) => why,
     };
     // Where glibc exports `__rseq_offset`, every thread has its area there, unregistered.
-    let offset = provided.or(symbols.map(|(offset, _)| offset));
+    let offset = provided
+        .or(symbols.map(|(offset, _)| offset))
+        .filter(|_| !thread_local);
     let registered = match offset {
         Some(offset) => register_at(offset).map(|_| ()),
         None => thread_local_area().map(|_| ()),
