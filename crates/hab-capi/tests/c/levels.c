@@ -149,12 +149,12 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
     hab_levels *levels = NULL;
     hab_per_cpu_support support;
     CHECK(hab_per_cpu_support_get(&support) == HAB_OK);
-    if (cpu_id != NULL && strcmp(cpu_id, "rseq") == 0 &&
-        support.registration == HAB_RSEQ_UNAVAILABLE) {
-        /* An explicit rseq the kernel refuses is an error that says why. */
+    if (cpu_id != NULL && strcmp(cpu_id, "rseq") == 0 && strcmp(support.cpu_id, "rseq") != 0) {
+        /* An explicit rseq source where the CPU cannot be read from the rseq area (the kernel
+         * refuses rseq, or the areas are thread-local) is an error that says why. */
         CHECK(hab_levels_new_with_cpu_id(list, cpu_id, MAX_TLAB_BYTES, min_filler_bytes,
                                          eden.start, &upstream, &levels) == HAB_CONFIG_ERROR);
-        CHECK(levels == NULL && strstr(hab_last_error(), "no rseq area: unavailable") != NULL);
+        CHECK(levels == NULL && strstr(hab_last_error(), "rseq area") != NULL);
         printf("%s with cpu_id rseq: refused here (%s)\n", list, support.description);
         return;
     }
@@ -537,10 +537,12 @@ static void per_cpu_support(void) {
     CHECK(support.description != NULL && support.cpu_id != NULL);
     printf("per-CPU support: %s\n", support.description);
     int restartable = support.registration != HAB_RSEQ_UNAVAILABLE;
-    CHECK(strcmp(support.cpu_id, restartable ? "rseq" : "getcpu") == 0);
-    CHECK((support.area_offset != 0) == (support.registration == HAB_RSEQ_GLIBC ||
-                                         support.registration == HAB_RSEQ_OWN ||
-                                         support.registration == HAB_RSEQ_UNREGISTERED));
+    int at_one_offset = support.registration == HAB_RSEQ_GLIBC ||
+                        support.registration == HAB_RSEQ_OWN ||
+                        support.registration == HAB_RSEQ_UNREGISTERED;
+    /* The CPU is read from the area where it sits at one offset in every thread. */
+    CHECK(strcmp(support.cpu_id, at_one_offset ? "rseq" : "getcpu") == 0);
+    CHECK((support.area_offset != 0) == at_one_offset);
     pthread_t thread;
     void *registered = NULL;
     CHECK(pthread_create(&thread, NULL, registers, NULL) == 0);

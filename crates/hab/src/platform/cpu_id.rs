@@ -295,7 +295,7 @@ impl CpuIdReader {
         if cpu >= 0 {
             cpu as usize
         } else {
-            unregistered_thread_cpu(self.rseq_cpu_id_offset)
+            unregistered_thread_cpu()
         }
     }
 
@@ -327,12 +327,15 @@ impl CpuIdReader {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[cold]
 #[inline(never)]
-fn unregistered_thread_cpu(cpu_id_offset: isize) -> usize {
-    if crate::platform::rseq::register_current_thread() {
-        // SAFETY: the offset came from `rseq::cpu_id_offset`, valid in every thread.
-        let cpu = unsafe { rseq::read_cpu_id(cpu_id_offset) };
-        if cpu >= 0 {
-            return cpu as usize;
+fn unregistered_thread_cpu() -> usize {
+    if let Some(area_offset) = crate::platform::rseq::area_offset() {
+        if crate::platform::rseq::register_current_thread() {
+            // SAFETY: rseq works and its areas sit at `area_offset` in every thread, so
+            // `cpu_id` is 4 bytes further in the calling thread's.
+            let cpu = unsafe { rseq::read_cpu_id(area_offset + 4) };
+            if cpu >= 0 {
+                return cpu as usize;
+            }
         }
     }
     sched_getcpu_or_zero()
@@ -397,7 +400,13 @@ mod rseq {
             return Ok(*offset);
         }
         let Some(area_offset) = areas::area_offset() else {
-            return Err(format!("no rseq area: {}", areas::mechanism()));
+            return Err(match areas::mechanism() {
+                RseqMechanism::Own { .. } => "the rseq areas are thread-local here (Hab's own \
+                                              registration): no offset common to every thread \
+                                              to read the CPU at"
+                    .to_string(),
+                mechanism => format!("no rseq area: {mechanism}"),
+            });
         };
         let cpu_id_offset = area_offset + CPU_ID_OFFSET;
         areas::register_current_thread();
@@ -711,6 +720,9 @@ mod tests {
         if let crate::RseqMechanism::Unavailable(why) = crate::rseq_mechanism() {
             let error = rseq.unwrap_err();
             assert!(error.contains(why.as_str()), "{error}");
+        } else if let crate::RseqMechanism::Own { offset: None, .. } = crate::rseq_mechanism() {
+            let error = rseq.unwrap_err();
+            assert!(error.contains("thread-local"), "{error}");
         } else if cfg!(all(
             target_os = "linux",
             target_arch = "x86_64",
@@ -809,6 +821,10 @@ mod tests {
                 assert!(cpu_id_offset - 4 > 0, "{cpu_id_offset}");
                 cpu_id_offset
             }
+            RseqMechanism::Own { offset: None, .. } => {
+                assert!(offset.unwrap_err().contains("thread-local"));
+                return;
+            }
             // Hab registers the area glibc left unused, at the same place.
             RseqMechanism::Own {
                 offset: Some(area_offset),
@@ -850,7 +866,8 @@ mod tests {
         let own = CpuIdReader::new(CpuIdSource::Rseq, 8);
         assert_eq!(
             own.is_ok(),
-            crate::platform::rseq::register_current_thread(),
+            crate::platform::rseq::register_current_thread()
+                && crate::platform::rseq::area_offset().is_some(),
             "{own:?}"
         );
         // A reader forced onto the unregistered area falls back to sched_getcpu().

@@ -7,16 +7,16 @@ use super::cpu_id::{CpuIdReader, CpuIdSource};
 use super::rseq::{self, RseqMechanism};
 
 /// Which rseq registration this process's threads use, and the CPU-id source a heap or a set
-/// of levels picks when none is given: restartable per-CPU buffers and LABs, with the CPU read
-/// from the rseq area, wherever the threads have one (glibc's registration, or Hab's own where
-/// glibc registered none); compare-and-swap per-CPU buffers, no per-CPU LABs in restartable
+/// of levels picks when none is given: restartable per-CPU buffers and LABs wherever the
+/// threads have an rseq area (glibc's registration, or Hab's own where glibc registered none),
+/// the CPU read from the area where it sits at one offset in every thread (else by
+/// `sched_getcpu()`); compare-and-swap per-CPU buffers, no per-CPU LABs in restartable
 /// sections, and the CPU read by `sched_getcpu()` where the kernel refuses rseq.
 ///
 /// ```
 /// let support = hab::per_cpu_support();
-/// match support.registration {
-///     hab::RseqMechanism::Unavailable(_) => assert_eq!(support.cpu_id, hab::CpuIdSource::GetCpu),
-///     _ => assert_eq!(support.cpu_id, hab::CpuIdSource::Rseq),
+/// if !support.restartable() {
+///     assert_eq!(support.cpu_id, hab::CpuIdSource::GetCpu);
 /// }
 /// println!("{support}"); // one line for a log
 /// ```
@@ -46,9 +46,10 @@ impl PerCpuSupport {
 /// Hab's rseq functions, in the thread that makes it).
 pub fn per_cpu_support() -> PerCpuSupport {
     let registration = rseq::mechanism().clone();
-    let cpu_id = match registration {
-        RseqMechanism::Unavailable(_) => CpuIdSource::GetCpu,
-        _ => CpuIdSource::Rseq,
+    // The CPU is read from the area where every thread's sits at one offset.
+    let cpu_id = match rseq::area_offset() {
+        Some(_) => CpuIdSource::Rseq,
+        None => CpuIdSource::GetCpu,
     };
     PerCpuSupport {
         registration,
