@@ -81,7 +81,8 @@ struct worker {
     struct range *tlabs;
     size_t count;
     size_t capacity;
-    /* Objects the inline bump served. */
+    /* Objects asked of the inline bump, and those it served. */
+    size_t bump_attempts;
     size_t bumped;
 };
 
@@ -90,6 +91,7 @@ struct worker {
 static size_t object(struct worker *worker, hab_levels_thread *thread, size_t bytes,
                      uintptr_t *start) {
 #if HAB_INLINE_RSEQ
+    worker->bump_attempts++;
     uintptr_t address = hab_cpu_buffer_bump(worker->path, bytes);
     if (address != 0) {
         worker->bumped++;
@@ -181,6 +183,7 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
     struct range *all = malloc(2 * MAX_RANGES * sizeof *all);
     struct worker workers[THREADS];
     uint64_t all_tlabs = 0;
+    uint64_t all_bump_attempts = 0;
     for (int round = 0; round < 3; round++) {
         atomic_store(&eden.top, eden.start);
         eden.filler_count = 0;
@@ -199,16 +202,20 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
             pthread_join(threads[i], NULL);
         }
         CHECK(hab_levels_retire_all(levels) == HAB_OK);
-        size_t n = 0, tlabs = 0, bumped = 0;
+        size_t n = 0, tlabs = 0, bump_attempts = 0, bumped = 0;
         for (size_t i = 0; i < THREADS; i++) {
             memcpy(all + n, workers[i].tlabs, workers[i].count * sizeof *all);
             n += workers[i].count;
             tlabs += workers[i].count - workers[i].bumped;
+            bump_attempts += workers[i].bump_attempts;
             bumped += workers[i].bumped;
             free(workers[i].tlabs);
         }
-        /* The inline bump serves most of the objects where it runs. */
-        CHECK(!bump || bumped > tlabs / 4);
+        /* The inline bump serves most of the objects asked of it: a miss carves out of line,
+         * which refills the buffer. (How many objects a round asks for depends on how the
+         * scheduler shares the eden between the workers that bump and those that carve.) */
+        CHECK(bump_attempts < 64 || bumped * 2 > bump_attempts);
+        all_bump_attempts += bump_attempts;
         all_tlabs += tlabs;
         memcpy(all + n, eden.fillers, eden.filler_count * sizeof *all);
         n += eden.filler_count;
@@ -223,12 +230,13 @@ static void tile(const char *list, size_t min_filler_bytes, const char *cpu_id, 
         CHECK(at == atomic_load(&eden.top));
         CHECK(atomic_load(&eden.top) + MAX_TLAB_BYTES > eden.end);
         CHECK(atomic_load(&eden.bad_fillers) == 0);
-        printf("%s, cpu id %s, smallest filler %zu, eden %s, round %d: %zu TLABs, %zu "
+        printf("%s, cpu id %s, smallest filler %zu, eden %s, round %d: %zu TLABs, %zu of %zu "
                "objects bumped inline and %zu fillers tile %zu KiB\n",
                list, cpu_id == NULL ? "default" : cpu_id, min_filler_bytes,
-               says_free ? "says what is left" : "silent", round, tlabs, bumped,
+               says_free ? "says what is left" : "silent", round, tlabs, bumped, bump_attempts,
                eden.filler_count, (size_t)(at - eden.start) >> 10);
     }
+    CHECK(!bump || all_bump_attempts > 0);
     char json[4096];
     size_t length = hab_levels_stats_json(levels, json, sizeof json);
     CHECK(length > 0 && length < sizeof json && strstr(json, "\"allocs\"") != NULL);
