@@ -40,19 +40,24 @@ class MacroAssembler;
 // the registers it was called with.
 class HabCpuLabs : AllStatic {
  public:
-  // Who holds the stubs off: each one a bit of _state.
-  enum Pauser {
-    FOR_SAMPLING = 1, // a JVMTI agent samples allocations (SampledObjectAlloc)
-    FOR_JFR = 2       // JFR records allocation events (in and outside TLABs, samples)
+  // Who watches the allocations: each one a bit of _state.
+  enum Observer {
+    JVMTI_SAMPLER = 1,   // a JVMTI agent samples allocations (SampledObjectAlloc)
+    JFR_TLAB_EVENTS = 2, // JFR records ObjectAllocationInNewTLAB or ObjectAllocationOutsideTLAB
+    JFR_SAMPLES = 8      // JFR records ObjectAllocationSample
   };
 
  private:
   // The bit of _state set in a cycle the flip gave to TLABs (UseHABCPULABs).
   static const int IN_TLABS = 4;
+  static const int SAMPLERS = JVMTI_SAMPLER | JFR_SAMPLES;
 
-  // Read by every stub first: while a pauser's bit is set, each one goes to the runtime, the
-  // only place that samples allocations and sends their events; IN_TLABS alone sends the per-CPU
-  // LAB stub to the TLAB refill stub. One compare of the word with 0 on the common path.
+  // Read by every stub first; one compare of the word with 0 on the common path. Otherwise
+  // out of line: with JFR's per-TLAB events, every stub goes to the runtime, which sends
+  // them, and no cycle is in per-CPU LABs (an object there is in no TLAB); with a sampler
+  // alone, each stub's observed copy runs, which goes to the runtime only where the thread
+  // reaches its sample mark (HabSampling); IN_TLABS sends the per-CPU LAB stubs to the TLAB
+  // refill stub (the interpreter's and C1's to the runtime).
   static volatile int _state;
 
   static void set_bit(int bit, bool on);
@@ -70,11 +75,21 @@ class HabCpuLabs : AllStatic {
   static address _c2_sized_stub;
 
  public:
-  static void set_paused(Pauser pauser, bool paused) { set_bit(pauser, paused); }
+  // From any thread, when an observer starts or stops.
+  static void set_observed(Observer observer, bool on) { set_bit(observer, on); }
+
+  static bool is_observed(Observer observer) { return (Atomic::load(&_state) & observer) != 0; }
+
+  // Whether a sampler is on (JVMTI's, or JFR's ObjectAllocationSample).
+  static bool sampled() { return (Atomic::load(&_state) & SAMPLERS) != 0; }
+  static bool jfr_samples() { return (Atomic::load(&_state) & JFR_SAMPLES) != 0; }
 
   // Whether objects go to per-CPU LABs this cycle: with UseHABCPULABs, unless the flip gave
-  // the cycle to TLABs. Changes only at a safepoint.
-  static bool in_cpu_labs() { return UseHABCPULABs && (Atomic::load(&_state) & IN_TLABS) == 0; }
+  // the cycle to TLABs or JFR records per-TLAB events. The flip changes only at a safepoint;
+  // the events at any time (a TLAB cycle then starts at once, each thread at its next object).
+  static bool in_cpu_labs() {
+    return UseHABCPULABs && (Atomic::load(&_state) & (IN_TLABS | JFR_TLAB_EVENTS)) == 0;
+  }
 
   // At start-up and at a collection (with every thread stopped): the next cycle in TLABs or
   // in per-CPU LABs.

@@ -56,7 +56,7 @@ static const size_t MAX_LEVELS = 5;
 
 volatile int HabCpuLabs::_state = 0;
 
-// Pausers change their bits from any thread (JVMTI, JFR), the flip its own at safepoints.
+// Observers change their bits from any thread (JVMTI, JFR), the flip its own at safepoints.
 void HabCpuLabs::set_bit(int bit, bool on) {
   int old_value = Atomic::load(&_state);
   for (;;) {
@@ -76,6 +76,8 @@ static int _registration = HAB_RSEQ_UNAVAILABLE;
 // Whether the buffers follow the allocation (HABLevels=auto): resized at each collection.
 static bool _follow = false;
 static size_t _max_tlab_words = 0;
+// The lowest level's buffer now (bytes): read by samplers between collections.
+static volatile size_t _lowest_buffer_bytes = 0;
 // The per-CPU buffers compiled code bumps, where the levels publish them.
 static hab_cpu_buffer_path _path;
 static bool _has_path = false;
@@ -330,6 +332,10 @@ bool HabLevels::initialize(HabSpace* space) {
       FLAG_SET_ERGO(UseHABCPULABs, false);
     }
   }
+  {
+    hab_level_stats now[MAX_LEVELS];
+    _lowest_buffer_bytes = read_stats(now) > 0 ? (size_t)now[0].buffer_bytes : 0;
+  }
   if (UseHABCPULABs && HABFlip) {
     // TLABs first: with few threads a cycle in them leaves too little unused to flip.
     HabCpuLabs::set_in_tlabs(true);
@@ -418,6 +424,10 @@ bool HabLevels::cpu_buffer_path(hab_cpu_buffer_path* out) {
 
 size_t HabLevels::max_tlab_words() {
   return _max_tlab_words;
+}
+
+size_t HabLevels::lowest_buffer_bytes() {
+  return Atomic::load(&_lowest_buffer_bytes);
 }
 
 size_t HabLevels::tlab_extension_block_bytes() {
@@ -589,6 +599,9 @@ void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
     if (_follow && _hab_levels_resize_within(_levels, _space->eden_bytes(),
                                              _space->max_buffer_bytes()) != HAB_OK) {
       fatal("UseHAB: resizing the buffers failed: %s", _hab_last_error());
+    }
+    if (_follow && read_stats(now) > 0) {
+      Atomic::store(&_lowest_buffer_bytes, (size_t)now[0].buffer_bytes);
     }
   }
   LogTarget(Debug, gc, tlab) lt;

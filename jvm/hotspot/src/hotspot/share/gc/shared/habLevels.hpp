@@ -82,6 +82,9 @@ class HabLevels : AllStatic {
   // The largest TLAB the levels carve (words): larger ones come from the collector.
   static size_t max_tlab_words();
 
+  // The bytes of one buffer of the lowest level this cycle (they change at collections).
+  static size_t lowest_buffer_bytes();
+
   // The space's HabSpace::tlab_extension_block_bytes.
   static size_t tlab_extension_block_bytes();
 

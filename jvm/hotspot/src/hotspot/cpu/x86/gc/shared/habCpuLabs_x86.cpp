@@ -11,6 +11,7 @@
 #include "gc/shared/gc_globals.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
+#include "gc/shared/habSampling.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
 #include "jvm_io.h"
 #include "logging/log.hpp"
@@ -74,10 +75,12 @@ class HabStub {
   address _start;
   address _commit;
   Label _miss;
-  Label _not_plain;
+  // The observed copy of a per-CPU LAB stub in a cycle in TLABs: to a TLAB refill stub.
+  Label _in_tlabs;
   address _state;
-  address _in_tlabs;
   int _in_tlabs_state;
+  address _plain_refill;
+  address _observed_refill;
 
  public:
   address entry;
@@ -85,8 +88,8 @@ class HabStub {
   address checked_entry;
 
   explicit HabStub(BufferBlob* blob)
-      : _buffer(blob), _start(NULL), _commit(NULL), _state(NULL), _in_tlabs(NULL),
-        _in_tlabs_state(0), checked_entry(NULL) {
+      : _buffer(blob), _start(NULL), _commit(NULL), _state(NULL), _in_tlabs_state(0),
+        _plain_refill(NULL), _observed_refill(NULL), checked_entry(NULL) {
     _masm = new MacroAssembler(&_buffer);
     __ align(32);
     _descriptor = (RseqDescriptor*)__ pc();
@@ -99,18 +102,46 @@ class HabStub {
 
   MacroAssembler* masm() { return _masm; }
 
-  // The stub's first test, one compare of HabCpuLabs::_state with 0: while allocations are
-  // sampled or recorded, the runtime takes them; in a cycle the flip gave to TLABs,
-  // `in_tlabs` (the TLAB refill stub past its own test; NULL: no such cycle), out of line.
-  void first_test(address state, int in_tlabs_state, address in_tlabs) {
+  // The plain copy's first test, one compare of HabCpuLabs::_state with 0: any other state
+  // goes to `observed` (the observed copy, which tells the states apart; NULL: the miss).
+  void first_test(address state, address observed) {
     __ cmp32(ExternalAddress(state), 0);
-    __ jcc(Assembler::notEqual, in_tlabs == NULL ? _miss : _not_plain);
+    if (observed == NULL) {
+      __ jcc(Assembler::notEqual, _miss);
+    } else {
+      __ jump_cc(Assembler::notEqual, RuntimeAddress(observed));
+    }
     checked_entry = __ pc();
-    _state = state;
-    _in_tlabs_state = in_tlabs_state;
-    _in_tlabs = in_tlabs;
   }
-  Label& miss() { return _miss; }
+
+  // The observed copy's first tests: a state with any of `leave_bits` (JFR's per-TLAB events)
+  // misses; one with `in_tlabs_state` (a cycle the flip gave to TLABs) goes, out of line, to
+  // `plain_refill` where that bit is alone, else to `observed_refill` (both past their first
+  // tests; `in_tlabs_state` 0: no such cycle). What passes is a sampler alone.
+  void observed_test(address state, int leave_bits, int in_tlabs_state, address plain_refill,
+                     address observed_refill) {
+    __ testl(__ as_Address(ExternalAddress(state)), leave_bits);
+    __ jcc(Assembler::notZero, _miss);
+    if (in_tlabs_state != 0) {
+      __ testl(__ as_Address(ExternalAddress(state)), in_tlabs_state);
+      __ jcc(Assembler::notZero, _in_tlabs);
+      _state = state;
+      _in_tlabs_state = in_tlabs_state;
+      _plain_refill = plain_refill;
+      _observed_refill = observed_refill;
+    }
+    checked_entry = __ pc();
+  }
+
+  // Observed copies, before the bump: the miss where an object of `size` bytes would take the
+  // thread's allocated bytes to its sample mark (HabSampling), through `tmp`. A load, an add,
+  // a compare with the mark and a branch.
+  void check_sample_mark(Register size, Register tmp) {
+    __ movq(tmp, Address(thread, in_bytes(JavaThread::allocated_bytes_offset())));
+    __ addq(tmp, size);
+    __ cmpq(tmp, thread_word(HabSampling::mark_offset()));
+    __ jcc(Assembler::aboveEqual, _miss);
+  }
 
   // Compares the word at `state` with 0: rip-relative where the code cache reaches it (as here
   // in practice), else through `tmp` (saved around it when `keep_tmp`).
@@ -255,8 +286,12 @@ class HabStub {
   // buffer gives only the rest. A thread that keeps its CPU then allocates in one run of
   // memory, as in one large TLAB. With `block_log` (G1: a region's), only where the new TLAB
   // stays within the old one's aligned block of 2^block_log bytes.
+  //
+  // `observed`: also only where the new TLAB ends before the thread's sample mark (the old
+  // TLAB's used bytes count to the thread first): a new TLAB that would hold the mark is the
+  // runtime's, which samples its object or shortens the TLAB to the sample point.
   void place_in_new_tlab(const hab_cpu_buffer_path& path, const TlabFields& tlab,
-                         int32_t max_tlab_words, bool extend, int block_log) {
+                         int32_t max_tlab_words, bool extend, int block_log, bool observed) {
     __ movq(next, Address(thread, tlab.end));
     __ testq(next, next);
     __ jcc(Assembler::zero, _miss);
@@ -271,6 +306,12 @@ class HabStub {
     __ addq(words, Address(thread, tlab.desired_size));
     __ cmpq(words, max_tlab_words);
     __ jcc(Assembler::above, _miss);
+    if (observed) {
+      __ movq(scratch, Address(thread, tlab.top));
+      __ subq(scratch, Address(thread, tlab.start));
+      __ leaq(scratch, Address(scratch, words, Address::times_8));
+      check_sample_mark(scratch, next);
+    }
     const int reserve_bytes = (int)ThreadLocalAllocBuffer::alignment_reserve_in_bytes();
     if (extend) {
       // The tail's words, the old hard end as a top field, and the extension's delta.
@@ -384,23 +425,39 @@ class HabStub {
   }
 
   // The interpreter's and C1's stub, whole: called with the object's size in rax (bytes), it
-  // returns the object's address in rax, or 0 for their slow path (a pauser or a TLAB cycle
-  // in `state`, an object over `limit_bytes`, an index without a buffer, too little left, an
-  // aborted section); the thread's allocated bytes count the object. Keeps every other
-  // register: the three the section needs beside rax are saved around it.
+  // returns the object's address in rax, or 0 for their slow path (an observer or a TLAB
+  // cycle in `state`, an object over `limit_bytes`, an index without a buffer, too little
+  // left, an aborted section); the thread's allocated bytes count the object. Keeps every
+  // other register: the three the section needs beside rax are saved around it. The plain
+  // copy sends any state but 0 to `observed` (NULL: its slow path); the `observed` copy
+  // (`observed_state`: the bits it leaves to the slow path) also misses at the thread's
+  // sample mark.
   address allocate_for_tiers(const hab_cpu_buffer_path& path, address state,
-                             int32_t limit_bytes) {
+                             int32_t limit_bytes, address observed_copy, int observed_state) {
     Label zero;
     const Register count = r10;   // the object's words, then its bytes
     const Register change = r11;  // the packed word's delta
     const Register index = rdi;   // the thread's index, then its buffer
-    compare_state_with_zero(state, index, true);
-    __ jcc(Assembler::notEqual, zero);
+    const bool observed = observed_state != 0;
+    if (observed) {
+      __ testl(__ as_Address(ExternalAddress(state)), observed_state);
+      __ jcc(Assembler::notZero, zero);
+    } else {
+      compare_state_with_zero(state, index, true);
+      if (observed_copy != NULL) {
+        __ jump_cc(Assembler::notEqual, RuntimeAddress(observed_copy));
+      } else {
+        __ jcc(Assembler::notEqual, zero);
+      }
+    }
     __ cmpq(rax, limit_bytes);
     __ jcc(Assembler::above, zero);
     __ push(index);
     __ push(count);
     __ push(change);
+    if (observed) {
+      check_sample_mark(rax, index);
+    }
     __ movq(count, rax);
     __ shrq(count, LogHeapWordSize);
     delta_of(change, count);
@@ -420,19 +477,23 @@ class HabStub {
     __ ret(0);
     close_section();
     log_info(gc, init)("HAB: the interpreter (instances) and C1 (instances, arrays) allocate "
-                       "objects of up to %d bytes in per-CPU LABs (stub at " PTR_FORMAT
-                       ", %d bytes)", (int)limit_bytes, p2i(entry), (int)(__ pc() - entry));
+                       "objects of up to %d bytes in per-CPU LABs (%s stub at " PTR_FORMAT
+                       ", %d bytes)", (int)limit_bytes, observed ? "observed" : "plain",
+                       p2i(entry), (int)(__ pc() - entry));
     return entry;
   }
 
   // C2's stub, whole: entered at `entry` with the object's size in rcx (bytes), or at
   // `sized_entry` with the size in rcx and the packed word's delta in rdx (a size C2 knew,
-  // within the limit); returns the object's address in rax, or 0 for C2's slow call (a pauser
-  // or a TLAB cycle in `state`, an object over `limit_bytes`, an index without a buffer, too
-  // little left, an aborted section). The thread's allocated bytes count the object. Clobbers
-  // rdx, rdi and the flags; rcx keeps the size. C2 made the klass checks when it compiled.
+  // within the limit); returns the object's address in rax, or 0 for C2's slow call (an
+  // observer or a TLAB cycle in `state`, an object over `limit_bytes`, an index without a
+  // buffer, too little left, an aborted section). The thread's allocated bytes count the
+  // object. Clobbers rdx, rdi and the flags; rcx keeps the size. C2 made the klass checks when
+  // it compiled. The plain copy sends any state but 0 to `observed_copy`'s sized entry (NULL:
+  // the slow call); the observed copy (`observed_state` as for allocate_for_tiers) also
+  // misses at the thread's sample mark.
   address allocate_for_c2(const hab_cpu_buffer_path& path, address state, int32_t limit_bytes,
-                          address* sized_entry) {
+                          address* sized_entry, address observed_copy, int observed_state) {
     Label zero;
     const Register size = rcx;    // the object's bytes
     const Register change = rdx;  // the packed word's delta
@@ -443,8 +504,19 @@ class HabStub {
     __ shrq(index, LogHeapWordSize);
     delta_of(change, index);
     *sized_entry = __ pc();
-    compare_state_with_zero(state, index, false);
-    __ jcc(Assembler::notEqual, zero);
+    const bool observed = observed_state != 0;
+    if (observed) {
+      __ testl(__ as_Address(ExternalAddress(state)), observed_state);
+      __ jcc(Assembler::notZero, zero);
+      check_sample_mark(size, index);
+    } else {
+      compare_state_with_zero(state, index, false);
+      if (observed_copy != NULL) {
+        __ jump_cc(Assembler::notEqual, RuntimeAddress(observed_copy));
+      } else {
+        __ jcc(Assembler::notEqual, zero);
+      }
+    }
     bump_into_rax(path, index, change);
     // C2's own allocation prefetch (AllocatePrefetchStyle, Instr, Distance), one line ahead
     // of the object, as after its TLAB bump.
@@ -465,8 +537,8 @@ class HabStub {
     __ ret(0);
     close_section();
     log_info(gc, init)("HAB: C2 tries objects of up to %d bytes in per-CPU LABs before its slow "
-                       "call (stub at " PTR_FORMAT ", %d bytes)", (int)limit_bytes, p2i(entry),
-                       (int)(__ pc() - entry));
+                       "call (%s stub at " PTR_FORMAT ", %d bytes)", (int)limit_bytes,
+                       observed ? "observed" : "plain", p2i(entry), (int)(__ pc() - entry));
     return entry;
   }
 
@@ -478,11 +550,12 @@ class HabStub {
       __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
     }
     __ ret(0);
-    if (_in_tlabs != NULL) {
-      // The state is not 0: a TLAB cycle and nothing else, or a pauser's bit.
-      __ bind(_not_plain);
+    if (_state != NULL) {
+      // A TLAB cycle: the plain refill where nothing else is in the state, else the observed.
+      __ bind(_in_tlabs);
       __ cmp32(ExternalAddress(_state), _in_tlabs_state);
-      __ jump_cc(Assembler::equal, RuntimeAddress(_in_tlabs));
+      __ jump_cc(Assembler::equal, RuntimeAddress(_plain_refill));
+      __ jump(RuntimeAddress(_observed_refill));
     }
     __ bind(_miss);
     __ jump(RuntimeAddress(runtime_stub));
@@ -535,24 +608,37 @@ static const char* no_compiled_refill() {
   return NULL;
 }
 
-// Where a stub is entered: by C2's calls, and past its first test.
+// Where a stub is entered: by C2's calls, and past its first test(s).
 struct StubEntries {
   address entry;
   address checked_entry;
 };
 
+// How a stub starts. The plain copy: one compare of the state with 0, any other state to
+// `observed` (NULL: the runtime). The observed copy (`observed`): JFR's per-TLAB events to the
+// runtime; a TLAB cycle (`in_tlabs_state`, 0: none) to `plain_refill` or `observed_refill`;
+// then the object's size, the sample mark and the bump.
+struct StubStart {
+  bool observed;
+  address observed_copy;
+  int in_tlabs_state;
+  address plain_refill;
+  address observed_refill;
+};
+
 // One stub for instances or arrays (`array`) that places the object in a per-CPU LAB
-// (`cpu_labs`) or in a new TLAB (whose fields are `tlab`); `in_tlabs`: where a per-CPU LAB stub sends a TLAB cycle's
-// calls (NULL: none). NULL entries where the code cache has no room.
-static StubEntries generate(address runtime_stub, bool array, bool cpu_labs, address in_tlabs,
-                           const hab_cpu_buffer_path& path, const TlabFields& tlab,
-                           volatile int* state, int in_tlabs_state) {
+// (`cpu_labs`) or in a new TLAB (whose fields are `tlab`), started as `start` says. NULL
+// entries where the code cache has no room.
+static StubEntries generate(address runtime_stub, bool array, bool cpu_labs,
+                            const StubStart& start, const hab_cpu_buffer_path& path,
+                            const TlabFields& tlab, volatile int* state) {
   const char* kind = array ? "arrays" : "instances";
-  // The largest stub (arrays, TLAB refills) is about 640 bytes, with its descriptor and
-  // alignment 700.
-  BufferBlob* blob = BufferBlob::create(
-      cpu_labs ? (array ? "HAB new_array" : "HAB new_instance")
-               : (array ? "HAB new_array refill" : "HAB new_instance refill"), 1024);
+  // The largest stub (arrays, TLAB refills, observed) is about 680 bytes, with its descriptor
+  // and alignment 740.
+  char name[64];
+  jio_snprintf(name, sizeof(name), "HAB new_%s%s%s", array ? "array" : "instance",
+               cpu_labs ? "" : " refill", start.observed ? " (observed)" : "");
+  BufferBlob* blob = BufferBlob::create(name, 1024);
   if (blob == NULL) {
     warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
             "through the runtime", kind);
@@ -566,20 +652,29 @@ static StubEntries generate(address runtime_stub, bool array, bool cpu_labs, add
                                  : (int32_t)(max_tlab_words * HeapWordSize);
   HabStub stub(blob);
   MacroAssembler* _masm = stub.masm();
-  stub.first_test((address)state, in_tlabs_state, in_tlabs);
+  if (start.observed) {
+    stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, start.in_tlabs_state,
+                       start.plain_refill, start.observed_refill);
+  } else {
+    stub.first_test((address)state, start.observed_copy);
+  }
   if (array) {
     stub.size_array(limit_bytes);
   } else {
     stub.size_instance(limit_bytes);
   }
   if (cpu_labs) {
+    if (start.observed) {
+      stub.check_sample_mark(bytes, scratch);
+    }
     stub.place_in_buffer(path);
   } else {
     // Extensions where the space allows them: within a region under G1, whose TLABs must not
     // cross one; anywhere in Parallel's eden, but not across the per-node pieces of a NUMA eden.
     const size_t block_bytes = HabLevels::tlab_extension_block_bytes();
     stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, block_bytes != SIZE_MAX,
-                           block_bytes == 0 || block_bytes == SIZE_MAX ? 0 : exact_log2(block_bytes));
+                           block_bytes == 0 || block_bytes == SIZE_MAX ? 0 : exact_log2(block_bytes),
+                           start.observed);
   }
   stub.zero_fields();
   if (array) {
@@ -588,17 +683,32 @@ static StubEntries generate(address runtime_stub, bool array, bool cpu_labs, add
     __ store_klass_gap(rax, words);
   }
   __ store_klass(rax, klass, scratch);
-  char what[160];
+  char what[200];
+  const char* copy = start.observed ? ", observed: to the runtime at sample marks" : "";
   if (cpu_labs) {
-    jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs%s",
-                 kind, HABCPULABObjectLimit, in_tlabs != NULL ? " (TLAB cycles: the refill stub)" : "");
+    jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs%s%s",
+                 kind, HABCPULABObjectLimit,
+                 start.in_tlabs_state != 0 || start.observed_copy != NULL ? " (TLAB cycles: the refill stub)" : "",
+                 copy);
   } else {
-    jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers%s", kind,
-                 UseHABCPULABs ? " (in the cycles the flip gives to TLABs)" : "");
+    jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers%s%s", kind,
+                 UseHABCPULABs ? " (in the cycles the flip gives to TLABs)" : "", copy);
   }
   stub.finish(runtime_stub, cpu_labs, what);
   StubEntries entries = {stub.entry, stub.checked_entry};
   return entries;
+}
+
+// Whether the stubs can test `state` with a rip-relative operand (the observed copies do).
+static bool reaches(address state) {
+  return Assembler::is_simm32(state - CodeCache::low_bound()) &&
+         Assembler::is_simm32(state - CodeCache::high_bound());
+}
+
+// Whether the stubs can read the sample mark: at one offset from every thread's pointer.
+static bool has_sample_mark() {
+  intptr_t offset = HabSampling::mark_offset();
+  return offset != 0 && Assembler::is_simm32(offset);
 }
 
 address HabCpuLabs::wrap(address runtime_stub, bool array) {
@@ -608,9 +718,11 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
     return runtime_stub;
   }
   if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) ||
-      !Assembler::is_simm32(path.rseq_index_offset)) {
-    log_info(gc, init)("HAB: C2 allocates %s through the runtime: the rseq area is more than "
-                       "2 GiB from the thread pointer", kind);
+      !Assembler::is_simm32(path.rseq_index_offset) || !reaches((address)&_state) ||
+      !has_sample_mark()) {
+    log_info(gc, init)("HAB: C2 allocates %s through the runtime: the rseq area or the sample "
+                       "mark is more than 2 GiB from the thread pointer, or HAB's state from the "
+                       "code cache", kind);
     return runtime_stub;
   }
   const ByteSize at = JavaThread::tlab_start_offset() - ThreadLocalAllocBuffer::start_offset();
@@ -621,24 +733,33 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
     HAB_TLAB_FIELD(refill_waste_limit), HAB_TLAB_FIELD(number_of_refills),
     HAB_TLAB_FIELD(refill_waste), HAB_TLAB_FIELD(allocated_size)};
 #undef HAB_TLAB_FIELD
-  // The TLAB refill stub: with UseHAB alone, and for the TLAB cycles of a flipping
+  // The TLAB refill stubs: with UseHAB alone, and for the TLAB cycles of a flipping
   // UseHABCPULABs.
   bool flips = UseHABCPULABs && HABFlip;
   StubEntries refill = {NULL, NULL};
+  StubEntries observed_refill = {NULL, NULL};
   if (!UseHABCPULABs || flips) {
     const char* why_not = no_compiled_refill();
     if (why_not != NULL) {
       log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
     } else {
-      refill = generate(runtime_stub, array, false, NULL, path, tlab, &_state, 0);
+      StubStart observed = {true, NULL, 0, NULL, NULL};
+      observed_refill = generate(runtime_stub, array, false, observed, path, tlab, &_state);
+      StubStart start = {false, observed_refill.entry, 0, NULL, NULL};
+      refill = generate(runtime_stub, array, false, start, path, tlab, &_state);
     }
   }
   if (!UseHABCPULABs) {
     return refill.entry != NULL ? refill.entry : runtime_stub;
   }
-  // A TLAB cycle's calls skip the refill stub's first test, which the per-CPU LAB stub's made.
-  address in_tlabs = !flips ? NULL : refill.entry != NULL ? refill.checked_entry : runtime_stub;
-  StubEntries labs = generate(runtime_stub, array, true, in_tlabs, path, tlab, &_state, IN_TLABS);
+  // A TLAB cycle's calls skip the refill stubs' first tests, which the per-CPU LAB stubs made.
+  address plain_refill = refill.entry != NULL ? refill.checked_entry : runtime_stub;
+  address sampled_refill = observed_refill.entry != NULL ? observed_refill.checked_entry
+                                                         : runtime_stub;
+  StubStart observed = {true, NULL, flips ? IN_TLABS : 0, plain_refill, sampled_refill};
+  StubEntries observed_labs = generate(runtime_stub, array, true, observed, path, tlab, &_state);
+  StubStart start = {false, observed_labs.entry, 0, NULL, NULL};
+  StubEntries labs = generate(runtime_stub, array, true, start, path, tlab, &_state);
   return labs.entry != NULL ? labs.entry : runtime_stub;
 }
 
@@ -658,32 +779,58 @@ void HabCpuLabs::generate_allocate_stub() {
              !Assembler::is_simm32(path.rseq_index_offset)) {
     why_not = "the rseq area is more than 2 GiB from the thread pointer";
   }
-  BufferBlob* blob = why_not != NULL ? NULL : BufferBlob::create("HAB allocate (interpreter, C1)", 512);
-  if (why_not == NULL && blob == NULL) {
-    why_not = "no room in the code cache for the stub";
+  // Each stub in two copies: the plain one, and the observed one any other state goes to,
+  // which leaves JFR's per-TLAB events and TLAB cycles to the slow path and misses at the
+  // thread's sample mark; only the plain one where the stubs cannot read the state or the
+  // mark directly (every other state then takes the slow path).
+  const bool observe = reaches((address)&_state) && has_sample_mark();
+  const int observed_state = JFR_TLAB_EVENTS | IN_TLABS;
+  BufferBlob* observed_blob = NULL;
+  BufferBlob* blob = NULL;
+  if (why_not == NULL) {
+    observed_blob = observe ? BufferBlob::create("HAB allocate (interpreter, C1, observed)", 512) : NULL;
+    blob = BufferBlob::create("HAB allocate (interpreter, C1)", 512);
+    if (blob == NULL || (observe && observed_blob == NULL)) {
+      why_not = "no room in the code cache for the stub";
+    }
   }
   if (why_not != NULL) {
     log_info(gc, init)("HAB: the interpreter and C1 allocate through the runtime, and C2 "
                        "reaches per-CPU LABs from its slow call only: %s", why_not);
     return;
   }
+  address observed_copy = NULL;
+  if (observe) {
+    HabStub observed_stub(observed_blob);
+    observed_copy = observed_stub.allocate_for_tiers(path, (address)&_state,
+                                                     (int32_t)HABCPULABObjectLimit, NULL,
+                                                     observed_state);
+  }
   HabStub stub(blob);
-  _allocate_stub = stub.allocate_for_tiers(path, (address)&_state, (int32_t)HABCPULABObjectLimit);
+  _allocate_stub = stub.allocate_for_tiers(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
+                                           observed_copy, 0);
 #ifdef COMPILER2
   if (!HABCompiledCPULABPath) {
     log_info(gc, init)("HAB: C2 tries per-CPU LABs in its slow call only "
                        "(-XX:-HABCompiledCPULABPath)");
     return;
   }
+  BufferBlob* c2_observed_blob = observe ? BufferBlob::create("HAB allocate (C2, observed)", 512) : NULL;
   BufferBlob* c2_blob = BufferBlob::create("HAB allocate (C2)", 512);
-  if (c2_blob == NULL) {
+  if (c2_blob == NULL || (observe && c2_observed_blob == NULL)) {
     log_info(gc, init)("HAB: C2 tries per-CPU LABs in its slow call only: no room in the code "
                        "cache for its stub");
     return;
   }
+  address c2_observed_sized = NULL;
+  if (observe) {
+    HabStub c2_observed(c2_observed_blob);
+    c2_observed.allocate_for_c2(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
+                                &c2_observed_sized, NULL, observed_state);
+  }
   HabStub c2_stub(c2_blob);
   _c2_stub = c2_stub.allocate_for_c2(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
-                                     &_c2_sized_stub);
+                                     &_c2_sized_stub, c2_observed_sized, 0);
 #endif
 }
 
