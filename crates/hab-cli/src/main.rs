@@ -74,8 +74,22 @@ struct HotspotHabArgs {
     /// per-CPU LABs, flipping with TLABs and in every cycle).
     #[arg(long, conflicts_with_all = ["from", "out", "tlabs", "skip_levels"])]
     many_threads: bool,
-    /// Messages per connection of the chat (--many-threads).
-    #[arg(long, default_value_t = 40, requires = "many_threads")]
+    /// Instead of the javac grid, the observed-JVM tables: `bench/jvm`'s Observed loop and the
+    /// chat with 1000 threads, each configuration without an observer, under JFR's default
+    /// recording and under a JVMTI allocation sampler (512 KiB), with what the samplers said.
+    #[arg(long, conflicts_with_all = ["from", "out", "tlabs", "skip_levels", "many_threads"])]
+    observed: bool,
+    /// Timed rounds of the Observed loop per run, and millions of objects per round
+    /// (--observed).
+    #[arg(long, default_value_t = 5, requires = "observed")]
+    loop_rounds: usize,
+    #[arg(long, default_value_t = 20, requires = "observed")]
+    loop_objects_millions: usize,
+    /// Where to write the observed runs as JSON (--observed).
+    #[arg(long, requires = "observed")]
+    observed_out: Option<PathBuf>,
+    /// Messages per connection of the chat (--many-threads, --observed).
+    #[arg(long, default_value_t = 40)]
     messages: usize,
     /// Timed compiles per thread.
     #[arg(long, default_value_t = 2)]
@@ -373,6 +387,9 @@ fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
     }
     limits::operations("--compiles", args.compiles)?;
     limits::repetitions("--repeat", args.repeat, false)?;
+    if args.observed {
+        return hotspot_observed(&args);
+    }
     if args.many_threads {
         return hotspot_many_threads(&args);
     }
@@ -452,6 +469,46 @@ fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
         return Err(error);
     }
     print!("{}", hotspot_hab::render_runs(&runs));
+    Ok(())
+}
+
+/// `hab hotspot-hab --observed`: the observed-JVM tables (Parallel unless --collector).
+fn hotspot_observed(args: &HotspotHabArgs) -> Result<(), String> {
+    use report::{hotspot_hab, hotspot_observed};
+    limits::operations("--messages", args.messages)?;
+    limits::operations("--loop-rounds", args.loop_rounds)?;
+    limits::operations("--loop-objects-millions", args.loop_objects_millions)?;
+    let collectors = vec![args.collector.unwrap_or(hotspot_hab::Collector::Parallel)];
+    let jdk =
+        args.jdk.clone().or_else(hotspot_hab::built_jdk).ok_or(
+            "no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk",
+        )?;
+    if !args.bench_jar.exists() {
+        return Err(format!(
+            "{}: not there (mvn -q -B package in bench/jvm makes it)",
+            args.bench_jar.display()
+        ));
+    }
+    let total = hotspot_observed::run_count(&collectors, args.repeat);
+    let mut done = 0;
+    let runs = hotspot_observed::measure(
+        &jdk,
+        &args.bench_jar,
+        &collectors,
+        args.loop_rounds,
+        args.loop_objects_millions,
+        args.messages,
+        args.repeat,
+        |what| {
+            done += 1;
+            eprintln!("[{done}/{total}] {what}");
+        },
+    )?;
+    if let Some(out) = &args.observed_out {
+        let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
+        std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    print!("{}", hotspot_observed::render_runs(&runs));
     Ok(())
 }
 

@@ -105,6 +105,12 @@ impl Claims {
         self.list.iter().map(|claim| claim.verdict).collect()
     }
 
+    /// The claims so far, in the order judged.
+    #[cfg(test)]
+    pub fn claims(&self) -> &[Claim] {
+        &self.list
+    }
+
     /// The section that lists every claim with its verdict.
     pub fn render(&self) -> String {
         let mut s = String::from("## The claims checked in this run\n\n");

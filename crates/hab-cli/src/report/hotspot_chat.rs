@@ -67,12 +67,12 @@ pub fn run_count(collectors: &[Collector], repeat: usize) -> usize {
     collectors.len() * configs().len() * repeat
 }
 
-const STOCK: &str = "stock, adaptive TLABs";
-const NO_TLABS: &str = "stock, -XX:-UseTLAB";
+pub(super) const STOCK: &str = "stock, adaptive TLABs";
+pub(super) const NO_TLABS: &str = "stock, -XX:-UseTLAB";
 const HABS: &str = "-XX:+UseHAB, adaptive TLABs";
-const HABS_SMALL: &str = "-XX:+UseHAB, 1 KiB TLABs";
-const CPU_LABS: &str = "-XX:+UseHABCPULABs, flipping with TLABs";
-const CPU_LABS_ALWAYS: &str = "-XX:+UseHABCPULABs, every cycle";
+pub(super) const HABS_SMALL: &str = "-XX:+UseHAB, 1 KiB TLABs";
+pub(super) const CPU_LABS: &str = "-XX:+UseHABCPULABs, flipping with TLABs";
+pub(super) const CPU_LABS_ALWAYS: &str = "-XX:+UseHABCPULABs, every cycle";
 
 /// One configuration under one collector, over the repetitions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -101,9 +101,9 @@ pub struct ChatRuns {
 }
 
 /// What one run printed.
-struct Run {
-    messages_per_sec: f64,
-    collections: u64,
+pub(super) struct Run {
+    pub(super) messages_per_sec: f64,
+    pub(super) collections: u64,
     tlab_waste_kib_per_gc: f64,
     level_waste_kib_per_gc: f64,
 }
@@ -151,7 +151,8 @@ fn level_waste_bytes(log: &str) -> u64 {
         .sum()
 }
 
-fn run_once(
+/// One run of the chat with `messages` per connection, its `gc+tlab` log in `log_file`.
+pub(super) fn run_once(
     java: &Path,
     bench_jar: &Path,
     collector: Collector,

@@ -17,6 +17,7 @@ mod experiment;
 mod hotspot;
 pub mod hotspot_chat;
 pub mod hotspot_hab;
+pub mod hotspot_observed;
 mod html;
 mod jaffer;
 mod jvm;
@@ -58,6 +59,7 @@ pub const EXPERIMENTS: &[&dyn Experiment] = &[
     &c_runtime::CRuntimeExperiment,
     &hotspot_hab::HotSpotWithHabs,
     &hotspot_chat::HotSpotManyThreads,
+    &hotspot_observed::HotSpotObserved,
     &costs::CostsExperiment,
 ];
 

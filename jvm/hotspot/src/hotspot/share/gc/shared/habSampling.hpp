@@ -24,12 +24,14 @@ class Thread;
 // - JVMTI: the mark is where the thread's sampler wants its next sample (its bytes until the
 //   sample), so a sample falls on the object that crosses it, as in stock; the bytes the
 //   sampler counts are the thread's allocated bytes since its last check, however allocated;
-// - JFR: the mark is about a per-CPU buffer (the lowest level's, at least the thread's TLAB;
-//   drawn between half and one and a half of it, so that a program allocating in a fixed
-//   pattern is not sampled at the same few places of it) past the runtime's last allocation
-//   in a new TLAB or outside one, where JFR tries a sample: JFR then weighs each sample by the
-//   bytes the thread allocated since the one before, as in stock, and only the tries its
-//   throttle sees are fewer (one per buffer's worth of allocation instead of per TLAB).
+// - JFR: stock tries a sample at each new TLAB and each object outside one (at least a TLAB
+//   apart), and weighs it by the bytes the thread allocated since the sample before. In TLAB
+//   cycles the runtime still tries at each one it makes, and the mark, about a per-CPU buffer
+//   past its last try, sends the TLAB refill stubs back to it that often. In a cycle in
+//   per-CPU LABs there are no TLABs: the runtime tries only at the mark, about a TLAB past its
+//   last try, as often as stock tries; not at the objects it places when a buffer runs out,
+//   which fall at the same few places of a program that allocates in a fixed pattern. Each
+//   distance is drawn between half and one and a half of its mean, for the same reason.
 //
 // The stubs compare with the mark only while a sampler is on (HabCpuLabs' state says so).
 class HabSampling : AllStatic {
@@ -51,9 +53,8 @@ class HabSampling : AllStatic {
   static size_t bytes_since_last_check(JavaThread* thread, size_t object_bytes);
 
   // For JFR, at an allocation the runtime made in a new TLAB or outside one for `thread` (the
-  // current thread): whether JFR tries a sample there, the thread having passed its JFR mark.
-  // Elsewhere (a buffer the runtime refilled, a TLAB it kept) JFR tries none: those places
-  // fall on objects of the program's pattern at the buffers' ends, not at random bytes.
+  // current thread): whether JFR tries a sample there (in a cycle in per-CPU LABs, only once
+  // the thread passed its JFR mark).
   static bool jfr_sample_due(Thread* thread);
 
   // After every allocation the runtime made for `thread` (the current thread), with the

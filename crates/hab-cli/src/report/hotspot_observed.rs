@@ -1,0 +1,862 @@
+//! HotSpot with HABs while the JVM is observed: JFR's default recording (which samples
+//! allocations: `jdk.ObjectAllocationSample`) and a JVMTI allocation sampler (`SampledObjectAlloc`
+//! every 512 KiB, async-profiler's default; `jvm/hotspot/test/sampler.c`). Hab's compiled paths
+//! allocate without the runtime, where the samplers live; while one is on, they come back to it
+//! at a per-thread sample mark (docs/hotspot-hab.md, "Observed JVMs"). Two tables per collector:
+//! `bench/jvm`'s `Observed` loop (one thread allocating small objects and arrays: ns per object)
+//! and the chat with 1000 threads, each configuration without an observer and under each; then
+//! what the samplers said (JFR's weights against the bytes allocated, the JVMTI samples against
+//! bytes / interval, the classes sampled most).
+//!
+//! `hab hotspot-hab --observed` runs it alone; `hab report` runs it where the JVM with HABs is
+//! built.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
+use super::hotspot_chat::{
+    self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK,
+};
+use super::hotspot_hab::{built_jdk, value, Collector, NOT_BUILT};
+use crate::figures::Spread;
+
+/// The JVMTI sampler's interval: async-profiler's default for `event=alloc`.
+pub const JVMTI_INTERVAL_BYTES: u64 = 512 * 1024;
+/// The loop's young generation (`-Xmn`).
+const LOOP_YOUNG: &str = "128m";
+
+/// Who watches the allocations in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Observer {
+    None,
+    /// `-XX:StartFlightRecording` with `settings=default`.
+    Jfr,
+    /// `jvm/hotspot/test/sampler.c` at [`JVMTI_INTERVAL_BYTES`].
+    Jvmti,
+}
+
+impl Observer {
+    pub const ALL: [Observer; 3] = [Observer::None, Observer::Jfr, Observer::Jvmti];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Observer::None => "no observer",
+            Observer::Jfr => "JFR, settings=default",
+            Observer::Jvmti => "JVMTI sampler, 512 KiB",
+        }
+    }
+
+    /// The JVM options that start the observer, its output in `files`.
+    fn flags(self, files: &Files) -> Vec<String> {
+        match self {
+            Observer::None => vec![],
+            Observer::Jfr => vec![format!(
+                "-XX:StartFlightRecording:filename={},settings=default",
+                files.recording.display()
+            )],
+            Observer::Jvmti => vec![format!(
+                "-agentpath:{}=interval={JVMTI_INTERVAL_BYTES}",
+                files.agent.display()
+            )],
+        }
+    }
+}
+
+/// The loop's configurations: stock with adaptive and with 1 KiB TLABs, HABs with 1 KiB
+/// TLABs (refilled by C2's stub), per-CPU LABs flipping with TLABs and in every cycle.
+pub fn loop_configs() -> Vec<ChatConfig> {
+    let small = ["-XX:TLABSize=1k", "-XX:MinTLABSize=1k", "-XX:-ResizeTLAB"];
+    let config = |label: &str, flags: &[&str]| ChatConfig {
+        label: label.into(),
+        flags: flags.iter().map(|f| f.to_string()).collect(),
+    };
+    let with_small = |first: &'static str| {
+        let mut flags = vec![first];
+        flags.extend(small);
+        flags
+    };
+    vec![
+        config(STOCK, &["-XX:-UseHAB"]),
+        config(STOCK_SMALL, &with_small("-XX:-UseHAB")),
+        config(HABS_SMALL, &with_small("-XX:+UseHAB")),
+        config(CPU_LABS, &["-XX:+UseHABCPULABs"]),
+        config(CPU_LABS_ALWAYS, &["-XX:+UseHABCPULABs", "-XX:-HABFlip"]),
+    ]
+}
+
+const STOCK_SMALL: &str = "stock, 1 KiB TLABs";
+
+/// The chat's configurations: stock, stock without TLABs (the collections per-CPU LABs aim
+/// at), per-CPU LABs flipping with TLABs.
+pub fn chat_configs() -> Vec<ChatConfig> {
+    hotspot_chat::configs()
+        .into_iter()
+        .filter(|c| [STOCK, NO_TLABS, CPU_LABS].contains(&c.label.as_str()))
+        .collect()
+}
+
+/// What a sampler said over one run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Sampling {
+    /// The main thread's allocated bytes over the run (`ThreadMXBean`).
+    pub allocated_bytes: u64,
+    /// Samples of the main thread (JFR) or of every thread (JVMTI).
+    pub samples: u64,
+    /// JFR: the samples' weights summed (the bytes they stand for).
+    pub weight_bytes: u64,
+    /// The classes sampled most, as the tool printed them.
+    pub top: String,
+}
+
+/// One loop configuration under one observer, over the repetitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoopPoint {
+    pub collector: Collector,
+    pub config: ChatConfig,
+    pub observer: Observer,
+    pub ns_per_object: Vec<f64>,
+    pub sampling: Vec<Sampling>,
+}
+
+/// One chat configuration under one observer, over the repetitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChatPoint {
+    pub collector: Collector,
+    pub config: ChatConfig,
+    pub observer: Observer,
+    pub messages_per_sec: Vec<f64>,
+    pub collections: Vec<u64>,
+}
+
+/// The tables' runs, and where they ran.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ObservedRuns {
+    pub machine: String,
+    pub jvm: String,
+    /// The loop: timed rounds per run, millions of objects per round.
+    pub rounds: usize,
+    pub objects_millions: usize,
+    /// The chat: messages per connection.
+    pub messages: usize,
+    pub repeat: usize,
+    pub loops: Vec<LoopPoint>,
+    pub chats: Vec<ChatPoint>,
+}
+
+/// Where a run's observers write, and the JVMTI agent.
+struct Files {
+    recording: PathBuf,
+    agent: PathBuf,
+    chat_log: PathBuf,
+}
+
+/// Builds the JVMTI sampler against the JDK's `jvmti.h` into `dir`.
+fn build_agent(jdk: &Path, dir: &Path) -> Result<PathBuf, String> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../jvm/hotspot/test/sampler.c");
+    let agent = dir.join("libhabsampler.so");
+    let output = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", jdk.join("include").display()))
+        .arg(format!("-I{}", jdk.join("include/linux").display()))
+        .arg(&source)
+        .args(["-lpthread", "-o"])
+        .arg(&agent)
+        .output()
+        .map_err(|e| format!("cc: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "cc {}: {}",
+            source.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(agent)
+}
+
+/// `key=value` words of `line` after `prefix`, the value of `key`.
+fn word<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The JVMTI sampler's line (`sampler: interval=... samples=N ... top=...`).
+fn jvmti_sampling(stderr: &str, allocated_bytes: u64) -> Option<Sampling> {
+    let line = stderr.lines().find(|l| l.starts_with("sampler: "))?;
+    Some(Sampling {
+        allocated_bytes,
+        samples: word(line, "samples")?.parse().ok()?,
+        weight_bytes: 0,
+        top: word(line, "top")?.to_string(),
+    })
+}
+
+/// `JfrSamples`'s line (`jfr_samples=N weight_bytes=W top=...`).
+fn jfr_sampling(stdout: &str, allocated_bytes: u64) -> Option<Sampling> {
+    let line = stdout.lines().find(|l| l.starts_with("jfr_samples="))?;
+    Some(Sampling {
+        allocated_bytes,
+        samples: word(line, "jfr_samples")?.parse().ok()?,
+        weight_bytes: word(line, "weight_bytes")?.parse().ok()?,
+        top: word(line, "top")?.to_string(),
+    })
+}
+
+/// Runs `command`; its standard error, or why it failed.
+fn run(command: &mut Command) -> Result<(String, String), String> {
+    let output = command.output().map_err(|e| format!("{command:?}: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        return Err(format!("{command:?}: {stderr}"));
+    }
+    Ok((String::from_utf8_lossy(&output.stdout).into_owned(), stderr))
+}
+
+/// One run of the loop: ns per object (the median round) and what the observer said.
+#[allow(clippy::too_many_arguments)]
+fn run_loop(
+    java: &Path,
+    bench_jar: &Path,
+    collector: Collector,
+    config: &ChatConfig,
+    observer: Observer,
+    files: &Files,
+    rounds: usize,
+    objects_millions: usize,
+) -> Result<(f64, Option<Sampling>), String> {
+    let _ = std::fs::remove_file(&files.recording);
+    let mut command = Command::new(java);
+    command
+        .arg(collector.flag())
+        .arg(format!("-Xmn{LOOP_YOUNG}"))
+        .args(&config.flags)
+        .args(observer.flags(files))
+        .arg("-cp")
+        .arg(bench_jar)
+        .arg("hab.bench.Observed")
+        .args([rounds.to_string(), objects_millions.to_string()]);
+    let (_, stderr) = run(&mut command)?;
+    let missing = |key: &str| format!("{command:?}: no {key} in {stderr:?}");
+    let ns = value::<f64>(&stderr, "ns_per_object_median").ok_or_else(|| missing("ns"))?;
+    let allocated = value::<u64>(&stderr, "thread_allocated_bytes")
+        .ok_or_else(|| missing("thread_allocated_bytes"))?;
+    let sampling = match observer {
+        Observer::None => None,
+        Observer::Jvmti => {
+            Some(jvmti_sampling(&stderr, allocated).ok_or_else(|| missing("sampler"))?)
+        }
+        Observer::Jfr => {
+            let (stdout, _) = run(Command::new(java)
+                .arg("-cp")
+                .arg(bench_jar)
+                .arg("hab.bench.JfrSamples")
+                .arg(&files.recording)
+                .arg("main"))?;
+            Some(jfr_sampling(&stdout, allocated).ok_or_else(|| missing("jfr_samples"))?)
+        }
+    };
+    Ok((ns, sampling))
+}
+
+/// The runs of [`measure`] for `collectors`.
+pub fn run_count(collectors: &[Collector], repeat: usize) -> usize {
+    collectors.len() * (loop_configs().len() + chat_configs().len()) * Observer::ALL.len() * repeat
+}
+
+/// Runs the loop and the chat in every configuration under every observer, each collector of
+/// `collectors`, `repeat` rounds (a round runs every configuration and observer once, back to
+/// back); `step` before each run.
+#[allow(clippy::too_many_arguments)]
+pub fn measure(
+    jdk: &Path,
+    bench_jar: &Path,
+    collectors: &[Collector],
+    rounds: usize,
+    objects_millions: usize,
+    messages: usize,
+    repeat: usize,
+    mut step: impl FnMut(&str),
+) -> Result<ObservedRuns, String> {
+    let java = jdk.join("bin/java");
+    let dir = std::env::temp_dir().join(format!("hab-observed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result: Result<(Vec<LoopPoint>, Vec<ChatPoint>), String> = (|| {
+        let files = Files {
+            recording: dir.join("recording.jfr"),
+            agent: build_agent(jdk, &dir)?,
+            chat_log: dir.join("chat.log"),
+        };
+        let mut loops = vec![];
+        let mut chats = vec![];
+        for &collector in collectors {
+            for observer in Observer::ALL {
+                for config in loop_configs() {
+                    loops.push(LoopPoint {
+                        collector,
+                        config,
+                        observer,
+                        ns_per_object: vec![],
+                        sampling: vec![],
+                    });
+                }
+                for config in chat_configs() {
+                    chats.push(ChatPoint {
+                        collector,
+                        config,
+                        observer,
+                        messages_per_sec: vec![],
+                        collections: vec![],
+                    });
+                }
+            }
+        }
+        for round in 1..=repeat {
+            for point in &mut loops {
+                step(&format!(
+                    "observed loop, {}, {}, {} (round {round})",
+                    point.collector.name(),
+                    point.config.label,
+                    point.observer.name()
+                ));
+                let (ns, sampling) = run_loop(
+                    &java,
+                    bench_jar,
+                    point.collector,
+                    &point.config,
+                    point.observer,
+                    &files,
+                    rounds,
+                    objects_millions,
+                )?;
+                point.ns_per_object.push(ns);
+                point.sampling.extend(sampling);
+            }
+            for point in &mut chats {
+                step(&format!(
+                    "observed chat, {}, {}, {} (round {round})",
+                    point.collector.name(),
+                    point.config.label,
+                    point.observer.name()
+                ));
+                let mut config = point.config.clone();
+                config.flags.extend(point.observer.flags(&files));
+                let run = hotspot_chat::run_once(
+                    &java,
+                    bench_jar,
+                    point.collector,
+                    &config,
+                    messages,
+                    &files.chat_log,
+                )?;
+                point.messages_per_sec.push(run.messages_per_sec);
+                point.collections.push(run.collections);
+            }
+        }
+        Ok((loops, chats))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (loops, chats) = result?;
+    Ok(ObservedRuns {
+        machine: crate::machine::describe().join("; "),
+        jvm: super::hotspot_hab::version(&java)?,
+        rounds,
+        objects_millions,
+        messages,
+        repeat,
+        loops,
+        chats,
+    })
+}
+
+fn spread(values: &[f64]) -> Option<Spread> {
+    (!values.is_empty()).then(|| Spread::of(values))
+}
+
+fn find_loop<'a>(
+    runs: &'a ObservedRuns,
+    collector: Collector,
+    label: &str,
+    observer: Observer,
+) -> Option<&'a LoopPoint> {
+    runs.loops
+        .iter()
+        .find(|p| p.collector == collector && p.config.label == label && p.observer == observer)
+}
+
+fn find_chat<'a>(
+    runs: &'a ObservedRuns,
+    collector: Collector,
+    label: &str,
+    observer: Observer,
+) -> Option<&'a ChatPoint> {
+    runs.chats
+        .iter()
+        .find(|p| p.collector == collector && p.config.label == label && p.observer == observer)
+}
+
+/// `median (min–max)` with `digits` decimals, or a dash.
+fn cell(values: &[f64], digits: usize) -> String {
+    spread(values).map_or("—".into(), |s| {
+        format!(
+            "{:.digits$} ({:.digits$}–{:.digits$})",
+            s.median, s.min, s.max
+        )
+    })
+}
+
+/// JFR's weights over the bytes allocated, per run.
+fn weight_ratios(sampling: &[Sampling]) -> Vec<f64> {
+    sampling
+        .iter()
+        .filter(|s| s.allocated_bytes > 0)
+        .map(|s| s.weight_bytes as f64 / s.allocated_bytes as f64)
+        .collect()
+}
+
+/// The JVMTI samples over the bytes allocated / the interval, per run.
+fn sample_ratios(sampling: &[Sampling]) -> Vec<f64> {
+    sampling
+        .iter()
+        .filter(|s| s.allocated_bytes > 0)
+        .map(|s| s.samples as f64 * JVMTI_INTERVAL_BYTES as f64 / s.allocated_bytes as f64)
+        .collect()
+}
+
+fn collectors_of(runs: &ObservedRuns) -> Vec<Collector> {
+    Collector::ALL
+        .into_iter()
+        .filter(|&c| runs.loops.iter().any(|p| p.collector == c))
+        .collect()
+}
+
+/// The tables, per collector.
+pub fn render_runs(runs: &ObservedRuns) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Machine: {}. JVM: `{}`. {} round(s) of each run, interleaved; median (min–max). The \
+         loop: `bench/jvm`'s `Observed`, one thread, {} rounds of {} million objects, \
+         `-Xmn{LOOP_YOUNG}`, ns per object (the median round); × its own time without an \
+         observer. The chat: {} threads, {} messages per connection, as in the many-threads \
+         table.\n",
+        runs.machine,
+        runs.jvm,
+        runs.repeat,
+        runs.rounds,
+        runs.objects_millions,
+        hotspot_chat::THREADS,
+        runs.messages
+    );
+    for collector in collectors_of(runs) {
+        let _ = writeln!(
+            text,
+            "**{} (`{}`), the loop (ns per object)**\n\n| configuration | {} | {} | {} |\n| --- \
+             | ---: | ---: | ---: |",
+            collector.name(),
+            collector.flag(),
+            Observer::None.name(),
+            Observer::Jfr.name(),
+            Observer::Jvmti.name()
+        );
+        for config in loop_configs() {
+            let alone = find_loop(runs, collector, &config.label, Observer::None)
+                .and_then(|p| spread(&p.ns_per_object));
+            let mut row = format!("| {} (`{}`) |", config.label, config.flags.join(" "));
+            for observer in Observer::ALL {
+                let point = find_loop(runs, collector, &config.label, observer);
+                let ns = point.map_or(vec![], |p| p.ns_per_object.clone());
+                let ratio = match (observer, spread(&ns), alone) {
+                    (Observer::None, _, _) | (_, None, _) | (_, _, None) => String::new(),
+                    (_, Some(ns), Some(alone)) => format!(", {:.2}×", ns.ratio(alone).median),
+                };
+                let _ = write!(row, " {}{ratio} |", cell(&ns, 2));
+            }
+            let _ = writeln!(text, "{row}");
+        }
+        let _ = writeln!(
+            text,
+            "\n**{}, what the samplers said (the loop)**\n\n| configuration | JFR samples | JFR \
+             weights / bytes allocated | JFR's classes by weight | JVMTI samples | JVMTI samples \
+             × interval / bytes allocated | JVMTI's classes by samples |\n| --- | ---: | ---: | \
+             --- | ---: | ---: | --- |",
+            collector.name()
+        );
+        for config in loop_configs() {
+            let jfr = find_loop(runs, collector, &config.label, Observer::Jfr)
+                .map_or(vec![], |p| p.sampling.clone());
+            let jvmti = find_loop(runs, collector, &config.label, Observer::Jvmti)
+                .map_or(vec![], |p| p.sampling.clone());
+            let samples =
+                |s: &[Sampling]| cell(&s.iter().map(|s| s.samples as f64).collect::<Vec<_>>(), 0);
+            let top = |s: &[Sampling]| s.first().map_or("—".into(), |s| format!("`{}`", s.top));
+            let _ = writeln!(
+                text,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                config.label,
+                samples(&jfr),
+                cell(&weight_ratios(&jfr), 3),
+                top(&jfr),
+                samples(&jvmti),
+                cell(&sample_ratios(&jvmti), 3),
+                top(&jvmti),
+            );
+        }
+        let _ = writeln!(
+            text,
+            "\n**{}, the chat (messages/s; young collections)**\n\n| configuration | {} | {} | \
+             {} |\n| --- | ---: | ---: | ---: |",
+            collector.name(),
+            Observer::None.name(),
+            Observer::Jfr.name(),
+            Observer::Jvmti.name()
+        );
+        for config in chat_configs() {
+            let mut row = format!("| {} (`{}`) |", config.label, config.flags.join(" "));
+            for observer in Observer::ALL {
+                let point = find_chat(runs, collector, &config.label, observer);
+                let rate = point.map_or(vec![], |p| p.messages_per_sec.clone());
+                let collections: Vec<f64> = point.map_or(vec![], |p| {
+                    p.collections.iter().map(|&c| c as f64).collect()
+                });
+                let _ = write!(row, " {}; {} |", cell(&rate, 0), cell(&collections, 0));
+            }
+            let _ = writeln!(text, "{row}");
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The observed JVM's claims, per collector and sampler: every HAB configuration of the loop
+/// within 1.3× its own time unobserved, HABs with 1 KiB TLABs within 1.25× stock's adaptive
+/// TLABs under the same observer; the chat in per-CPU LABs at ≥ 0.95× stock's messages/s under
+/// the same observer, with at most 1.15× the collections of `-XX:-UseTLAB`; JFR's weights
+/// over the bytes allocated within 10 % of stock's ratio; JVMTI's samples within 10 % of the
+/// bytes allocated over the interval.
+fn judge(runs: &ObservedRuns, claims: &mut Claims) {
+    const SOURCE: &str = "HotSpot with HABs, observed";
+    for collector in collectors_of(runs) {
+        let name = collector.name();
+        for observer in [Observer::Jfr, Observer::Jvmti] {
+            let who = observer.name();
+            for config in loop_configs()
+                .iter()
+                .filter(|c| c.flags.iter().any(|f| f.starts_with("-XX:+UseHAB")))
+            {
+                let time = |o| {
+                    find_loop(runs, collector, &config.label, o)
+                        .and_then(|p| spread(&p.ns_per_object))
+                };
+                if let (Some(observed), Some(alone)) = (time(observer), time(Observer::None)) {
+                    claims.judge(
+                        SOURCE,
+                        &format!("{}: within 1.3× its own time unobserved under {who} (the loop, {name})", config.label),
+                        Verdict::at_most(observed.ratio(alone), 1.3),
+                    );
+                }
+            }
+            let time = |label| {
+                find_loop(runs, collector, label, observer).and_then(|p| spread(&p.ns_per_object))
+            };
+            if let (Some(small), Some(stock)) = (time(HABS_SMALL), time(STOCK)) {
+                claims.judge(
+                    SOURCE,
+                    &format!("{HABS_SMALL}: within 1.25× stock's adaptive TLABs under {who} (the loop, {name})"),
+                    Verdict::at_most(small.ratio(stock), 1.25),
+                );
+            }
+            let chat = |label| find_chat(runs, collector, label, observer);
+            if let (Some(labs), Some(stock)) = (chat(CPU_LABS), chat(STOCK)) {
+                if let (Some(rate), Some(stock_rate)) = (
+                    spread(&labs.messages_per_sec),
+                    spread(&stock.messages_per_sec),
+                ) {
+                    claims.judge(
+                        SOURCE,
+                        &format!(
+                            "{CPU_LABS}: ≥ 0.95× stock's messages/s under {who} (the chat, {name})"
+                        ),
+                        Verdict::at_least(rate.ratio(stock_rate), 0.95),
+                    );
+                }
+                let collections = |p: &ChatPoint| {
+                    spread(&p.collections.iter().map(|&c| c as f64).collect::<Vec<_>>())
+                };
+                if let (Some(labs), Some(no_tlabs)) =
+                    (collections(labs), chat(NO_TLABS).and_then(collections))
+                {
+                    claims.judge(
+                        SOURCE,
+                        &format!("{CPU_LABS}: at most 1.15× the young collections of -XX:-UseTLAB under {who} (the chat, {name})"),
+                        Verdict::at_most(labs, 1.15 * no_tlabs.max),
+                    );
+                }
+            }
+        }
+        let jfr_stock = find_loop(runs, collector, STOCK, Observer::Jfr)
+            .and_then(|p| spread(&weight_ratios(&p.sampling)));
+        for config in loop_configs()
+            .iter()
+            .filter(|c| c.flags.iter().any(|f| f.starts_with("-XX:+UseHAB")))
+        {
+            let point = |o| find_loop(runs, collector, &config.label, o);
+            if let (Some(ratio), Some(stock)) = (
+                point(Observer::Jfr).and_then(|p| spread(&weight_ratios(&p.sampling))),
+                jfr_stock,
+            ) {
+                let relative = ratio.ratio(stock);
+                claims.judge(
+                    SOURCE,
+                    &format!("{}: JFR's sample weights add up to the bytes allocated as stock's do, within 10 % (the loop, {name})", config.label),
+                    Verdict::at_least(relative, 0.9).and(Verdict::at_most(relative, 1.1)),
+                );
+            }
+            if let Some(ratio) =
+                point(Observer::Jvmti).and_then(|p| spread(&sample_ratios(&p.sampling)))
+            {
+                claims.judge(
+                    SOURCE,
+                    &format!("{}: JVMTI's samples within 10 % of the bytes allocated / the interval (the loop, {name})", config.label),
+                    Verdict::at_least(ratio, 0.9).and(Verdict::at_most(ratio, 1.1)),
+                );
+            }
+        }
+    }
+}
+
+/// The loop's rounds, millions of objects per round, and the chat's messages at the report's
+/// scales (none at the quick one).
+fn sizes_for(scale: &super::scale::Scale) -> Option<(usize, usize, usize)> {
+    match scale.name {
+        "default" => Some((5, 20, 40)),
+        "full" => Some((10, 100, 200)),
+        _ => None,
+    }
+}
+
+/// Rounds at the report's scales, and its collector (the figures the observed-JVM claims were
+/// set on; `hab hotspot-hab --observed --collector g1` runs G1's).
+const REPORT_ROUNDS: usize = 2;
+const REPORT_COLLECTORS: [Collector; 1] = [Collector::Parallel];
+
+/// The experiment as the report runs it, where HotSpot runs and the JVM with HABs is built.
+pub struct HotSpotObserved;
+
+impl Experiment for HotSpotObserved {
+    fn name(&self) -> &'static str {
+        "HotSpot with HABs, observed"
+    }
+
+    fn steps(&self, cx: &Context) -> usize {
+        match sizes_for(&cx.scale) {
+            Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
+                run_count(&REPORT_COLLECTORS, REPORT_ROUNDS)
+            }
+            _ => 0,
+        }
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
+        let Some(jar) = &cx.bench_jar else {
+            return Ok(());
+        };
+        let measured: Result<ObservedRuns, String> = match (sizes_for(&cx.scale), built_jdk()) {
+            (None, _) => Err("the quick scale skips it".into()),
+            (_, None) => Err(NOT_BUILT.into()),
+            (Some((rounds, objects, messages)), Some(jdk)) => measure(
+                &jdk,
+                jar,
+                &REPORT_COLLECTORS,
+                rounds,
+                objects,
+                messages,
+                REPORT_ROUNDS,
+                |what| {
+                    progress.set_message(what.to_string());
+                    progress.inc(1);
+                },
+            )
+            .map_err(|why| format!("it failed: {why}")),
+        };
+        cx.results.put(measured);
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        let mut text = String::from(
+            "### Observed\n\nProduction JVMs are watched: JFR's default recording samples \
+             allocations, and so do allocation profilers (a JVMTI agent). Both samplers live in \
+             the runtime, which Hab's compiled paths skip; while one is on, the paths come back \
+             to it only where the thread reaches its sample mark, so the costs below should \
+             stay near those without an observer, and the samples should say what stock's \
+             say.\n\n",
+        );
+        let not_measured = Err(cx.why_no_jvm());
+        match cx
+            .results
+            .get::<Result<ObservedRuns, String>>()
+            .unwrap_or(&not_measured)
+        {
+            Ok(runs) => {
+                judge(runs, claims);
+                text += &render_runs(runs);
+            }
+            Err(why) => {
+                let _ = writeln!(text, "Not run on this machine: {why}.\n");
+            }
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_samplers_lines_parse() {
+        let jvmti = "round=1 ns_per_object=3.1\nsampler: interval=524288 samples=2829 \
+                     sampled_bytes=78272 top=[I:1272,LPair;:947 untallied=0\n";
+        let sampling = jvmti_sampling(jvmti, 1 << 30).expect("parses");
+        assert_eq!(sampling.samples, 2829);
+        assert_eq!(sampling.top, "[I:1272,LPair;:947");
+        let jfr = "jfr_samples=600 weight_bytes=25233111216 top=Pair:36.2%,[I:32.1%\n";
+        let sampling = jfr_sampling(jfr, 26_421_209_936).expect("parses");
+        assert_eq!(
+            (sampling.samples, sampling.weight_bytes),
+            (600, 25_233_111_216)
+        );
+        assert!(jvmti_sampling("no sampler here", 1).is_none());
+        assert!(jfr_sampling("jfr_samples=x weight_bytes=1 top=", 1).is_none());
+    }
+
+    fn loop_point(
+        label: &str,
+        observer: Observer,
+        ns: &[f64],
+        sampling: Vec<Sampling>,
+    ) -> LoopPoint {
+        LoopPoint {
+            collector: Collector::Parallel,
+            config: loop_configs()
+                .into_iter()
+                .find(|c| c.label == label)
+                .expect("a config"),
+            observer,
+            ns_per_object: ns.to_vec(),
+            sampling,
+        }
+    }
+
+    fn chat_point(label: &str, observer: Observer, rate: f64, collections: u64) -> ChatPoint {
+        ChatPoint {
+            collector: Collector::Parallel,
+            config: chat_configs()
+                .into_iter()
+                .find(|c| c.label == label)
+                .expect("a config"),
+            observer,
+            messages_per_sec: vec![rate, rate],
+            collections: vec![collections, collections],
+        }
+    }
+
+    fn runs(loops: Vec<LoopPoint>, chats: Vec<ChatPoint>) -> ObservedRuns {
+        ObservedRuns {
+            machine: "test".into(),
+            jvm: "test".into(),
+            rounds: 5,
+            objects_millions: 10,
+            messages: 40,
+            repeat: 2,
+            loops,
+            chats,
+        }
+    }
+
+    fn verdicts(runs: &ObservedRuns) -> Vec<(String, Verdict)> {
+        let mut claims = Claims::default();
+        judge(runs, &mut claims);
+        claims
+            .claims()
+            .iter()
+            .map(|c| (c.statement.clone(), c.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn the_claims_follow_the_figures() {
+        let sampled = |weight: u64, samples: u64| Sampling {
+            allocated_bytes: 1 << 30,
+            samples,
+            weight_bytes: weight,
+            top: "x".into(),
+        };
+        let right = (1u64 << 30) / JVMTI_INTERVAL_BYTES;
+        let loops = vec![
+            loop_point(STOCK, Observer::None, &[3.0, 3.1], vec![]),
+            loop_point(
+                STOCK,
+                Observer::Jfr,
+                &[3.0, 3.1],
+                vec![sampled(1 << 30, 600)],
+            ),
+            loop_point(STOCK, Observer::Jvmti, &[3.2, 3.3], vec![sampled(0, right)]),
+            // Within its bounds under JFR; twice as slow, with half the samples, under JVMTI.
+            loop_point(HABS_SMALL, Observer::None, &[3.0, 3.1], vec![]),
+            loop_point(
+                HABS_SMALL,
+                Observer::Jfr,
+                &[3.2, 3.3],
+                vec![sampled(1 << 30, 650)],
+            ),
+            loop_point(
+                HABS_SMALL,
+                Observer::Jvmti,
+                &[6.5, 6.6],
+                vec![sampled(0, right / 2)],
+            ),
+        ];
+        let chats = vec![
+            chat_point(STOCK, Observer::Jfr, 100_000.0, 170),
+            chat_point(NO_TLABS, Observer::Jfr, 90_000.0, 90),
+            chat_point(CPU_LABS, Observer::Jfr, 120_000.0, 95),
+        ];
+        let verdicts = verdicts(&runs(loops, chats));
+        let verdict = |part: &str, observer: &str| {
+            verdicts
+                .iter()
+                .find(|(s, _)| s.contains(part) && s.contains(observer))
+                .unwrap_or_else(|| {
+                    panic!("no claim with {part:?} and {observer:?} in {verdicts:?}")
+                })
+                .1
+        };
+        assert_eq!(verdict("its own time unobserved", "JFR"), Verdict::Yes);
+        assert_eq!(verdict("its own time unobserved", "JVMTI"), Verdict::No);
+        assert_eq!(verdict("1.25× stock's adaptive", "JFR"), Verdict::Yes);
+        assert_eq!(verdict("1.25× stock's adaptive", "JVMTI"), Verdict::No);
+        assert_eq!(verdict("weights add up", ""), Verdict::Yes);
+        assert_eq!(verdict("JVMTI's samples within", ""), Verdict::No);
+        assert_eq!(verdict("stock's messages/s", "JFR"), Verdict::Yes);
+        assert_eq!(verdict("-XX:-UseTLAB", "JFR"), Verdict::Yes);
+    }
+
+    #[test]
+    fn the_tables_render_every_configuration() {
+        let loops = vec![loop_point(STOCK, Observer::None, &[3.0], vec![])];
+        let text = render_runs(&runs(loops, vec![]));
+        for config in loop_configs() {
+            assert!(
+                text.contains(&config.label),
+                "{} missing in {text}",
+                config.label
+            );
+        }
+        assert!(text.contains("3.00 (3.00–3.00)"));
+    }
+}
