@@ -34,16 +34,12 @@ struct HabSampleMarks {
 
 static __thread HabSampleMarks _marks __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0, 0, 0};
 
-// The distance from one JFR try to the next: uniform between half and one and a half of the
-// thread's TLAB in a cycle in per-CPU LABs (as often as stock tries, once a TLAB), of a per-CPU
-// buffer in a TLAB cycle (the lowest level's, at least the TLAB: where the TLAB refill stubs go
-// back to the runtime), never under the TLAB. Not a fixed distance: a program that allocates in
-// a fixed pattern would be sampled at the same few places of it.
+// The distance from one JFR try to the next: uniform between half and one and a half of a
+// per-CPU buffer (the lowest level's), never under the thread's TLAB. Not a fixed distance: a
+// program that allocates in a fixed pattern would be sampled at the same few places of it.
 static size_t next_jfr_interval(JavaThread* thread) {
   size_t tlab_bytes = thread->tlab().desired_size() * HeapWordSize;
-  size_t mean_bytes = HabCpuLabs::in_cpu_labs() ? tlab_bytes
-                                                : MAX2(tlab_bytes, HabLevels::lowest_buffer_bytes());
-  mean_bytes = MAX2(mean_bytes, (size_t)2);
+  size_t mean_bytes = MAX3(tlab_bytes, HabLevels::lowest_buffer_bytes(), (size_t)2);
   uint64_t x = _marks.random;
   if (x == 0) {
     x = ((uint64_t)(uintptr_t)thread * 0x9e3779b97f4a7c15ULL) | 1;
@@ -95,20 +91,23 @@ size_t HabSampling::bytes_since_last_check(JavaThread* thread, size_t object_byt
   return since;
 }
 
-bool HabSampling::jfr_sample_due(Thread* thread) {
-  if (!HabCpuLabs::in_cpu_labs()) {
-    // TLAB cycles: at every new TLAB and object outside one the runtime makes, as in stock.
+bool HabSampling::jfr_sample_due(Thread* thread, size_t object_bytes) {
+  if (!HabCpuLabs::in_cpu_labs() || object_bytes > (size_t)HABCPULABObjectLimit) {
+    // TLAB cycles: at every new TLAB and object outside one the runtime makes, as in stock;
+    // an object larger than the stubs place, which stock would place outside a TLAB or in a
+    // new one.
     return true;
   }
   return (size_t)thread->cooked_allocated_bytes() >=
          _marks.jfr_attempt_bytes + _marks.jfr_interval_bytes;
 }
 
-void HabSampling::set_next_mark(JavaThread* thread, bool new_tlab_or_outside) {
+void HabSampling::set_next_mark(JavaThread* thread, bool new_tlab_or_outside,
+                                size_t object_bytes) {
   if (!HabCpuLabs::sampled()) {
     return;
   }
-  if (new_tlab_or_outside && HabCpuLabs::jfr_samples() && jfr_sample_due(thread)) {
+  if (new_tlab_or_outside && HabCpuLabs::jfr_samples() && jfr_sample_due(thread, object_bytes)) {
     _marks.jfr_attempt_bytes = (size_t)thread->cooked_allocated_bytes();
     _marks.jfr_interval_bytes = next_jfr_interval(thread);
   }

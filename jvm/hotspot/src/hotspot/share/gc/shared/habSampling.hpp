@@ -28,10 +28,12 @@ class Thread;
 //   apart), and weighs it by the bytes the thread allocated since the sample before. In TLAB
 //   cycles the runtime still tries at each one it makes, and the mark, about a per-CPU buffer
 //   past its last try, sends the TLAB refill stubs back to it that often. In a cycle in
-//   per-CPU LABs there are no TLABs: the runtime tries only at the mark, about a TLAB past its
-//   last try, as often as stock tries; not at the objects it places when a buffer runs out,
-//   which fall at the same few places of a program that allocates in a fixed pattern. Each
-//   distance is drawn between half and one and a half of its mean, for the same reason.
+//   per-CPU LABs there are no TLABs: the runtime tries at the mark, about a per-CPU buffer
+//   past its last try, and at objects larger than the stubs place (which stock would place
+//   outside a TLAB or in a new one); not at the objects it places when a buffer runs out,
+//   which fall at the same few places of a program that allocates in a fixed pattern. The
+//   distance is drawn between half and one and a half of a buffer, for the same reason. JFR's
+//   throttle (150 samples a second by default) keeps far fewer tries than either gives.
 //
 // The stubs compare with the mark only while a sampler is on (HabCpuLabs' state says so).
 class HabSampling : AllStatic {
@@ -53,14 +55,15 @@ class HabSampling : AllStatic {
   static size_t bytes_since_last_check(JavaThread* thread, size_t object_bytes);
 
   // For JFR, at an allocation the runtime made in a new TLAB or outside one for `thread` (the
-  // current thread): whether JFR tries a sample there (in a cycle in per-CPU LABs, only once
-  // the thread passed its JFR mark).
-  static bool jfr_sample_due(Thread* thread);
+  // current thread), of `object_bytes`: whether JFR tries a sample there (in a cycle in
+  // per-CPU LABs, only for an object larger than the stubs place or once the thread passed
+  // its JFR mark).
+  static bool jfr_sample_due(Thread* thread, size_t object_bytes);
 
   // After every allocation the runtime made for `thread` (the current thread), with the
   // samplers' state updated: where its compiled paths come back next. `new_tlab_or_outside`:
-  // the object was in a new TLAB or outside one, where JFR tries a sample.
-  static void set_next_mark(JavaThread* thread, bool new_tlab_or_outside);
+  // the object (of `object_bytes`) was in a new TLAB or outside one, where JFR tries a sample.
+  static void set_next_mark(JavaThread* thread, bool new_tlab_or_outside, size_t object_bytes);
 };
 
 #endif // SHARE_GC_SHARED_HABSAMPLING_HPP
