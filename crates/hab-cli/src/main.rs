@@ -48,6 +48,7 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("chat").args(["many_threads", "observed"])))]
 struct HotspotHabArgs {
     /// The JDK with HABs (default: target/hotspot-hab/jdk).
     #[arg(long)]
@@ -89,7 +90,7 @@ struct HotspotHabArgs {
     #[arg(long, requires = "observed")]
     observed_out: Option<PathBuf>,
     /// Messages per connection of the chat (--many-threads, --observed).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, requires = "chat")]
     messages: usize,
     /// Timed compiles per thread.
     #[arg(long, default_value_t = 2)]

@@ -114,6 +114,11 @@ const CASES: &[(&str, &str)] = &[
         "--messages 0: must be at least 1",
     ),
     ("hotspot-hab --messages 5", "--many-threads"),
+    ("hotspot-hab --loop-rounds 5", "--observed"),
+    (
+        "hotspot-hab --observed --loop-objects-millions 0",
+        "--loop-objects-millions 0: must be at least 1",
+    ),
     ("hotspot-hab --many-threads --out x.json", "--out"),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
