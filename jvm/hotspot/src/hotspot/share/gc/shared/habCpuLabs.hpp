@@ -35,6 +35,10 @@ class MacroAssembler;
 // flip policy decided at the collection before it (HabLevels::retire_all): the per-CPU LAB
 // stub then hands a TLAB cycle's calls to the TLAB refill stub.
 //
+// Each stub comes in two copies: the plain one, whose first instruction compares _state with
+// 0, and the observed one any other state goes to, which also goes to the runtime where the
+// thread reaches its sample mark while an allocation sampler is on (HabSampling).
+//
 // Anything unusual (an empty buffer, a TLAB the runtime would keep, a class not initialized,
 // an object over the limit, a section the kernel aborted) takes C2's own runtime stub, with
 // the registers it was called with.
@@ -107,8 +111,9 @@ class HabCpuLabs : AllStatic {
   // of a shared stub that bumps the buffer of the thread's CPU by `size_bytes` (a register,
   // or noreg and `con_size_bytes`) in a restartable sequence and counts the bytes to the
   // thread; rax is then the object, its header and fields still to be written, as after the
-  // TLAB's bump. A paused stub, a cycle in TLABs, an object over HABCPULABObjectLimit, too
-  // little left in the buffer or an aborted section jump to `slow_case` instead. Every
+  // TLAB's bump. JFR's per-TLAB events, a cycle in TLABs, the thread's sample mark (while a
+  // sampler is on), an object over HABCPULABObjectLimit, too little left in the buffer or an
+  // aborted section jump to `slow_case` instead. Every
   // register but rax and the flags is kept. Only where allocates_in_cpu_labs().
   static void allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes, int con_size_bytes,
                                   Label& slow_case);
@@ -121,8 +126,9 @@ class HabCpuLabs : AllStatic {
   // thread's CPU by the object's size (in rcx, `size_bytes`; or noreg and `con_size_bytes`, at
   // most HABCPULABObjectLimit) in a restartable sequence and counts the bytes to the thread;
   // rax is then the object, its header and fields still to be written, or 0 where the stub
-  // declined it (a paused stub, a TLAB cycle, an object over the limit, too little left in the
-  // buffer, an aborted section). Clobbers rcx, rdx, rdi and the flags, nothing else: no
+  // declined it (JFR's per-TLAB events, a TLAB cycle, the thread's sample mark while a sampler
+  // is on, an object over the limit, too little left in the buffer, an aborted section).
+  // Clobbers rcx, rdx, rdi and the flags, nothing else: no
   // runtime call's spills, no klass checks (C2 made them).
   static void c2_allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes,
                                      int64_t con_size_bytes);
