@@ -473,6 +473,23 @@ fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The JDK with HABs `hab hotspot-hab` runs (`--jdk`, else the one `jvm/hotspot/build.sh`
+/// built), once `bench/jvm`'s jar is there.
+fn jdk_with_habs(args: &HotspotHabArgs) -> Result<PathBuf, String> {
+    let jdk = args
+        .jdk
+        .clone()
+        .or_else(report::hotspot_hab::built_jdk)
+        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
+    if !args.bench_jar.exists() {
+        return Err(format!(
+            "{}: not there (mvn -q -B package in bench/jvm makes it)",
+            args.bench_jar.display()
+        ));
+    }
+    Ok(jdk)
+}
+
 /// `hab hotspot-hab --observed`: the observed-JVM tables (Parallel unless --collector).
 fn hotspot_observed(args: &HotspotHabArgs) -> Result<(), String> {
     use report::{hotspot_hab, hotspot_observed};
@@ -480,16 +497,7 @@ fn hotspot_observed(args: &HotspotHabArgs) -> Result<(), String> {
     limits::operations("--loop-rounds", args.loop_rounds)?;
     limits::operations("--loop-objects-millions", args.loop_objects_millions)?;
     let collectors = vec![args.collector.unwrap_or(hotspot_hab::Collector::Parallel)];
-    let jdk =
-        args.jdk.clone().or_else(hotspot_hab::built_jdk).ok_or(
-            "no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk",
-        )?;
-    if !args.bench_jar.exists() {
-        return Err(format!(
-            "{}: not there (mvn -q -B package in bench/jvm makes it)",
-            args.bench_jar.display()
-        ));
-    }
+    let jdk = jdk_with_habs(args)?;
     let total = hotspot_observed::run_count(&collectors, args.repeat);
     let mut done = 0;
     let runs = hotspot_observed::measure(
@@ -521,16 +529,7 @@ fn hotspot_many_threads(args: &HotspotHabArgs) -> Result<(), String> {
         Some(collector) => vec![collector],
         None => hotspot_hab::Collector::ALL.to_vec(),
     };
-    let jdk =
-        args.jdk.clone().or_else(hotspot_hab::built_jdk).ok_or(
-            "no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk",
-        )?;
-    if !args.bench_jar.exists() {
-        return Err(format!(
-            "{}: not there (mvn -q -B package in bench/jvm makes it)",
-            args.bench_jar.display()
-        ));
-    }
+    let jdk = jdk_with_habs(args)?;
     let total = hotspot_chat::run_count(&collectors, args.repeat);
     let mut done = 0;
     let runs = hotspot_chat::measure(

@@ -48,6 +48,27 @@ impl Context {
             None => "bench/jvm did not build".into(),
         }
     }
+
+    /// A HotSpot experiment's section after its opening `text`: its runs of type `T` (what
+    /// its `measure` put, `Ok` or why not), judged into `claims` and rendered, or why there
+    /// are none.
+    pub fn hotspot_section<T: Any>(
+        &self,
+        mut text: String,
+        claims: &mut super::claims::Claims,
+        judge: fn(&T, &mut super::claims::Claims),
+        render: fn(&T) -> String,
+    ) -> String {
+        match self.results.get::<Result<T, String>>() {
+            Some(Ok(runs)) => {
+                judge(runs, claims);
+                text += &render(runs);
+            }
+            Some(Err(why)) => text += &format!("Not run on this machine: {why}.\n\n"),
+            None => text += &format!("Not run on this machine: {}.\n\n", self.why_no_jvm()),
+        }
+        text
+    }
 }
 
 /// What the experiments measured themselves, one value of each type: an experiment puts its

@@ -495,7 +495,7 @@ impl Experiment for HotSpotManyThreads {
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        let mut text = String::from(
+        let text = String::from(
             "### Many threads\n\nGarthwaite et al.'s case inside HotSpot: a thousand threads, \
              each with a TLAB whose tail is unused at every young collection. Hab's levels \
              change where TLABs come from, so they bound the buffers' own tails, not the \
@@ -504,21 +504,7 @@ impl Experiment for HotSpotManyThreads {
              object: objects straight into the buffer of the CPU the thread runs on, in cycles \
              the flip policy gives them (by default) or in all.\n\n",
         );
-        let not_measured = Err(cx.why_no_jvm());
-        match cx
-            .results
-            .get::<Result<ChatRuns, String>>()
-            .unwrap_or(&not_measured)
-        {
-            Ok(runs) => {
-                judge(runs, claims);
-                text += &render_runs(runs);
-            }
-            Err(why) => {
-                let _ = writeln!(text, "Not run on this machine: {why}.\n");
-            }
-        }
-        text
+        cx.hotspot_section(text, claims, judge, render_runs)
     }
 }
 

@@ -693,7 +693,7 @@ impl Experiment for HotSpotObserved {
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        let mut text = String::from(
+        let text = String::from(
             "### Observed\n\nProduction JVMs are watched: JFR's default recording samples \
              allocations, and so do allocation profilers (a JVMTI agent). Both samplers live in \
              the runtime, which Hab's compiled paths skip; while one is on, the paths come back \
@@ -701,21 +701,7 @@ impl Experiment for HotSpotObserved {
              stay near those without an observer, and the samples should say what stock's \
              say.\n\n",
         );
-        let not_measured = Err(cx.why_no_jvm());
-        match cx
-            .results
-            .get::<Result<ObservedRuns, String>>()
-            .unwrap_or(&not_measured)
-        {
-            Ok(runs) => {
-                judge(runs, claims);
-                text += &render_runs(runs);
-            }
-            Err(why) => {
-                let _ = writeln!(text, "Not run on this machine: {why}.\n");
-            }
-        }
-        text
+        cx.hotspot_section(text, claims, judge, render_runs)
     }
 }
 
