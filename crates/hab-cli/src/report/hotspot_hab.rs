@@ -313,11 +313,15 @@ pub(crate) fn version(java: &Path) -> Result<String, String> {
         .to_string())
 }
 
-/// Parses `key=value` from the workload's standard error.
+/// Parses `key=value` from the workload's standard error: the first line with a word
+/// `key=...` that parses (a line may hold several such words).
 pub(crate) fn value<T: std::str::FromStr>(stderr: &str, key: &str) -> Option<T> {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+    stderr.lines().find_map(|line| {
+        line.split_whitespace()
+            .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))?
+            .parse()
+            .ok()
+    })
 }
 
 /// Parses `HAB total LEVEL: allocs: A foreign_allocs: F refills: R waste_bytes: W ...`: the

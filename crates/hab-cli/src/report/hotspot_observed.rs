@@ -22,7 +22,7 @@ use super::experiment::{Context, Experiment};
 use super::hotspot_chat::{
     self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK,
 };
-use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::hotspot_hab::{built_jdk, value, Collector, NOT_BUILT};
 use crate::figures::Spread;
 
 /// The JVMTI sampler's interval: async-profiler's default for `event=alloc`.
@@ -184,11 +184,6 @@ fn word<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
-/// The figure `key=value` among the words of `text`'s lines, the last line that has it.
-fn figure<T: std::str::FromStr>(text: &str, key: &str) -> Option<T> {
-    text.lines().rev().find_map(|l| word(l, key)?.parse().ok())
-}
-
 /// The JVMTI sampler's line (`sampler: interval=... samples=N ... top=...`).
 fn jvmti_sampling(stderr: &str, allocated_bytes: u64) -> Option<Sampling> {
     let line = stderr.lines().find(|l| l.starts_with("sampler: "))?;
@@ -246,9 +241,9 @@ fn run_loop(
         .args([rounds.to_string(), objects_millions.to_string()]);
     let (_, stderr) = run(&mut command)?;
     let missing = |key: &str| format!("{command:?}: no {key} in {stderr:?}");
-    let ns = figure::<f64>(&stderr, "ns_per_object_median")
+    let ns = value::<f64>(&stderr, "ns_per_object_median")
         .ok_or_else(|| missing("ns_per_object_median"))?;
-    let allocated = figure::<u64>(&stderr, "thread_allocated_bytes")
+    let allocated = value::<u64>(&stderr, "thread_allocated_bytes")
         .ok_or_else(|| missing("thread_allocated_bytes"))?;
     let sampling = match observer {
         Observer::None => None,
@@ -727,14 +722,14 @@ mod tests {
         let loop_output = "round=1 ns_per_object=4.81\nns_per_object_median=3.62 \
                            allocated_bytes=2400523616 thread_allocated_bytes=2881710072\n";
         assert_eq!(
-            figure::<f64>(loop_output, "ns_per_object_median"),
+            value::<f64>(loop_output, "ns_per_object_median"),
             Some(3.62)
         );
         assert_eq!(
-            figure::<u64>(loop_output, "thread_allocated_bytes"),
+            value::<u64>(loop_output, "thread_allocated_bytes"),
             Some(2_881_710_072)
         );
-        assert_eq!(figure::<u64>(loop_output, "allocated"), None);
+        assert_eq!(value::<u64>(loop_output, "allocated"), None);
     }
 
     fn loop_point(
