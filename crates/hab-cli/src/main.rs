@@ -49,6 +49,7 @@ enum Command {
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("chat").args(["many_threads", "observed"])))]
+#[command(group(clap::ArgGroup::new("suite").args(["apps"])))]
 struct HotspotHabArgs {
     /// The JDK with HABs (default: target/hotspot-hab/jdk).
     #[arg(long)]
@@ -80,6 +81,33 @@ struct HotspotHabArgs {
     /// recording and under a JVMTI allocation sampler (512 KiB), with what the samplers said.
     #[arg(long, conflicts_with_all = ["from", "out", "tlabs", "skip_levels", "many_threads"])]
     observed: bool,
+    /// Instead of the javac grid, the real applications of `bench/apps` (H2, Lucene indexing
+    /// and searching, Jackson, javac, the Kotlin and Scala compilers) in every configuration
+    /// (stock, HABs with adaptive and 1 KiB TLABs, per-CPU LABs flipping and in every cycle),
+    /// each collector, young generation, thread count and observer asked for: time and young
+    /// collections relative to stock, and every application's checksum against stock's.
+    #[arg(long, conflicts_with_all = ["out", "tlabs", "skip_levels", "many_threads", "observed"])]
+    apps: bool,
+    /// Only these applications (--apps), comma-separated.
+    #[arg(long = "app", value_delimiter = ',', requires = "apps")]
+    app_names: Vec<String>,
+    /// Young generations (--apps): `roomy` (256 MiB), `tight` (24 MiB); default both.
+    #[arg(long, value_delimiter = ',', requires = "apps")]
+    young: Vec<report::hotspot_apps::Young>,
+    /// Without and with JFR's default recording (--apps): `off`, `on`; default both.
+    #[arg(long, value_delimiter = ',', value_parser = on_off, requires = "apps")]
+    jfr: Vec<bool>,
+    /// Untimed and timed iterations of each application per run (--apps).
+    #[arg(long, default_value_t = 2, requires = "apps")]
+    warmup: usize,
+    #[arg(long, default_value_t = 3, requires = "apps")]
+    iterations: usize,
+    /// `bench/apps`'s build: apps.jar and lib/ (--apps).
+    #[arg(long, default_value = "bench/apps/target", requires = "apps")]
+    apps_dir: PathBuf,
+    /// Where to write the applications' runs as JSON, after every round (--apps).
+    #[arg(long, requires = "apps")]
+    apps_out: Option<PathBuf>,
     /// Timed rounds of the Observed loop per run, and millions of objects per round
     /// (--observed).
     #[arg(long, default_value_t = 5, requires = "observed")]
@@ -379,6 +407,9 @@ fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
         print!("{}", hotspot_hab::render_runs(&runs));
         return Ok(());
     }
+    if args.apps {
+        return hotspot_apps(&args);
+    }
     if args.threads.is_empty() {
         args.threads = hotspot_hab::default_threads();
     }
@@ -519,6 +550,100 @@ fn hotspot_observed(args: &HotspotHabArgs) -> Result<(), String> {
     }
     print!("{}", hotspot_observed::render_runs(&runs));
     Ok(())
+}
+
+/// `given`, or `all` when nothing is given.
+fn or_all<T: Clone>(given: &[T], all: &[T]) -> Vec<T> {
+    if given.is_empty() {
+        all.to_vec()
+    } else {
+        given.to_vec()
+    }
+}
+
+/// `on` or `off`.
+fn on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{text}': on or off")),
+    }
+}
+
+/// `hab hotspot-hab --apps`: the real applications' tables (or those of `--from`'s runs).
+fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
+    use report::hotspot_apps::{self, AppsRuns, Plan, Young, APPS};
+    if let Some(from) = &args.from {
+        let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
+        let runs: AppsRuns =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
+        print!("{}", hotspot_apps::render(&runs));
+        return Ok(());
+    }
+    for name in &args.app_names {
+        if !APPS.contains(&name.as_str()) {
+            return Err(format!(
+                "--app {name}: the applications are {}",
+                APPS.join(", ")
+            ));
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if args.threads.is_empty() {
+        vec![cpus, 8 * cpus]
+    } else {
+        args.threads.clone()
+    };
+    for &t in &threads {
+        limits::threads("--threads", t)?;
+    }
+    limits::repetitions("--warmup", args.warmup, true)?;
+    limits::repetitions("--iterations", args.iterations, false)?;
+    let plan = Plan {
+        apps: or_all(&args.app_names, &APPS.map(String::from)),
+        collectors: args
+            .collector
+            .map_or(report::hotspot_hab::Collector::ALL.to_vec(), |c| vec![c]),
+        youngs: or_all(&args.young, &[Young::Roomy, Young::Tight]),
+        threads,
+        jfr: or_all(&args.jfr, &[false, true]),
+        warmup: args.warmup,
+        iterations: args.iterations,
+        repeat: args.repeat,
+    };
+    let jdk = args
+        .jdk
+        .clone()
+        .or_else(report::hotspot_hab::built_jdk)
+        .ok_or("no JDK with HABs: build it with jvm/hotspot/build.sh, or name one with --jdk")?;
+    let total = plan.run_count();
+    let mut done = 0;
+    let runs = hotspot_apps::measure(
+        &jdk,
+        &args.apps_dir,
+        &plan,
+        |what| {
+            done += 1;
+            eprintln!("[{done}/{total}] {what}");
+        },
+        |runs| match &args.apps_out {
+            Some(out) => {
+                let json = serde_json::to_string_pretty(runs).map_err(|e| e.to_string())?;
+                std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))
+            }
+            None => Ok(()),
+        },
+    )?;
+    print!("{}", hotspot_apps::render(&runs));
+    let failures = hotspot_apps::checksum_failures(&runs);
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} run(s) with a checksum that is not stock's",
+            failures.len()
+        ))
+    }
 }
 
 /// `hab hotspot-hab --many-threads`: the chat table.

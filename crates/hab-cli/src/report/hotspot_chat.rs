@@ -69,7 +69,7 @@ pub fn run_count(collectors: &[Collector], repeat: usize) -> usize {
 
 pub(super) const STOCK: &str = "stock, adaptive TLABs";
 pub(super) const NO_TLABS: &str = "stock, -XX:-UseTLAB";
-const HABS: &str = "-XX:+UseHAB, adaptive TLABs";
+pub(super) const HABS: &str = "-XX:+UseHAB, adaptive TLABs";
 pub(super) const HABS_SMALL: &str = "-XX:+UseHAB, 1 KiB TLABs";
 pub(super) const CPU_LABS: &str = "-XX:+UseHABCPULABs, flipping with TLABs";
 pub(super) const CPU_LABS_ALWAYS: &str = "-XX:+UseHABCPULABs, every cycle";
@@ -111,7 +111,7 @@ pub(super) struct Run {
 /// The sum of the figure after `key` (`gc:`, `slow:`) over HotSpot's `TLAB totals` lines, in
 /// bytes, and how many such lines (one per collection, where nothing else made the heap
 /// parsable).
-fn tlab_totals(log: &str, key: &str) -> (u64, u64) {
+pub(super) fn tlab_totals(log: &str, key: &str) -> (u64, u64) {
     let lines = log.lines().filter(|l| l.contains("TLAB totals:"));
     let mut sum = 0;
     let mut count = 0;
@@ -140,7 +140,7 @@ fn hab_collections(log: &str) -> Option<u64> {
 }
 
 /// The levels' waste over the run, from `HAB total LEVEL: ... waste_bytes: N ...`, in bytes.
-fn level_waste_bytes(log: &str) -> u64 {
+pub(super) fn level_waste_bytes(log: &str) -> u64 {
     log.lines()
         .filter(|l| l.contains("HAB total ") && !l.contains("HAB total:"))
         .filter_map(|l| {

@@ -15,6 +15,7 @@ mod data;
 mod end_of_cycle;
 mod experiment;
 mod hotspot;
+pub mod hotspot_apps;
 pub mod hotspot_chat;
 pub mod hotspot_hab;
 pub mod hotspot_observed;
