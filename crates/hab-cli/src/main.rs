@@ -49,7 +49,6 @@ enum Command {
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("chat").args(["many_threads", "observed"])))]
-#[command(group(clap::ArgGroup::new("suite").args(["apps"])))]
 struct HotspotHabArgs {
     /// The JDK with HABs (default: target/hotspot-hab/jdk).
     #[arg(long)]
@@ -400,15 +399,15 @@ fn main() -> ExitCode {
 
 fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
     use report::hotspot_hab::{self, Grid, Runs};
+    if args.apps {
+        return hotspot_apps(&args);
+    }
     if let Some(from) = &args.from {
         let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
         let runs: Runs =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
         print!("{}", hotspot_hab::render_runs(&runs));
         return Ok(());
-    }
-    if args.apps {
-        return hotspot_apps(&args);
     }
     if args.threads.is_empty() {
         args.threads = hotspot_hab::default_threads();
@@ -573,11 +572,12 @@ fn on_off(text: &str) -> Result<bool, String> {
 /// `hab hotspot-hab --apps`: the real applications' tables (or those of `--from`'s runs).
 fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
     use report::hotspot_apps::{self, AppsRuns, Plan, Young, APPS};
+    use report::hotspot_apps_section::{checksum_failures, render};
     if let Some(from) = &args.from {
         let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
         let runs: AppsRuns =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
-        print!("{}", hotspot_apps::render(&runs));
+        print!("{}", render(&runs));
         return Ok(());
     }
     for name in &args.app_names {
@@ -597,6 +597,7 @@ fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
     for &t in &threads {
         limits::threads("--threads", t)?;
     }
+    limits::repetitions("--repeat", args.repeat, false)?;
     limits::repetitions("--warmup", args.warmup, true)?;
     limits::repetitions("--iterations", args.iterations, false)?;
     let plan = Plan {
@@ -634,8 +635,8 @@ fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
             None => Ok(()),
         },
     )?;
-    print!("{}", hotspot_apps::render(&runs));
-    let failures = hotspot_apps::checksum_failures(&runs);
+    print!("{}", render(&runs));
+    let failures = checksum_failures(&runs);
     if failures.is_empty() {
         Ok(())
     } else {

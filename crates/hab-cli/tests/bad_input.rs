@@ -120,6 +120,17 @@ const CASES: &[(&str, &str)] = &[
         "--loop-objects-millions 0: must be at least 1",
     ),
     ("hotspot-hab --many-threads --out x.json", "--out"),
+    (
+        "hotspot-hab --apps --app nope",
+        "--app nope: the applications are h2, luindex",
+    ),
+    ("hotspot-hab --apps --young medium", "roomy or tight"),
+    ("hotspot-hab --apps --jfr maybe", "on or off"),
+    (
+        "hotspot-hab --apps --iterations 0",
+        "--iterations 0: must be at least 1",
+    ),
+    ("hotspot-hab --young tight", "--apps"),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
     ("run --tlab-size 0", "--tlab-size: 0 bytes"),

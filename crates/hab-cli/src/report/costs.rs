@@ -271,26 +271,26 @@ pub fn render(costs: &Costs, claims: &mut Claims) -> String {
                 )
             );
         }
-        if let Some(plab) = costs.instructions(CPU_LAB_OBJECTS) {
+        if let Some(cpu_lab) = costs.instructions(CPU_LAB_OBJECTS) {
             // The loop around the allocation: header store, counter, compare, branch.
-            let path = plab - 4.0;
+            let path = cpu_lab - 4.0;
             let _ = writeln!(
                 s,
-                "`plab` allocates through `Mutator::alloc_sized`, the one allocation call of every \
+                "`cpu-lab` allocates through `Mutator::alloc_sized`, the one allocation call of every \
                  mode, which reaches the per-CPU fast path while the thread allocates in \
                  per-CPU LABs. Under valgrind it runs with `HAB_RSEQ=unregistered`: valgrind \
                  does not implement rseq, so the sections run on glibc's area without a \
-                 registration (exact with one thread). Per object, {plab:.2} instructions = 4 \
+                 registration (exact with one thread). Per object, {cpu_lab:.2} instructions = 4 \
                  of the loop and header + {path:.2} of the allocation; the README's disassembly \
                  of this loop splits them into the test of the mutator's per-CPU cursor (2), \
                  the restartable bump (10: arm the descriptor, load the index field's offset \
                  from the slot, check the index and branch, load, add, compare, branch, commit; \
                  the seed's SPARC PLAB path took 17) and the test of its result (2). Claim: a \
-                 `plab` allocation costs at most 12 instructions: {} (the bound was set for the \
+                 `cpu-lab` allocation costs at most 12 instructions: {} (the bound was set for the \
                  dedicated path, 11, before the cursor test).\n",
                 claims.judge(
                     "Instruction counts",
-                    "a `plab` allocation costs at most 12 instructions",
+                    "a `cpu-lab` allocation costs at most 12 instructions",
                     Verdict::at_most(Spread::exact(path), 12.0)
                 )
             );

@@ -11,11 +11,13 @@ mod c_runtime;
 mod claims;
 mod concurrency_ids;
 mod costs;
+mod cpu_labs;
 mod data;
 mod end_of_cycle;
 mod experiment;
 mod hotspot;
 pub mod hotspot_apps;
+pub mod hotspot_apps_section;
 pub mod hotspot_chat;
 pub mod hotspot_hab;
 pub mod hotspot_observed;
@@ -24,7 +26,6 @@ mod jaffer;
 mod jvm;
 mod middle;
 mod noise;
-mod plab;
 mod plot;
 mod scale;
 mod shared;
@@ -53,7 +54,7 @@ pub const EXPERIMENTS: &[&dyn Experiment] = &[
     &shipilev::Shipilev,
     &jaffer::Jaffer,
     &middle::Middle,
-    &plab::CpuLabs,
+    &cpu_labs::CpuLabs,
     &concurrency_ids::ConcurrencyIds,
     &vm::Vm,
     &end_of_cycle::EndOfCycle,
@@ -61,6 +62,7 @@ pub const EXPERIMENTS: &[&dyn Experiment] = &[
     &hotspot_hab::HotSpotWithHabs,
     &hotspot_chat::HotSpotManyThreads,
     &hotspot_observed::HotSpotObserved,
+    &hotspot_apps_section::HotSpotApps,
     &costs::CostsExperiment,
 ];
 
@@ -264,7 +266,7 @@ fn header(scale: &Scale, extras: &Extras, seconds: f64) -> String {
         "Hab is the allocation subsystem a garbage-collected runtime embeds: threads bump a \
          pointer in their TLAB; TLABs refill from per-CPU, per-core or per-package buffers chosen \
          by the CPU the thread runs on (`hab` mode), which refill from a global heap; or threads \
-         bump objects straight into the LAB of their CPU inside a restartable sequence (`plab` \
+         bump objects straight into the LAB of their CPU inside a restartable sequence (`cpu-lab` \
          mode), and `flip` chooses between TLABs and per-CPU LABs at each collection. This \
          report measures each mode on this machine against the seed papers' experiments, and \
          against HotSpot running the same workloads.\n"

@@ -9,7 +9,7 @@ use super::hotspot::HotSpot;
 use super::scale::Scale;
 use super::shared::Measured;
 use super::vm::{self, Runs};
-use super::{jaffer, middle, plab};
+use super::{cpu_labs, jaffer, middle};
 use crate::figures::percent;
 
 /// One mode's row: its figures, then where it wins.
@@ -173,8 +173,8 @@ fn rows(
             ),
         },
         Row {
-            mode: "`plab`",
-            ns: both(&|threads| ns(&plab::run(scale, Mode::CpuLab, threads))),
+            mode: "`cpu-lab`",
+            ns: both(&|threads| ns(&cpu_labs::run(scale, Mode::CpuLab, threads))),
             instructions: instructions(costs::CPU_LAB_OBJECTS),
             chat: chat(Mode::CpuLab),
             wins: "many more threads than CPUs: LAB waste bounded by the CPUs, not the threads"
@@ -183,7 +183,7 @@ fn rows(
         Row {
             mode: "`flip`",
             ns: vec![None; counts.len()],
-            instructions: "as `tlab` or `plab`".into(),
+            instructions: "as `tlab` or `cpu-lab`".into(),
             chat: chat(Mode::Flip),
             wins: "chooses between the two at each collection".into(),
         },

@@ -192,7 +192,7 @@ pub(super) fn find<'a>(runs: &'a [Runs], spec: &VmRunSpec) -> &'a Runs {
         .expect("every VM configuration of the report was run")
 }
 
-/// `instructions`: callgrind's instructions per object of `alloc-object` in `tlab` and `plab`
+/// `instructions`: callgrind's instructions per object of `alloc-object` in `tlab` and `cpu-lab`
 /// mode (loop and header included), where measured.
 pub fn render(
     scale: &Scale,
@@ -205,7 +205,7 @@ pub fn render(
     let mut s = String::new();
     let _ = writeln!(s, "## On the VM: LAB waste becomes collections\n");
     let chat_50 = |mode| find(runs, &chat(scale, mode, 50)).mean(|r| r.collections);
-    let (tlab, plab, flip) = (
+    let (tlab, cpu_lab, flip) = (
         chat_50(Mode::Tlab),
         chat_50(Mode::CpuLab),
         chat_50(Mode::Flip),
@@ -220,7 +220,7 @@ pub fn render(
          young collections with TLABs, 55 with per-processor LABs and 58 in flip mode.",
         &format!(
             "the chat with 50 rooms (1000 threads), 64 KiB LABs and a 4 MiB space runs \
-             {tlab:.0} collections with TLABs, {plab:.0} with per-CPU LABs and {flip:.0} in \
+             {tlab:.0} collections with TLABs, {cpu_lab:.0} with per-CPU LABs and {flip:.0} in \
              `flip` mode.",
         ),
         fewer(Mode::CpuLab).and(fewer(Mode::Flip)),
@@ -246,7 +246,7 @@ pub fn render(
     let _ = writeln!(
         s,
         "Instructions per allocation (callgrind, `alloc-object` with 16-byte objects, the loop's \
-         4 instructions of loop and header included; see the last section): `tlab` {}, `plab` \
+         4 instructions of loop and header included; see the last section): `tlab` {}, `cpu-lab` \
          {}. The seed's SPARC fast paths took 7 instructions from a TLAB and 17 from a \
          per-processor LAB (with its preemption-notified restartable transaction), and it \
          measured 10.2 more per allocation in a whole run; here the difference is the \
@@ -284,7 +284,7 @@ fn render_warehouses(
     );
     let _ = writeln!(
         s,
-        "| threads | tlab | plab | flip | plab / tlab | flip / tlab | HotSpot | HotSpot, 64 KiB TLABs |"
+        "| threads | tlab | cpu-lab | flip | cpu-lab / tlab | flip / tlab | HotSpot | HotSpot, 64 KiB TLABs |"
     );
     let _ = writeln!(
         s,

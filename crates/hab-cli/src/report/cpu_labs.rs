@@ -1,5 +1,5 @@
 //! Garthwaite et al.'s per-processor LABs: objects bumped straight in the LAB of the CPU the
-//! thread runs on (mode `plab`), against TLABs and a shared CAS (`alloc-object`, 16 B).
+//! thread runs on (mode `cpu-lab`), against TLABs and a shared CAS (`alloc-object`, 16 B).
 
 use std::fmt::Write as _;
 
@@ -39,13 +39,13 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
     let get = |mode, threads| measured.get(&run(scale, mode, threads));
     let _ = writeln!(
         s,
-        "## Per-CPU LABs (`plab`) against TLABs and a shared CAS\n"
+        "## Per-CPU LABs (`cpu-lab`) against TLABs and a shared CAS\n"
     );
     let restartable = get(Mode::CpuLab, 1).cpu_labs_restartable;
     let _ = writeln!(
         s,
         "`alloc-object`, 16-byte objects, {} per thread, a {} heap, as in Jaffer's experiment. \
-         In `plab` mode there is no TLAB: each object is bumped in the LAB of the CPU the thread \
+         In `cpu-lab` mode there is no TLAB: each object is bumped in the LAB of the CPU the thread \
          runs on, inside a restartable sequence{}; LABs are sized like adaptive TLABs (the heap \
          shared by the CPUs over 50 refills per collection). Median \
          of {} repetitions; all three modes in the same run.\n",
@@ -59,14 +59,14 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
     );
     let _ = writeln!(
         s,
-        "| threads | shared ns/object | tlab ns/object | plab ns/object | plab / tlab | shared / plab | claim: plab ≤ 1.6× tlab | claim: plab ≥ 2× faster than shared |"
+        "| threads | shared ns/object | tlab ns/object | cpu-lab ns/object | cpu-lab / tlab | shared / cpu-lab | claim: cpu-lab ≤ 1.6× tlab | claim: cpu-lab ≥ 2× faster than shared |"
     );
     let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |");
     // Judged on one thread, at 2 and on every CPU; reported at the other counts.
     let judged = scale.threads.ends_and_two();
     for threads in scale.threads.scaling() {
         let runs = [Mode::Shared, Mode::Tlab, Mode::CpuLab].map(|mode| get(mode, threads));
-        let [shared, tlab, plab] = runs.map(RunResult::ns_per_object);
+        let [shared, tlab, cpu_lab] = runs.map(RunResult::ns_per_object);
         let mut judge = |claim: String, verdict| {
             if judged.contains(&threads) {
                 claims.judge(SECTION, &claim, verdict).to_string()
@@ -75,39 +75,39 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
             }
         };
         let near_tlab = judge(
-            format!("`plab` ≤ 1.6× `tlab` time per object ({threads} thread(s))"),
-            Verdict::at_most(plab.ratio(tlab), 1.6),
+            format!("`cpu-lab` ≤ 1.6× `tlab` time per object ({threads} thread(s))"),
+            Verdict::at_most(cpu_lab.ratio(tlab), 1.6),
         );
         let beats_shared = judge(
-            format!("`plab` ≥ 2× faster than `shared` ({threads} thread(s))"),
-            Verdict::at_least(shared.ratio(plab), 2.0),
+            format!("`cpu-lab` ≥ 2× faster than `shared` ({threads} thread(s))"),
+            Verdict::at_least(shared.ratio(cpu_lab), 2.0),
         );
-        let [shared, tlab, plab] = [shared, tlab, plab].map(|spread| spread.median);
+        let [shared, tlab, cpu_lab] = [shared, tlab, cpu_lab].map(|spread| spread.median);
         let _ = writeln!(
             s,
             "| {threads} | {} | {} | {} | {:.2} | {:.1}× | {} | {} |",
             spread(runs[0]),
             spread(runs[1]),
             spread(runs[2]),
-            plab / tlab,
-            shared / plab,
+            cpu_lab / tlab,
+            shared / cpu_lab,
             near_tlab,
             beats_shared
         );
     }
     let counted =
         [SHARED_OBJECTS, TLAB_OBJECTS, CPU_LAB_OBJECTS].map(|run| costs.instructions(run));
-    if let [Some(shared), Some(tlab), Some(plab)] = counted {
+    if let [Some(shared), Some(tlab), Some(cpu_lab)] = counted {
         let _ = writeln!(
             s,
             "\nBehind the times, the work counted (callgrind, one thread, the runs of \
              *Instructions per allocation*): {shared:.2} instructions per object in `shared`, \
-             {tlab:.2} in `tlab`, {plab:.2} in `plab`: `plab` / `tlab` {:.2} and `shared` / \
-             `plab` {:.1}× in instructions. Where a time ratio above strays far from these, \
+             {tlab:.2} in `tlab`, {cpu_lab:.2} in `cpu-lab`: `cpu-lab` / `tlab` {:.2} and `shared` / \
+             `cpu-lab` {:.1}× in instructions. Where a time ratio above strays far from these, \
              the difference is the machine (caches, contention, noise), not the allocator's \
              work.",
-            plab / tlab,
-            shared / plab
+            cpu_lab / tlab,
+            shared / cpu_lab
         );
     }
     let _ = writeln!(
@@ -123,19 +123,19 @@ pub fn render(scale: &Scale, measured: &Measured, costs: &Costs, claims: &mut Cl
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     for threads in scale.threads.scaling() {
-        let RunResult { cpu_lab: plab, .. } = get(Mode::CpuLab, threads);
+        let RunResult { cpu_lab, .. } = get(Mode::CpuLab, threads);
         let _ = writeln!(
             s,
             "| {threads} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            plab.labs,
-            plab.transactions,
-            plab.failed_transactions,
-            plab.invalid_transactions,
-            plab.sidelined_labs,
-            plab.partial_labs,
-            ByteSize::new(plab.partial_waste_bytes as usize),
-            plab.rseq_aborts,
-            plab.fallback_allocs
+            cpu_lab.labs,
+            cpu_lab.transactions,
+            cpu_lab.failed_transactions,
+            cpu_lab.invalid_transactions,
+            cpu_lab.sidelined_labs,
+            cpu_lab.partial_labs,
+            ByteSize::new(cpu_lab.partial_waste_bytes as usize),
+            cpu_lab.rseq_aborts,
+            cpu_lab.fallback_allocs
         );
     }
     let _ = writeln!(

@@ -1,0 +1,560 @@
+//! What the real applications' runs say (`hotspot_apps.rs` runs them): time and young
+//! collections relative to stock per application and their geometric mean over the suite, the
+//! checksums, the claims the report judges, its plot, and the report's section.
+
+use std::fmt::Write as _;
+
+use super::claims::{Claims, Verdict};
+use super::experiment::{Context, Experiment};
+use super::hotspot_apps::{configs, measure, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP};
+use super::hotspot_chat::{CPU_LABS, CPU_LABS_ALWAYS, HABS, STOCK};
+use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::plot::BarPlot;
+use crate::figures::Spread;
+
+/// A point's median time as a spread over its rounds.
+fn time(point: &AppPoint) -> Option<Spread> {
+    let times: Vec<f64> = point.runs.iter().map(|r| r.median_ms).collect();
+    (!times.is_empty()).then(|| Spread::of(&times))
+}
+
+fn collections(point: &AppPoint) -> Option<Spread> {
+    let counts: Vec<f64> = point
+        .runs
+        .iter()
+        .map(|r| r.young_collections as f64)
+        .collect();
+    (!counts.is_empty()).then(|| Spread::of(&counts))
+}
+
+/// The geometric mean of `ratios`' medians, smallest and largest values.
+pub fn geomean(ratios: &[Spread]) -> Option<Spread> {
+    if ratios.is_empty() {
+        return None;
+    }
+    let mean = |f: fn(&Spread) -> f64| {
+        (ratios.iter().map(|r| f(r).ln()).sum::<f64>() / ratios.len() as f64).exp()
+    };
+    Some(Spread {
+        median: mean(|r| r.median),
+        min: mean(|r| r.min),
+        max: mean(|r| r.max),
+    })
+}
+
+/// One setting of the plan: a table is printed for each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Setting {
+    pub collector: Collector,
+    pub young: Young,
+    pub threads: usize,
+    pub jfr: bool,
+}
+
+impl Setting {
+    fn holds(self, point: &AppPoint) -> bool {
+        point.collector == self.collector
+            && point.young == self.young
+            && point.threads == self.threads
+            && point.jfr == self.jfr
+    }
+
+    fn title(self) -> String {
+        format!(
+            "{}, {}, {} threads, {}",
+            self.collector.name(),
+            self.young.name(),
+            self.threads,
+            if self.jfr {
+                "JFR's default recording"
+            } else {
+                "no observer"
+            }
+        )
+    }
+}
+
+/// The settings of `runs`, in the plan's order.
+pub fn settings(runs: &AppsRuns) -> Vec<Setting> {
+    let plan = &runs.plan;
+    let mut all = vec![];
+    for &collector in &plan.collectors {
+        for &young in &plan.youngs {
+            for &threads in &plan.threads {
+                for &jfr in &plan.jfr {
+                    all.push(Setting {
+                        collector,
+                        young,
+                        threads,
+                        jfr,
+                    });
+                }
+            }
+        }
+    }
+    all
+}
+
+fn find<'a>(runs: &'a AppsRuns, setting: Setting, app: &str, label: &str) -> Option<&'a AppPoint> {
+    runs.points
+        .iter()
+        .find(|p| setting.holds(p) && p.app == app && p.config.label == label)
+}
+
+/// An application's time and young collections × stock.
+pub type AppRatios = (String, Option<Spread>, Option<Spread>);
+
+/// A configuration's time and young collections relative to stock over the suite, in
+/// `setting`: the geometric means (time: > 1 slower) with their ranges, per-application
+/// ratios alongside.
+pub struct Relative {
+    pub time: Option<Spread>,
+    pub collections: Option<Spread>,
+    pub per_app: Vec<AppRatios>,
+}
+
+/// [`Relative`] of `label` in `setting`.
+pub fn relative(runs: &AppsRuns, setting: Setting, label: &str) -> Relative {
+    let mut per_app = vec![];
+    for app in &runs.plan.apps {
+        let (Some(point), Some(stock)) = (
+            find(runs, setting, app, label),
+            find(runs, setting, app, STOCK),
+        ) else {
+            continue;
+        };
+        let time = time(point).zip(time(stock)).map(|(p, s)| p.ratio(s));
+        // Collections: +1 on both sides, so that an application that collects rarely does not
+        // divide by zero.
+        let plus_one = |s: Spread| Spread {
+            median: s.median + 1.0,
+            min: s.min + 1.0,
+            max: s.max + 1.0,
+        };
+        let gcs = collections(point)
+            .zip(collections(stock))
+            .map(|(p, s)| plus_one(p).ratio(plus_one(s)));
+        per_app.push((app.clone(), time, gcs));
+    }
+    let times: Vec<Spread> = per_app.iter().filter_map(|(_, t, _)| *t).collect();
+    let gcs: Vec<Spread> = per_app.iter().filter_map(|(_, _, c)| *c).collect();
+    Relative {
+        time: geomean(&times),
+        collections: geomean(&gcs),
+        per_app,
+    }
+}
+
+/// Runs whose checksum was not stock's recorded one, as `app, configuration: status`.
+pub fn checksum_failures(runs: &AppsRuns) -> Vec<String> {
+    let mut failures = vec![];
+    for point in &runs.points {
+        for run in &point.runs {
+            if run.checksum_status != "ok" {
+                failures.push(format!(
+                    "{} ({}, {}): checksum {} {}",
+                    point.app,
+                    point.collector.name(),
+                    point.config.label,
+                    run.checksum,
+                    run.checksum_status
+                ));
+            }
+        }
+    }
+    failures
+}
+
+fn ratio_cell(ratio: Option<Spread>) -> String {
+    ratio.map_or("—".into(), |r| {
+        format!("{:.2} ({:.2}–{:.2})", r.median, r.min, r.max)
+    })
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / (1024.0 * 1024.0)
+}
+
+/// The tables of `runs`, in Markdown.
+pub fn render(runs: &AppsRuns) -> String {
+    let mut out = String::new();
+    let plan = &runs.plan;
+    let _ = writeln!(
+        out,
+        "Machine: {}. JVM: {}. `hab.apps.Main APP THREADS --warmup {} --iterations {}`, \
+         -Xms{HEAP} -Xmx{HEAP}, {} round(s); time is the median timed iteration, a cell \
+         `median (min–max)` over the rounds.\n",
+        runs.machine, runs.jvm, plan.warmup, plan.iterations, plan.repeat
+    );
+    let labels: Vec<String> = configs().into_iter().map(|c| c.label).collect();
+    for setting in settings(runs) {
+        let _ = writeln!(out, "#### {}\n", setting.title());
+        let _ = writeln!(
+            out,
+            "Time and young collections × stock (below 1: faster, fewer).\n"
+        );
+        let _ = write!(out, "| application | stock ms | stock young GCs |");
+        for label in &labels[1..] {
+            let _ = write!(out, " {label}: time | collections |");
+        }
+        let _ = writeln!(
+            out,
+            "\n|---|---:|---:|{}",
+            "---:|---:|".repeat(labels.len() - 1)
+        );
+        let relatives: Vec<Relative> = labels[1..]
+            .iter()
+            .map(|l| relative(runs, setting, l))
+            .collect();
+        for app in &plan.apps {
+            let Some(stock) = find(runs, setting, app, STOCK) else {
+                continue;
+            };
+            let cell = |s: Option<Spread>, digits: usize| {
+                s.map_or("—".into(), |s| {
+                    format!(
+                        "{:.digits$} ({:.digits$}–{:.digits$})",
+                        s.median, s.min, s.max
+                    )
+                })
+            };
+            let _ = write!(
+                out,
+                "| {app} | {} | {} |",
+                cell(time(stock), 0),
+                cell(collections(stock), 0)
+            );
+            for relative in &relatives {
+                let (time, gcs) = relative
+                    .per_app
+                    .iter()
+                    .find(|(a, _, _)| a == app)
+                    .map_or((None, None), |(_, t, c)| (*t, *c));
+                let _ = write!(out, " {} | {} |", ratio_cell(time), ratio_cell(gcs));
+            }
+            let _ = writeln!(out);
+        }
+        let _ = write!(out, "| **geometric mean** | | |");
+        for relative in &relatives {
+            let _ = write!(
+                out,
+                " **{}** | **{}** |",
+                ratio_cell(relative.time),
+                ratio_cell(relative.collections)
+            );
+        }
+        let _ = writeln!(out, "\n");
+        let _ = writeln!(
+            out,
+            "| application | configuration | MB/s allocated | TLAB tails MiB | level tails MiB | checksums |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---|");
+        for app in &plan.apps {
+            for label in &labels {
+                let Some(point) = find(runs, setting, app, label) else {
+                    continue;
+                };
+                let median = |f: fn(&AppRun) -> f64| {
+                    crate::figures::median(&point.runs.iter().map(f).collect::<Vec<_>>())
+                };
+                let ok = point
+                    .runs
+                    .iter()
+                    .filter(|r| r.checksum_status == "ok")
+                    .count();
+                let _ = writeln!(
+                    out,
+                    "| {app} | {label} | {:.0} | {:.1} | {:.1} | {ok}/{} ok |",
+                    median(|r| r.allocated_mb_per_s),
+                    mib(median(|r| r.tlab_waste_bytes as f64)),
+                    mib(median(|r| r.level_waste_bytes as f64)),
+                    point.runs.len()
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
+    let failures = checksum_failures(runs);
+    if failures.is_empty() {
+        let total: usize = runs.points.iter().map(|p| p.runs.len()).sum();
+        let _ = writeln!(
+            out,
+            "Checksums: every one of the {total} runs equal to the value recorded for stock HotSpot."
+        );
+    } else {
+        let _ = writeln!(out, "Checksums that are not stock's:\n");
+        for failure in failures {
+            let _ = writeln!(out, "- {failure}");
+        }
+    }
+    out
+}
+
+/// The report's claims on `runs` (those without an observer): the checksums everywhere; at
+/// the fewest threads, HABs (automatic levels) and per-CPU LABs flipping at least 0.98× stock's
+/// throughput with no more young collections, as geometric means over the suite; at the most
+/// threads in the tight young generation, per-CPU LABs with fewer young collections.
+pub fn judge(runs: &AppsRuns, claims: &mut Claims) {
+    const SOURCE: &str = "HotSpot with HABs, real applications";
+    let failures = checksum_failures(runs).len();
+    claims.judge(
+        SOURCE,
+        "every application's checksum is stock's in every configuration",
+        Verdict::at_most(Spread::exact(failures as f64), 0.0),
+    );
+    let fewest = runs.plan.threads.iter().copied().min().unwrap_or(0);
+    let most = runs.plan.threads.iter().copied().max().unwrap_or(0);
+    for setting in settings(runs).into_iter().filter(|s| !s.jfr) {
+        let title = setting.title();
+        if setting.threads == fewest {
+            for label in [HABS, CPU_LABS] {
+                let relative = relative(runs, setting, label);
+                if let Some(time) = relative.time {
+                    claims.judge(
+                        SOURCE,
+                        &format!("{label}: at least 0.98× stock's throughput, geometric mean over the suite ({title})"),
+                        Verdict::at_most(time, 1.0 / 0.98),
+                    );
+                }
+                if let Some(collections) = relative.collections {
+                    claims.judge(
+                        SOURCE,
+                        &format!("{label}: no more young collections than stock, geometric mean over the suite ({title})"),
+                        Verdict::at_most(collections, 1.0),
+                    );
+                }
+            }
+        }
+        if setting.threads == most && most > fewest && setting.young == Young::Tight {
+            for label in [CPU_LABS, CPU_LABS_ALWAYS] {
+                if let Some(collections) = relative(runs, setting, label).collections {
+                    claims.judge(
+                        SOURCE,
+                        &format!("{label}: at least 1 % fewer young collections than stock, geometric mean over the suite ({title})"),
+                        Verdict::at_most(collections, 0.99),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The plot: time and young collections × stock per application, HABs and per-CPU LABs
+/// flipping, in the first setting without an observer at the most threads.
+fn plot(runs: &AppsRuns) -> Option<(String, BarPlot<'static>)> {
+    let most = runs.plan.threads.iter().copied().max()?;
+    let setting = settings(runs)
+        .into_iter()
+        .find(|s| !s.jfr && s.threads == most)?;
+    let mut series = vec![];
+    for label in [HABS, CPU_LABS] {
+        let relative = relative(runs, setting, label);
+        let values = |pick: fn(&AppRatios) -> Option<Spread>| {
+            relative
+                .per_app
+                .iter()
+                .map(|entry| pick(entry).map_or(0.0, |s| s.median))
+                .collect::<Vec<f64>>()
+        };
+        series.push((format!("{label}: time"), values(|e| e.1)));
+        series.push((format!("{label}: young collections"), values(|e| e.2)));
+    }
+    let categories = relative(runs, setting, HABS)
+        .per_app
+        .into_iter()
+        .map(|(app, _, _)| app)
+        .collect();
+    Some((
+        setting.title(),
+        BarPlot {
+            title: "Real applications: time and young collections × stock",
+            y_label: "× stock (below 1: faster, fewer)",
+            categories,
+            series,
+        },
+    ))
+}
+
+/// The report's plan at its scale (none at the quick one): Parallel, the tight young
+/// generation, every CPU busy and 8 threads per CPU, no observer, one round (the full scale
+/// adds the roomy young generation, JFR and a second round).
+pub fn report_plan(scale: &super::scale::Scale) -> Option<Plan> {
+    let cpus = super::threads::Threads::of_this_machine().cpus();
+    let mut plan = Plan {
+        apps: APPS.map(String::from).to_vec(),
+        collectors: vec![Collector::Parallel],
+        youngs: vec![Young::Tight],
+        threads: vec![cpus, 8 * cpus],
+        jfr: vec![false],
+        warmup: 2,
+        iterations: 3,
+        repeat: 1,
+    };
+    match scale.name {
+        "default" => Some(plan),
+        "full" => {
+            plan.youngs = vec![Young::Roomy, Young::Tight];
+            plan.jfr = vec![false, true];
+            plan.repeat = 2;
+            Some(plan)
+        }
+        _ => None,
+    }
+}
+
+/// The experiment as the report runs it, where HotSpot runs and the JVM with HABs is built.
+pub struct HotSpotApps;
+
+impl Experiment for HotSpotApps {
+    fn name(&self) -> &'static str {
+        "HotSpot with HABs, real applications"
+    }
+
+    fn steps(&self, cx: &Context) -> usize {
+        match report_plan(&cx.scale) {
+            Some(plan) if cx.jvm_skipped.is_none() && built_jdk().is_some() => plan.run_count(),
+            _ => 0,
+        }
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
+        if cx.jvm_skipped.is_some() {
+            return Ok(());
+        }
+        let measured: Result<AppsRuns, String> = match (report_plan(&cx.scale), built_jdk()) {
+            (None, _) => Err("the quick scale skips it".into()),
+            (_, None) => Err(NOT_BUILT.into()),
+            (Some(plan), Some(jdk)) => super::hotspot_apps::build_suite()
+                .and_then(|apps| {
+                    measure(
+                        &jdk,
+                        &apps,
+                        &plan,
+                        |what| {
+                            progress.set_message(what.to_string());
+                            progress.inc(1);
+                        },
+                        |_| Ok(()),
+                    )
+                })
+                .map_err(|why| format!("it failed: {why}")),
+        };
+        cx.results.put(measured);
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
+        let mut text = String::from(
+            "### Real applications\n\nThe libraries behind DaCapo's allocation-heavy members \
+             (`bench/apps`: H2, Lucene indexing and searching, Jackson, javac, the Kotlin and \
+             Scala compilers), each with fixed work split among the threads and a checksum that \
+             must be stock's, in every HAB configuration against stock. A time ratio below 1 is \
+             faster than stock; collections are young ones over the timed iterations (ratios of \
+             counts + 1). `hab hotspot-hab --apps` runs the same with both collectors, both \
+             young generations and JFR.\n\n",
+        );
+        match cx.results.get::<Result<AppsRuns, String>>() {
+            Some(Ok(runs)) => {
+                judge(runs, claims);
+                text += &render(runs);
+                if let Some((title, bars)) = plot(runs) {
+                    let _ = writeln!(text, "\n{title}:\n");
+                    text += &cx.figures.bars("hotspot-apps", &bars);
+                }
+            }
+            Some(Err(why)) => text += &format!("Not run on this machine: {why}.\n\n"),
+            None => text += &format!("Not run on this machine: {}.\n\n", cx.why_no_jvm()),
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::hotspot_apps::Young;
+
+    fn point(app: &str, label: &str, ms: &[f64], gcs: &[u64]) -> AppPoint {
+        AppPoint {
+            app: app.into(),
+            collector: Collector::Parallel,
+            young: Young::Tight,
+            threads: 2,
+            jfr: false,
+            config: configs().into_iter().find(|c| c.label == label).unwrap(),
+            runs: ms
+                .iter()
+                .zip(gcs)
+                .map(|(&median_ms, &young_collections)| AppRun {
+                    median_ms,
+                    young_collections,
+                    allocated_mb_per_s: 100.0,
+                    tlab_waste_bytes: 0,
+                    level_waste_bytes: 0,
+                    checksum: "0x1".into(),
+                    checksum_status: "ok".into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn runs(points: Vec<AppPoint>) -> AppsRuns {
+        AppsRuns {
+            machine: "test".into(),
+            jvm: "test".into(),
+            plan: Plan {
+                apps: vec!["h2".into(), "javac".into()],
+                collectors: vec![Collector::Parallel],
+                youngs: vec![Young::Tight],
+                threads: vec![2],
+                jfr: vec![false],
+                warmup: 1,
+                iterations: 1,
+                repeat: 1,
+            },
+            points,
+        }
+    }
+
+    #[test]
+    fn the_geometric_mean_of_two_ratios_is_their_root_product() {
+        let g = geomean(&[Spread::exact(2.0), Spread::exact(0.5)]).unwrap();
+        assert!((g.median - 1.0).abs() < 1e-12);
+        assert!(geomean(&[]).is_none());
+    }
+
+    #[test]
+    fn relative_times_and_collections_are_per_application_then_averaged() {
+        let runs = runs(vec![
+            point("h2", STOCK, &[100.0], &[9]),
+            point("h2", CPU_LABS, &[110.0], &[4]),
+            point("javac", STOCK, &[200.0], &[0]),
+            point("javac", CPU_LABS, &[200.0], &[0]),
+        ]);
+        let setting = settings(&runs)[0];
+        let r = relative(&runs, setting, CPU_LABS);
+        let time = r.time.unwrap();
+        assert!((time.median - (1.1f64).sqrt()).abs() < 1e-9, "{time:?}");
+        // h2: (4+1)/(9+1) = 0.5; javac: 1/1.
+        let gcs = r.collections.unwrap();
+        assert!((gcs.median - 0.5f64.sqrt()).abs() < 1e-9, "{gcs:?}");
+        assert!(checksum_failures(&runs).is_empty());
+        let table = render(&runs);
+        assert!(
+            table.contains("| h2 | 100 (100–100) | 9 (9–9) |"),
+            "{table}"
+        );
+        assert!(table.contains("every one of the 4 runs"), "{table}");
+    }
+
+    #[test]
+    fn a_checksum_that_is_not_stocks_is_listed() {
+        let mut bad = point("h2", CPU_LABS, &[110.0], &[4]);
+        bad.runs[0].checksum_status = "differs".into();
+        let runs = runs(vec![point("h2", STOCK, &[100.0], &[9]), bad]);
+        let failures = checksum_failures(&runs);
+        assert_eq!(failures.len(), 1);
+        assert!(failures[0].contains("differs"), "{failures:?}");
+        assert!(render(&runs).contains("Checksums that are not stock's"));
+    }
+}
