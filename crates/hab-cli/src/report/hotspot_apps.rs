@@ -149,18 +149,7 @@ pub fn suite_dir() -> PathBuf {
 /// Builds `bench/apps` with Maven; the folder of its jar and libraries.
 pub fn build_suite() -> Result<PathBuf, String> {
     let dir = suite_dir();
-    let output = Command::new("mvn")
-        .args(["-q", "-B", "package", "-DskipTests"])
-        .current_dir(&dir)
-        .output()
-        .map_err(|e| format!("cannot run mvn: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "mvn package failed in {}: {}",
-            dir.display(),
-            String::from_utf8_lossy(&output.stdout)
-        ));
-    }
+    super::jvm::mvn_package(&dir)?;
     Ok(dir.join("target"))
 }
 

@@ -40,12 +40,11 @@ pub fn available() -> bool {
     runs("java", "-version") && runs("mvn", "-v")
 }
 
-/// Builds `bench/jvm` with Maven.
-pub fn build() -> Result<Jvm, String> {
-    let dir = project_dir();
+/// `mvn -q -B package` in `dir`, or why it failed.
+pub fn mvn_package(dir: &std::path::Path) -> Result<(), String> {
     let output = Command::new("mvn")
         .args(["-q", "-B", "package", "-DskipTests"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .map_err(|e| format!("cannot run mvn: {e}"))?;
     if !output.status.success() {
@@ -55,6 +54,13 @@ pub fn build() -> Result<Jvm, String> {
             String::from_utf8_lossy(&output.stdout)
         ));
     }
+    Ok(())
+}
+
+/// Builds `bench/jvm` with Maven.
+pub fn build() -> Result<Jvm, String> {
+    let dir = project_dir();
+    mvn_package(&dir)?;
     let version = Command::new("java")
         .arg("-version")
         .output()
