@@ -1,7 +1,8 @@
 //! Which refills the slow path's short line serves: every refill of a policy that keeps its
-//! size, none of one that resizes at refills, and the rest when something unusual is pending.
+//! size, none of one that resizes at refills, and the rest when something unusual is pending;
+//! and what a refill that finds no chunk leaves in the TLAB it keeps.
 
-use hab::{AllocationSampler, HeaderWordModel, Heap, HeapConfig, TlabPolicy};
+use hab::{AllocationSampler, HeaderWordModel, Heap, HeapConfig, Mode, TlabPolicy, ZeroMemory};
 
 fn count_refills(policy: TlabPolicy, sample: bool) -> (u64, u64) {
     let config = HeapConfig::builder()
@@ -126,5 +127,64 @@ fn a_lowest_level_refills_on_the_short_line() {
             stats.refills,
             "{middle}: every TLAB came from the level"
         );
+    }
+}
+
+/// A refill covers the old TLAB's tail with a filler before it carves; when the range has no
+/// TLAB left but room for the object outside one, the TLAB stays in use, and the objects
+/// bumped afterwards into that tail still find zeroes (in a heap that zeroes: ahead, at the
+/// refill, in fresh and in reused memory).
+#[test]
+fn a_refill_that_finds_no_chunk_leaves_the_kept_tail_zeroed() {
+    for zero in [ZeroMemory::Ahead, ZeroMemory::AtRefill] {
+        let config = HeapConfig::builder()
+            .capacity("64KiB")
+            .mode(Mode::Tlab)
+            .tlab(TlabPolicy::Fixed(2048))
+            .min_tlab(2048)
+            .zero(zero)
+            .build()
+            .unwrap();
+        let heap = Heap::new(config, HeaderWordModel).unwrap();
+        let mut mutator = heap.attach();
+        // A range of two TLABs and a 48-byte object past them, in fresh memory, then in memory
+        // the first round wrote; the first TLAB retired after one object.
+        for round in 0..2 {
+            mutator.collect(|mut collection| {
+                let start = heap.reserved_range().start;
+                collection
+                    .set_allocation_range(start..start + 2 * 2048 + 48)
+                    .unwrap();
+                collection.finish();
+            });
+            mutator.alloc(16).unwrap();
+            mutator.retire();
+            let mut not_zeroed = Vec::new();
+            let mut objects = 0;
+            for bytes in [48; 43].into_iter().chain([16]) {
+                let Ok(object) = mutator.alloc(bytes) else {
+                    continue;
+                };
+                objects += 1;
+                // SAFETY: `bytes` fresh bytes of this thread's; mapped memory is initialised.
+                let contents = unsafe { std::slice::from_raw_parts(object.as_ptr(), bytes) };
+                if contents.iter().any(|&byte| byte != 0) {
+                    not_zeroed.push((object.as_ptr() as usize, bytes));
+                }
+                // SAFETY: as above; the object is the thread's to write (a pattern, then the
+                // header the heap walk reads).
+                unsafe {
+                    std::ptr::write_bytes(object.as_ptr(), 0xa5, bytes);
+                    HeaderWordModel::write_header(object, bytes);
+                }
+            }
+            assert!(objects > 40, "{zero:?}, round {round}: {objects} objects");
+            assert!(
+                not_zeroed.is_empty(),
+                "{zero:?}, round {round}: not zeroed: {not_zeroed:x?}"
+            );
+            let stats = mutator.stats();
+            assert!(stats.slow_allocs > 0, "{zero:?}: {stats:?}");
+        }
     }
 }

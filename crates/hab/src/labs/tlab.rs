@@ -177,6 +177,19 @@ impl Tlab {
         self.check_invariants();
     }
 
+    /// Zeroes again the free bytes counted as zeroed, `[top, zeroed_end)`, after a filler
+    /// covered the tail of a TLAB that stays in use (a refill that found no chunk): the next
+    /// objects bumped there must find zeroes, not the filler. Cost: a `memset` of at most the
+    /// tail, only on that path.
+    pub(crate) fn zero_ready_tail(&self) {
+        let (top, zeroed) = (self.top.get(), self.zeroed_end.get());
+        if zeroed > top {
+            // SAFETY: `[top, zeroed)` is free memory of this TLAB (below its limit), owned by
+            // the calling owner; no object lies there yet.
+            unsafe { std::ptr::write_bytes(address_to_pointer(top), 0, zeroed - top) };
+        }
+    }
+
     /// Sets the soft end to `end` (at most the limit). The caller re-checks for a trip
     /// afterwards (see [`trip`](Tlab::trip)).
     pub(crate) fn set_soft_end(&self, end: usize) {

@@ -312,7 +312,8 @@ impl SlowPath<'_> {
     /// retired and the refill, installs the chunk, bumps the object and raises the soft end;
     /// returns the object. 0 when it gives up (`R`'s sizes, a TLAB kept where `R` asks the
     /// rule, no chunk at `P`): nothing was counted, and the TLAB is as it was, its tail
-    /// perhaps covered by a filler already (a later retire writes the same filler again).
+    /// perhaps covered by a filler already (a later retire writes the same filler again;
+    /// [`keep_filled_tlab`](SlowPath::keep_filled_tlab) zeroes what the filler overwrote).
     ///
     /// What needs a call leaves the line, so that it saves no register when nothing does:
     /// without `FILL_FIRST`, an old TLAB with a free tail goes to `fill_first` (this routine
@@ -362,6 +363,9 @@ impl SlowPath<'_> {
         // SAFETY: the caller's contract.
         let Some(Chunk { start, len }) = (unsafe { P::carve(found, self, local, min, desired) })
         else {
+            if !no_tail {
+                self.keep_filled_tlab();
+            }
             return 0;
         };
         let retired = if no_tail {
@@ -389,6 +393,20 @@ impl SlowPath<'_> {
             self.raise_soft_end_to(tlab, limit);
         }
         object
+    }
+
+    /// A [`refill`](SlowPath::refill) that covered the TLAB's tail with a filler, then found
+    /// no chunk: the TLAB stays in use, so in a heap that zeroes, the part of the tail already
+    /// counted as zeroed is zeroed again (the filler wrote there). The filler itself may stay:
+    /// the heap walk never reaches it before a later retire writes the tail's filler again.
+    #[cold]
+    #[inline(never)]
+    fn keep_filled_tlab(self) {
+        if self.allocator.config.zero() != ZeroMemory::Never {
+            // SAFETY: only the thread running the mutator builds a `SlowPath`.
+            let (tlab, _) = unsafe { self.cell.running_parts() };
+            tlab.zero_ready_tail();
+        }
     }
 
     /// The end of a [`refill`](SlowPath::refill) into reused memory: installs the chunk
