@@ -11,12 +11,12 @@
 //! built.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
 use super::hotspot_chat::{self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS, HABS_SMALL, STOCK};
-use super::hotspot_hab::{value, Collector};
+use super::hotspot_hab::Collector;
+use super::hotspot_run::{value, JavaRun};
 
 /// The suite's applications, as `hab.apps.Main` names them.
 pub const APPS: [&str; 7] = [
@@ -110,7 +110,8 @@ pub struct AppRun {
     pub young_collections: u64,
     /// The workers' allocation over the timed iterations, MB per second.
     pub allocated_mb_per_s: f64,
-    /// TLAB tails over the whole run (HotSpot's `TLAB totals` `gc:` and `slow:`), bytes.
+    /// TLAB tails over the whole run, at collections and at refills (the JVM's exit line),
+    /// bytes.
     pub tlab_waste_bytes: u64,
     /// The levels' buffer tails over the whole run (HABs only), bytes.
     pub level_waste_bytes: u64,
@@ -180,53 +181,55 @@ fn run_once(
     plan: &Plan,
     files: &Files,
 ) -> Result<AppRun, String> {
-    let _ = std::fs::remove_file(&files.gc_log);
-    let mut command = Command::new(java);
-    command
-        .arg(point.collector.flag())
-        .args([format!("-Xms{HEAP}"), format!("-Xmx{HEAP}")])
-        .arg(point.young.flag())
-        .args(&point.config.flags)
-        .arg(format!(
-            "-Xlog:gc+tlab=debug:file={}",
-            files.gc_log.display()
-        ));
+    let mut options = vec![
+        point.collector.flag().to_string(),
+        format!("-Xms{HEAP}"),
+        format!("-Xmx{HEAP}"),
+        point.young.flag().to_string(),
+    ];
+    options.extend(point.config.flags.iter().cloned());
     if point.jfr {
-        command.arg(format!(
+        options.push(format!(
             "-XX:StartFlightRecording:filename={},settings=default",
             files.recording.display()
         ));
     }
-    command
-        .args(["-cp", classpath, "hab.apps.Main", &point.app])
-        .arg(point.threads.to_string())
-        .args(["--warmup", &plan.warmup.to_string()])
-        .args(["--iterations", &plan.iterations.to_string()]);
-    let output = command
-        .output()
-        .map_err(|e| format!("{}: {e}", java.display()))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let output = JavaRun::new(java)
+        .options(options)
+        .program(
+            classpath,
+            "hab.apps.Main",
+            [
+                point.app.clone(),
+                point.threads.to_string(),
+                "--warmup".into(),
+                plan.warmup.to_string(),
+                "--iterations".into(),
+                plan.iterations.to_string(),
+            ],
+        )
+        .run(&files.gc_log)?;
     // A checksum that differs exits 1 with the line printed: recorded, judged by the tables.
-    let Some(line) = stdout.lines().rev().find(|l| l.starts_with("hab-apps: ")) else {
+    let Some(line) = output
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("hab-apps: "))
+    else {
         return Err(format!(
-            "{command:?}: no result line ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
+            "{}: no result line ({}): {}",
+            output.command, output.status, output.stderr
         ));
     };
-    let missing = |key: &str| format!("{command:?}: no {key} in {line:?}");
+    let missing = |key: &str| format!("{}: no {key} in {line:?}", output.command);
     let number = |key: &str| value::<f64>(line, key).ok_or_else(|| missing(key));
     let word = |key: &str| value::<String>(line, key).ok_or_else(|| missing(key));
-    let log = std::fs::read_to_string(&files.gc_log)
-        .map_err(|e| format!("{}: {e}", files.gc_log.display()))?;
-    let (gc_tails, _) = hotspot_chat::tlab_totals(&log, "gc:");
-    let (refill_tails, _) = hotspot_chat::tlab_totals(&log, "slow:");
     Ok(AppRun {
         median_ms: number("median_ms")?,
         young_collections: number("young_collections")? as u64,
         allocated_mb_per_s: number("allocated_mb_per_s")?,
-        tlab_waste_bytes: gc_tails + refill_tails,
-        level_waste_bytes: hotspot_chat::level_waste_bytes(&log),
+        tlab_waste_bytes: output.exit.tlab_waste_bytes(),
+        level_waste_bytes: output.exit.level_waste_bytes(),
         checksum: word("checksum")?,
         checksum_status: word("checksum_status")?,
     })

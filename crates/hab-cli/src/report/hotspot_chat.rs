@@ -11,13 +11,13 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
 use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::hotspot_run::JavaRun;
 use crate::figures::Spread;
 
 /// Connections (threads) of the chat: 50 rooms of 20.
@@ -83,8 +83,9 @@ pub struct ChatPoint {
     /// Young collections in the timed round.
     pub collections: Vec<u64>,
     /// TLAB space unused per collection over the run: the tails at collections and the
-    /// tails retired at refills (HotSpot's `TLAB totals` `gc:` and `slow:`), in KiB; with
-    /// per-CPU LABs, over every collection, those of cycles without TLABs too.
+    /// tails retired at refills (the JVM's exit line, `tlab_gc_waste_bytes` and
+    /// `tlab_refill_waste_bytes`), in KiB; with per-CPU LABs, over every collection, those of
+    /// cycles without TLABs too.
     pub tlab_waste_kib_per_gc: Vec<f64>,
     /// The levels' buffer tails per collection over the run (HABs only), in KiB.
     pub level_waste_kib_per_gc: Vec<f64>,
@@ -108,49 +109,6 @@ pub(super) struct Run {
     level_waste_kib_per_gc: f64,
 }
 
-/// The sum of the figure after `key` (`gc:`, `slow:`) over HotSpot's `TLAB totals` lines, in
-/// bytes, and how many such lines (one per collection, where nothing else made the heap
-/// parsable).
-pub(super) fn tlab_totals(log: &str, key: &str) -> (u64, u64) {
-    let lines = log.lines().filter(|l| l.contains("TLAB totals:"));
-    let mut sum = 0;
-    let mut count = 0;
-    for line in lines {
-        count += 1;
-        let mut words = line.split_whitespace();
-        while let Some(word) = words.next() {
-            if word == key {
-                sum += words
-                    .next()
-                    .and_then(|w| w.strip_suffix('B'))
-                    .and_then(|w| w.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-        }
-    }
-    (sum, count)
-}
-
-/// The collections over the run where HABs count them (`HAB total: N retires (M at
-/// collections)`): with per-CPU LABs, cycles without TLABs print no `TLAB totals` line.
-fn hab_collections(log: &str) -> Option<u64> {
-    let line = log.lines().find(|l| l.contains("HAB total:"))?;
-    let (_, after) = line.split_once(" retires (")?;
-    after.split_whitespace().next()?.parse().ok()
-}
-
-/// The levels' waste over the run, from `HAB total LEVEL: ... waste_bytes: N ...`, in bytes.
-pub(super) fn level_waste_bytes(log: &str) -> u64 {
-    log.lines()
-        .filter(|l| l.contains("HAB total ") && !l.contains("HAB total:"))
-        .filter_map(|l| {
-            let mut words = l.split_whitespace();
-            words.find(|w| *w == "waste_bytes:")?;
-            words.next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
 /// One run of the chat with `messages` per connection, its `gc+tlab` log in `log_file`.
 pub(super) fn run_once(
     java: &Path,
@@ -160,42 +118,29 @@ pub(super) fn run_once(
     messages: usize,
     log_file: &Path,
 ) -> Result<Run, String> {
-    let mut command = Command::new(java);
-    command
-        .arg(collector.flag())
-        .args([
+    let output = JavaRun::new(java)
+        .options([
+            collector.flag().to_string(),
             format!("-Xms{HEAP}"),
             format!("-Xmx{HEAP}"),
             format!("-Xmn{YOUNG}"),
         ])
-        .args(&config.flags)
-        .arg(format!("-Xlog:gc+tlab=debug:file={}", log_file.display()))
-        .arg("-cp")
-        .arg(bench_jar)
-        .arg("hab.bench.Chat")
-        .args([ROOMS.to_string(), messages.to_string()]);
-    let output = command
-        .output()
-        .map_err(|e| format!("{}: {e}", java.display()))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        return Err(format!("{command:?}: {stderr}"));
-    }
-    let value = |key: &str| {
-        super::hotspot_hab::value::<f64>(&stderr, key)
-            .ok_or_else(|| format!("{command:?}: no {key} in {stderr:?}"))
-    };
-    let log =
-        std::fs::read_to_string(log_file).map_err(|e| format!("{}: {e}", log_file.display()))?;
-    let (gc_bytes, tlab_gcs) = tlab_totals(&log, "gc:");
-    let gcs = hab_collections(&log).unwrap_or(tlab_gcs);
-    let (refill_bytes, _) = tlab_totals(&log, "slow:");
-    let per_gc = |bytes: u64| bytes as f64 / 1024.0 / gcs.max(1) as f64;
+        .options(&config.flags)
+        .program(
+            bench_jar,
+            "hab.bench.Chat",
+            [ROOMS.to_string(), messages.to_string()],
+        )
+        .run(log_file)?
+        .succeeded()?;
+    let exit = &output.exit;
+    // Per collection that retired the TLABs (cycles in per-CPU LABs included).
+    let per_gc = |bytes: u64| bytes as f64 / 1024.0 / exit.collections().max(1) as f64;
     Ok(Run {
-        messages_per_sec: value("messages_per_sec")?,
-        collections: value("collections")? as u64,
-        tlab_waste_kib_per_gc: per_gc(gc_bytes + refill_bytes),
-        level_waste_kib_per_gc: per_gc(level_waste_bytes(&log)),
+        messages_per_sec: output.stderr_value("messages_per_sec")?,
+        collections: output.stderr_value::<f64>("collections")? as u64,
+        tlab_waste_kib_per_gc: per_gc(exit.tlab_waste_bytes()),
+        level_waste_kib_per_gc: per_gc(exit.level_waste_bytes()),
     })
 }
 
@@ -511,22 +456,6 @@ impl Experiment for HotSpotManyThreads {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_logs_parse() {
-        let log = "[1.0s][debug][gc,tlab] GC(0) TLAB totals: thrds: 1000  refills: 2000 max: 3 \
-                   slow allocs: 0 max 0 waste: 40.0% gc: 1048576B max: 2048B slow: 2048B max: \
-                   1024B\n[2.0s][debug][gc,tlab] GC(1) TLAB totals: thrds: 1000  refills: 2000 \
-                   max: 3 slow allocs: 0 max 0 waste: 40.0% gc: 1024B max: 2048B slow: 0B max: \
-                   0B\n[3.0s][info ][gc,tlab] HAB total cpu: allocs: 10 refills: 2 waste_bytes: \
-                   4096 buffer_bytes: 65536\n[3.0s][info ][gc,tlab] HAB total: 2 retires (2 at \
-                   collections); 0 TLABs\n";
-        assert_eq!(tlab_totals(log, "gc:"), (1_049_600, 2));
-        assert_eq!(tlab_totals(log, "slow:"), (2048, 2));
-        assert_eq!(level_waste_bytes(log), 4096);
-        assert_eq!(hab_collections(log), Some(2));
-        assert_eq!(hab_collections("TLAB totals: gc: 1B"), None);
-    }
 
     fn point(collector: Collector, label: &str, collections: &[u64], rate: f64) -> ChatPoint {
         let config = configs().into_iter().find(|c| c.label == label).unwrap();

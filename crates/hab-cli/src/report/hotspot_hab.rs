@@ -16,6 +16,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 use super::experiment::{Context, Experiment};
+use super::hotspot_run::{value, JavaRun};
 use crate::figures::Spread;
 
 /// A middle-level configuration of the grid: stock HotSpot (`levels` = `None`) or HABs.
@@ -313,63 +314,19 @@ pub(crate) fn version(java: &Path) -> Result<String, String> {
         .to_string())
 }
 
-/// Parses `key=value` from the workload's standard error: the first line with a word
-/// `key=...` that parses (a line may hold several such words).
-pub(crate) fn value<T: std::str::FromStr>(stderr: &str, key: &str) -> Option<T> {
-    stderr.lines().find_map(|line| {
-        line.split_whitespace()
-            .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))?
-            .parse()
-            .ok()
-    })
+/// What one javac run gave: compiles per minute, collections, each level's totals and the
+/// TLABs the levels left to the collector (from the JVM's exit line), and the `HAB` lines of
+/// its `gc+tlab` summary, to show.
+struct JavacRun {
+    compiles_per_min: f64,
+    collections: u64,
+    levels: Vec<LevelTotals>,
+    direct_tlabs: u64,
+    log: Vec<String>,
 }
 
-/// Parses `HAB total LEVEL: allocs: A foreign_allocs: F refills: R waste_bytes: W ...`: the
-/// figures of [`hab::LevelStats`] that are not zero, as libhab's `hab_level_stats_line` writes
-/// them (`nothing` when every one is zero). `None` for another line, or a figure the library
-/// does not name.
-fn level_totals(line: &str) -> Option<LevelTotals> {
-    let rest = line.split("HAB total ").nth(1)?;
-    let (level, rest) = rest.split_once(':')?;
-    if level.contains(' ') {
-        return None;
-    }
-    let mut stats = hab::LevelStats::default();
-    let rest = if rest.trim() == "nothing" { "" } else { rest };
-    let mut words = rest.split_whitespace();
-    while let Some(name) = words.next() {
-        let value = words.next()?.parse().ok()?;
-        if !stats.set_figure(name.strip_suffix(':')?, value) {
-            return None;
-        }
-    }
-    Some(LevelTotals {
-        level: level.to_string(),
-        allocs: stats.allocs,
-        foreign_allocs: stats.foreign_allocs,
-        refills: stats.refills,
-        waste_kib: stats.waste_bytes / 1024,
-    })
-}
-
-/// Parses `HAB total: R retires (C at collections); L TLABs (...) larger than ... and D asked
-/// when ... had no room for a buffer, from the collector; ...`: the TLABs the levels left to
-/// the collector, `L + D`. `None` for another line.
-pub(crate) fn tlabs_from_the_collector(line: &str) -> Option<u64> {
-    let rest = line.split("HAB total: ").nth(1)?;
-    let rest = rest.split(" at collections); ").nth(1)?;
-    let larger: u64 = rest.split(' ').next()?.parse().ok()?;
-    let declined: u64 = rest
-        .split(" and ")
-        .nth(1)?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()?;
-    Some(larger + declined)
-}
-
-/// Runs the javac workload once: compiles per minute, collections, and the `gc+tlab` lines.
+/// Runs the javac workload once, its `gc+tlab` log in `log_file`.
+#[allow(clippy::too_many_arguments)]
 fn run_once(
     java: &Path,
     bench_jar: &Path,
@@ -378,53 +335,68 @@ fn run_once(
     config: &Config,
     tlab_bytes: Option<usize>,
     threads: usize,
-) -> Result<(f64, u64, Vec<String>), String> {
-    let mut command = Command::new(java);
-    command.args([
+    log_file: &Path,
+) -> Result<JavacRun, String> {
+    let mut options = vec![
         grid.collector.flag().to_string(),
         format!("-Xms{}", grid.heap),
         format!("-Xmx{}", grid.heap),
         format!("-Xmn{}", grid.young),
+        // The sentences for people too, on standard output, to show.
         "-Xlog:gc+tlab=info".to_string(),
-    ]);
+    ];
     if let Some(bytes) = tlab_bytes {
-        command.args([
+        options.extend([
             format!("-XX:TLABSize={bytes}"),
             format!("-XX:MinTLABSize={}", bytes.min(2048)),
             "-XX:-ResizeTLAB".to_string(),
         ]);
     }
     match &config.levels {
-        None => command.arg("-XX:-UseHAB"),
-        Some(levels) => command.args([
+        None => options.push("-XX:-UseHAB".to_string()),
+        Some(levels) => options.extend([
             "-XX:+UseHAB".to_string(),
             format!("-XX:HABLevels={levels}"),
             format!("-XX:HABCpuId={}", config.cpu_id),
         ]),
     };
-    command
-        .arg("-cp")
-        .arg(bench_jar)
-        .arg("hab.bench.Javac")
-        .arg(sources_jar)
-        .args([threads.to_string(), grid.compiles.to_string()]);
-    let output = command
-        .output()
-        .map_err(|e| format!("{}: {e}", java.display()))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!("{command:?}: {stderr}{stdout}"));
-    }
-    let throughput = value(&stderr, "compiles_per_min")
-        .ok_or_else(|| format!("{command:?}: no compiles_per_min in {stderr:?}"))?;
-    let collections = value(&stderr, "collections").unwrap_or(0);
-    let log = stdout
-        .lines()
-        .filter(|line| line.contains("HAB"))
-        .map(str::to_string)
+    let output = JavaRun::new(java)
+        .options(options)
+        .program(
+            bench_jar,
+            "hab.bench.Javac",
+            [
+                sources_jar.as_os_str().to_os_string(),
+                threads.to_string().into(),
+                grid.compiles.to_string().into(),
+            ],
+        )
+        .run(log_file)?
+        .succeeded()?;
+    let levels = output
+        .exit
+        .levels()
+        .into_iter()
+        .map(|(level, stats)| LevelTotals {
+            level,
+            allocs: stats.allocs,
+            foreign_allocs: stats.foreign_allocs,
+            refills: stats.refills,
+            waste_kib: stats.waste_bytes / 1024,
+        })
         .collect();
-    Ok((throughput, collections, log))
+    Ok(JavacRun {
+        compiles_per_min: output.stderr_value("compiles_per_min")?,
+        collections: value(&output.stderr, "collections").unwrap_or(0),
+        levels,
+        direct_tlabs: output.exit.tlabs_from_the_collector(),
+        log: output
+            .stdout
+            .lines()
+            .filter(|line| line.contains("HAB"))
+            .map(str::to_string)
+            .collect(),
+    })
 }
 
 /// Runs `grid` on `jdk`; calls `step` before each run with what it is, and `saved` after it
@@ -439,6 +411,8 @@ pub fn measure(
 ) -> Result<Runs, String> {
     let java = jdk.join("bin/java");
     let jvm = version(&java)?;
+    // The JVM's gc+tlab log of the run in progress, for its exit line.
+    let log_file = std::env::temp_dir().join(format!("hab-javac-{}.log", std::process::id()));
     let mut points: Vec<Point> = Vec::new();
     for &threads in &grid.threads {
         for &tlab_bytes in &grid.tlab_bytes {
@@ -474,7 +448,7 @@ pub fn measure(
                 point.config.label,
                 round + 1
             ));
-            let (throughput, collections, log) = run_once(
+            let run = run_once(
                 &java,
                 bench_jar,
                 sources_jar,
@@ -482,25 +456,24 @@ pub fn measure(
                 &point.config,
                 point.tlab_bytes,
                 point.threads,
+                &log_file,
             )?;
-            point.compiles_per_min.push(throughput);
-            point.collections.push(collections);
-            for line in &log {
-                if let Some(totals) = level_totals(line) {
-                    match point.levels.iter_mut().find(|l| l.level == totals.level) {
-                        Some(sum) => {
-                            sum.allocs += totals.allocs;
-                            sum.foreign_allocs += totals.foreign_allocs;
-                            sum.refills += totals.refills;
-                            sum.waste_kib += totals.waste_kib;
-                        }
-                        None => point.levels.push(totals),
+            point.compiles_per_min.push(run.compiles_per_min);
+            point.collections.push(run.collections);
+            for totals in run.levels {
+                match point.levels.iter_mut().find(|l| l.level == totals.level) {
+                    Some(sum) => {
+                        sum.allocs += totals.allocs;
+                        sum.foreign_allocs += totals.foreign_allocs;
+                        sum.refills += totals.refills;
+                        sum.waste_kib += totals.waste_kib;
                     }
+                    None => point.levels.push(totals),
                 }
-                point.direct_tlabs += tlabs_from_the_collector(line).unwrap_or(0);
             }
+            point.direct_tlabs += run.direct_tlabs;
             if round == 0 {
-                point.log = log;
+                point.log = run.log;
             }
             saved(&runs);
         }
@@ -876,48 +849,6 @@ impl Experiment for HotSpotWithHabs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_summary_lines_parse() {
-        let line = "[2.039s][info][gc,tlab] HAB total cpu: allocs: 1427 foreign_allocs: 3 \
-                    refills: 498 waste_bytes: 2962432 rseq_aborts: 5";
-        let totals = level_totals(line).expect("parses");
-        assert_eq!(totals.level, "cpu");
-        assert_eq!(
-            (
-                totals.allocs,
-                totals.foreign_allocs,
-                totals.refills,
-                totals.waste_kib
-            ),
-            (1427, 3, 498, 2893)
-        );
-        let total = "[6.7s][info ][gc,tlab] HAB total: 219 retires (217 at collections); 3 TLABs \
-                     (96K) larger than 128K and 2151 asked when G1 eden regions had no room for \
-                     a buffer, from the collector; 0 TLABs past every level (all buffers busy)";
-        assert!(level_totals(total).is_none());
-        assert_eq!(tlabs_from_the_collector(total), Some(2154));
-        assert_eq!(tlabs_from_the_collector(line), None);
-        assert!(level_totals("[2.0s][info][gc,tlab] HAB total cpu: allocs: 1 lost: 2").is_none());
-        let idle = level_totals("[0.03s][info][gc,tlab] HAB total core: nothing").unwrap();
-        assert_eq!((idle.level.as_str(), idle.allocs), ("core", 0));
-        // Every figure the library writes reads back.
-        let mut all = hab::LevelStats::default();
-        for (i, name) in hab::LevelStats::NAMES.iter().enumerate() {
-            all.set_figure(name, 1024 * (i as u64 + 1));
-        }
-        let mut line = "HAB total core: ".to_string();
-        all.write_figures(&mut line).unwrap();
-        let totals = level_totals(&line).expect("parses");
-        assert_eq!(
-            (totals.allocs, totals.waste_kib),
-            (all.allocs, all.waste_bytes / 1024)
-        );
-        assert_eq!(
-            value::<f64>("a=1\ncompiles_per_min=315.80\n", "compiles_per_min"),
-            Some(315.8)
-        );
-    }
 
     /// The runs recorded under docs/results parse and render (the report drops a file that
     /// does not parse, so this is where a stale one shows).

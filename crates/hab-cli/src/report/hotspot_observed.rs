@@ -22,7 +22,8 @@ use super::experiment::{Context, Experiment};
 use super::hotspot_chat::{
     self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK,
 };
-use super::hotspot_hab::{built_jdk, value, Collector, NOT_BUILT};
+use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::hotspot_run::{value, JavaRun};
 use crate::figures::Spread;
 
 /// The JVMTI sampler's interval: async-profiler's default for `event=alloc`.
@@ -152,7 +153,8 @@ pub struct ObservedRuns {
 struct Files {
     recording: PathBuf,
     agent: PathBuf,
-    chat_log: PathBuf,
+    /// The JVM's gc+tlab log of the run in progress.
+    gc_log: PathBuf,
 }
 
 /// Builds the JVMTI sampler against the JDK's `jvmti.h` into `dir`.
@@ -178,20 +180,14 @@ fn build_agent(jdk: &Path, dir: &Path) -> Result<PathBuf, String> {
     Ok(agent)
 }
 
-/// `key=value` words of `line` after `prefix`, the value of `key`.
-fn word<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-}
-
 /// The JVMTI sampler's line (`sampler: interval=... samples=N ... top=...`).
 fn jvmti_sampling(stderr: &str, allocated_bytes: u64) -> Option<Sampling> {
     let line = stderr.lines().find(|l| l.starts_with("sampler: "))?;
     Some(Sampling {
         allocated_bytes,
-        samples: word(line, "samples")?.parse().ok()?,
+        samples: value(line, "samples")?,
         weight_bytes: 0,
-        top: word(line, "top")?.to_string(),
+        top: value(line, "top")?,
     })
 }
 
@@ -200,20 +196,10 @@ fn jfr_sampling(stdout: &str, allocated_bytes: u64) -> Option<Sampling> {
     let line = stdout.lines().find(|l| l.starts_with("jfr_samples="))?;
     Some(Sampling {
         allocated_bytes,
-        samples: word(line, "jfr_samples")?.parse().ok()?,
-        weight_bytes: word(line, "weight_bytes")?.parse().ok()?,
-        top: word(line, "top")?.to_string(),
+        samples: value(line, "jfr_samples")?,
+        weight_bytes: value(line, "weight_bytes")?,
+        top: value(line, "top")?,
     })
-}
-
-/// Runs `command`; its standard error, or why it failed.
-fn run(command: &mut Command) -> Result<(String, String), String> {
-    let output = command.output().map_err(|e| format!("{command:?}: {e}"))?;
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    if !output.status.success() {
-        return Err(format!("{command:?}: {stderr}"));
-    }
-    Ok((String::from_utf8_lossy(&output.stdout).into_owned(), stderr))
 }
 
 /// One run of the loop: ns per object (the median round) and what the observer said.
@@ -229,35 +215,35 @@ fn run_loop(
     objects_millions: usize,
 ) -> Result<(f64, Option<Sampling>), String> {
     let _ = std::fs::remove_file(&files.recording);
-    let mut command = Command::new(java);
-    command
-        .arg(collector.flag())
-        .arg(format!("-Xmn{LOOP_YOUNG}"))
-        .args(&config.flags)
-        .args(observer.flags(files))
-        .arg("-cp")
-        .arg(bench_jar)
-        .arg("hab.bench.Observed")
-        .args([rounds.to_string(), objects_millions.to_string()]);
-    let (_, stderr) = run(&mut command)?;
-    let missing = |key: &str| format!("{command:?}: no {key} in {stderr:?}");
-    let ns = value::<f64>(&stderr, "ns_per_object_median")
-        .ok_or_else(|| missing("ns_per_object_median"))?;
-    let allocated = value::<u64>(&stderr, "thread_allocated_bytes")
-        .ok_or_else(|| missing("thread_allocated_bytes"))?;
+    let output = JavaRun::new(java)
+        .options([collector.flag().to_string(), format!("-Xmn{LOOP_YOUNG}")])
+        .options(&config.flags)
+        .options(observer.flags(files))
+        .program(
+            bench_jar,
+            "hab.bench.Observed",
+            [rounds.to_string(), objects_millions.to_string()],
+        )
+        .run(&files.gc_log)?
+        .succeeded()?;
+    let ns = output.stderr_value::<f64>("ns_per_object_median")?;
+    let allocated = output.stderr_value::<u64>("thread_allocated_bytes")?;
+    let missing = |what: &str| format!("{}: no {what} in {:?}", output.command, output.stderr);
     let sampling = match observer {
         Observer::None => None,
         Observer::Jvmti => {
-            Some(jvmti_sampling(&stderr, allocated).ok_or_else(|| missing("sampler"))?)
+            Some(jvmti_sampling(&output.stderr, allocated).ok_or_else(|| missing("sampler line"))?)
         }
         Observer::Jfr => {
-            let (stdout, _) = run(Command::new(java)
-                .arg("-cp")
-                .arg(bench_jar)
-                .arg("hab.bench.JfrSamples")
-                .arg(&files.recording)
-                .arg("main"))?;
-            Some(jfr_sampling(&stdout, allocated).ok_or_else(|| missing("jfr_samples"))?)
+            let samples = JavaRun::new(java)
+                .program(
+                    bench_jar,
+                    "hab.bench.JfrSamples",
+                    [files.recording.as_os_str(), "main".as_ref()],
+                )
+                .run(&files.gc_log)?
+                .succeeded()?;
+            Some(jfr_sampling(&samples.stdout, allocated).ok_or_else(|| missing("jfr_samples"))?)
         }
     };
     Ok((ns, sampling))
@@ -289,7 +275,7 @@ pub fn measure(
         let files = Files {
             recording: dir.join("recording.jfr"),
             agent: build_agent(jdk, &dir)?,
-            chat_log: dir.join("chat.log"),
+            gc_log: dir.join("gc.log"),
         };
         let mut loops = vec![];
         let mut chats = vec![];
@@ -351,7 +337,7 @@ pub fn measure(
                     point.collector,
                     &config,
                     messages,
-                    &files.chat_log,
+                    &files.gc_log,
                 )?;
                 point.messages_per_sec.push(run.messages_per_sec);
                 point.collections.push(run.collections);

@@ -14,6 +14,7 @@ use std::process::Command;
 use indicatif::ProgressBar;
 use serde_json::Value;
 
+use super::hotspot_run::value;
 use super::scale::Scale;
 use crate::figures::{median, Spread};
 
@@ -244,18 +245,6 @@ impl Jvm {
     }
 }
 
-/// The median of some values.
-/// A `key=value` figure a Java program printed on standard error.
-fn figure(stderr: &str, key: &str) -> Option<f64> {
-    stderr.lines().find_map(|line| {
-        line.strip_prefix(key)?
-            .strip_prefix('=')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
 /// Collections in the GC log (`-Xlog:gc:stderr`) between the program's `timed_round=start`
 /// and `timed_round=end` lines: one `Pause Young` or `Pause Full` line each.
 fn logged_pauses(stderr: &str) -> u64 {
@@ -374,9 +363,9 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             size,
             ns_per_object: None,
             ns_range: None,
-            value: figure(&stderr, key),
+            value: value(&stderr, key),
             collections: Some(logged_pauses(&stderr)),
-            collections_from_beans: figure(&stderr, "collections").map(|count| count as u64),
+            collections_from_beans: value::<f64>(&stderr, "collections").map(|count| count as u64),
             command: format!(
                 "java {} -cp bench/jvm/target/benchmarks.jar {main} {}",
                 flags.join(" "),

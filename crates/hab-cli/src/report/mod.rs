@@ -21,6 +21,7 @@ pub mod hotspot_apps_section;
 pub mod hotspot_chat;
 pub mod hotspot_hab;
 pub mod hotspot_observed;
+mod hotspot_run;
 mod html;
 mod jaffer;
 mod jvm;

@@ -649,3 +649,39 @@ void HabLevels::print_summary() {
     }
   }
 }
+
+// The levels' keys of the exit line: the totals above, each level's figures as
+// "<level>.<libhab's field name>", and the per-CPU LAB mode's.
+void HabLevels::print_exit_figures(outputStream* out) {
+  out->print(" retires=" SIZE_FORMAT " hab_collections=" SIZE_FORMAT " larger_tlabs=" SIZE_FORMAT
+             " larger_tlab_bytes=" SIZE_FORMAT " declined_tlabs=" SIZE_FORMAT
+             " tlabs_past_levels=" UINT64_FORMAT,
+             _retires, _collections, Atomic::load(&_larger_tlabs),
+             Atomic::load(&_larger_words) * HeapWordSize, Atomic::load(&_declined_tlabs),
+             _hab_levels_tlabs_past_levels(_levels));
+  hab_level_stats now[MAX_LEVELS];
+  size_t count = read_stats(now);
+  for (size_t i = 0; i < count; i++) {
+    const hab_level_stats& l = now[i];
+    const char* n = l.level;
+    out->print(" %s.allocs=" UINT64_FORMAT " %s.foreign_allocs=" UINT64_FORMAT
+               " %s.refills=" UINT64_FORMAT " %s.taken_bytes=" UINT64_FORMAT
+               " %s.claims_lost=" UINT64_FORMAT " %s.waste_bytes=" UINT64_FORMAT
+               " %s.rseq_aborts=" UINT64_FORMAT " %s.rseq_fallbacks=" UINT64_FORMAT
+               " %s.out_of_range_cpus=" UINT64_FORMAT " %s.sidelined=" UINT64_FORMAT
+               " %s.sideline_reused=" UINT64_FORMAT " %s.short_refills=" UINT64_FORMAT
+               " %s.buffer_bytes=" UINT64_FORMAT,
+               n, l.allocs, n, l.foreign_allocs, n, l.refills, n, l.taken_bytes, n,
+               l.claims_lost, n, l.waste_bytes, n, l.rseq_aborts, n, l.rseq_fallbacks, n,
+               l.out_of_range_cpus, n, l.sidelined, n, l.sideline_reused, n, l.short_refills,
+               n, l.buffer_bytes);
+  }
+  if (UseHABCPULABs) {
+    out->print(" cpu_lab_cycles=" SIZE_FORMAT " cpu_lab_allocated_bytes=" UINT64_FORMAT
+               " cpu_lab_refills=" UINT64_FORMAT " cpu_lab_filler_bytes=" UINT64_FORMAT
+               " declined_objects=" SIZE_FORMAT " cycles_in_cpu_labs=" SIZE_FORMAT
+               " cycles_in_tlabs=" SIZE_FORMAT " flips=" SIZE_FORMAT,
+               _cycles_with_lab_figures, _lab_allocated_bytes, _lab_refills, _lab_filler_bytes,
+               Atomic::load(&_declined_objects), _cycles_in_cpu_labs, _cycles_in_tlabs, _flips);
+  }
+}

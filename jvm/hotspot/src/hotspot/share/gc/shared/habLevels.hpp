@@ -12,6 +12,8 @@
 #include "memory/allStatic.hpp"
 #include "utilities/globalDefinitions.hpp"
 
+class outputStream;
+
 // Where a collector's TLABs come from, as Hab's levels see it: the one thing each collector
 // gives (Parallel: eden; G1: its mutator allocation regions). Called by any Java thread that
 // refills a buffer, concurrently.
@@ -73,6 +75,9 @@ class HabLevels : AllStatic {
 
   // At exit: what the levels did over the run (gc+tlab).
   static void print_summary();
+
+  // At exit, HabExitLine's part from the levels: " key=value" words, exact integers.
+  static void print_exit_figures(outputStream* out);
 
   // The layout compiled code bumps the per-CPU buffers by (hab.h): false where the levels
   // publish none (their lowest level is not a restartable cpu level: another list, getcpu,
