@@ -23,7 +23,8 @@ class MacroAssembler;
 // - with -XX:+UseHABCPULABs, objects go straight into those buffers, as Garthwaite, Dice and
 //   White placed them in per-processor LABs; there are no TLABs then, and an object the stub
 //   does not place takes the runtime, which carves it from the same buffer through the levels
-//   (HabLevels::allocate_object), refilling the buffer from eden;
+//   (HabLevels::allocate_object), refilling the buffer from eden, up to HABCPULABObjectLimit
+//   bytes (a larger one the collector places);
 // - with -XX:+UseHAB (and HABCompiledRefill), a full TLAB is refilled there, as Kirsch et al.
 //   refill TLABs from per-CPU buffers: the old TLAB's tail becomes a filler, the new TLAB
 //   (the desired size and the object) is installed with the statistics the runtime keeps, and

@@ -96,8 +96,9 @@ class HabLevels : AllStatic {
   // With -XX:+UseHABCPULABs, for MemAllocator in a cycle in per-CPU LABs: an object of
   // exactly `words` from the buffer of the CPU the thread runs on, bumped inline as the stubs
   // bump it, or carved through the levels, which refill the buffer from the space as a
-  // TLAB's buffer is; NULL when the levels do not serve it (larger than their buffers, or the
-  // space has no room for a buffer). Counts nothing per object.
+  // TLAB's buffer is; NULL when the levels do not serve it (larger than HABCPULABObjectLimit,
+  // as the stubs' objects are, or the space has no room for a buffer). Counts nothing per
+  // object.
   static HeapWord* allocate_object(size_t words);
 };
 
