@@ -88,6 +88,7 @@
 //! | CPU id | which CPU the thread runs on: rseq area, `sched_getcpu`, RDPID, simulated | `platform/cpu_id.rs` |
 //! | allocation prefetch | a `prefetchw` of the line a little beyond the newest object, for loops that outrun memory | `platform/prefetch.rs` |
 //! | filler | a dead object written over unused LAB space, so the heap stays walkable | `memory/object_model.rs`, `memory/space.rs` |
+//! | where memory comes from | one idea under the name each layer gives it: a refill's place (`Place`: the global heap's top, the thread's home buffer, every level in turn), the heap's TLAB source (`TlabSource`: the global heap or the levels), a level's `Above` (the levels further up, or above them all the space), a runtime's [`Upstream`] (the levels as a component; `hab_upstream` in C), HotSpot's `HabSpace` (eden, G1's eden regions) | `mutator/refill.rs`, `mutator/allocator.rs`, `levels/chunk.rs`, `levels/component.rs` |
 //! | retire | end a LAB: filler over its tail, tail counted as waste | `labs/tlab.rs` |
 //! | refill waste | tail of a TLAB retired to take a new one | `mutator/stats.rs` |
 //! | slow allocation | an object allocated outside a TLAB | `mutator/slow_path.rs` |

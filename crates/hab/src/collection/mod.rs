@@ -1,8 +1,9 @@
 //! The collection layer: what runs only at a collection, apart from the allocation paths.
 //! Stopping the world (`stop`), retiring every LAB, walking and verifying the heap,
-//! installing the next allocation range, and feeding the sizing, buffer sizing and flip
-//! policies (here).
+//! and installing the next allocation range (here); the end of the cycle, which feeds the
+//! sizing, end-of-cycle, flip and buffer-sizing policies, as named steps (`cycle_end.rs`).
 
+mod cycle_end;
 pub(crate) mod error;
 pub(crate) mod stop;
 
@@ -13,11 +14,7 @@ use std::sync::atomic::Ordering;
 use crate::collection::error::{CollectionError, VerifyError};
 use crate::heap::collector_lock::CollectorGuard;
 use crate::heap::Heap;
-use crate::labs::flip::CycleWaste;
-use crate::labs::sizing::CollectionFeedback;
 use crate::labs::tlab::Waste;
-use crate::levels::buffer_sizing;
-use crate::levels::stats::LevelStats;
 use crate::memory::reservation::address_to_pointer;
 use crate::mutator::alloc_size::{AllocError, AllocSize};
 use crate::mutator::cell::HELD;
@@ -337,132 +334,18 @@ impl std::fmt::Debug for Collection<'_> {
 }
 
 impl Drop for Collection<'_> {
+    /// The end of the cycle (`cycle_end.rs`), whether the collector called
+    /// [`finish`](Collection::finish) or the collection unwound.
     fn drop(&mut self) {
-        let heap = self.heap;
-        let config = heap.config();
-        let (start, end) = self.next_range.unwrap_or(self.range);
-        let mut registry = heap.registry();
-        let mut allocating_threads = 0u32;
-        // The lowest level's floor: the largest TLAB a thread desires, four smallest at least.
-        let mut buffer_floor_bytes = config.min_tlab_bytes().saturating_mul(4);
-        let mut running_threads = 0u64;
-        let cycle = heap.collections();
-        let end_of_cycle = &heap.allocator().end_of_cycle;
-        // Each thread's allocation in the cycle that ends, in TLABs and outside them, and the
-        // full TLABs of the threads that allocated.
-        let mut full_tlabs_bytes = 0usize;
-        let cycle_bytes: Vec<u64> = registry
-            .mutators
-            .iter()
-            .map(|cell| {
-                // SAFETY: the mutator is HELD by this collection (see `begin`).
-                let (_, local) = unsafe { cell.held_parts() };
-                let bytes = local
-                    .end_of_cycle
-                    .allocated_since_plan(cell.counters.tlab_and_outside_bytes());
-                if bytes > 0 {
-                    full_tlabs_bytes = full_tlabs_bytes.saturating_add(local.sizer.desired_bytes());
-                }
-                bytes
-            })
-            .collect();
-        let all_cycle_bytes = cycle_bytes.iter().sum();
-        let end_matters = end_of_cycle.matters(full_tlabs_bytes, end - start);
-        for (cell, &thread_cycle_bytes) in registry.mutators.iter().zip(&cycle_bytes) {
-            running_threads += u64::from(cell.running_since.load(Ordering::Relaxed) == cycle);
-            // SAFETY: the mutator is HELD by this collection (see `begin`).
-            let (_, local) = unsafe { cell.held_parts() };
-            let stats = cell.counters.snapshot();
-            let refills = stats.refills - local.refills_at_last_collection;
-            allocating_threads += u32::from(refills > 0);
-            local.sizer.record_collection(
-                config,
-                CollectionFeedback {
-                    refills,
-                    allocated_bytes: stats.tlab_and_outside_bytes()
-                        - local.allocated_at_last_collection,
-                    used_bytes: self.used_bytes,
-                    old_capacity_bytes: self.range.1 - self.range.0,
-                    new_capacity_bytes: end - start,
-                },
-            );
-            end_of_cycle.plan(
-                &mut local.end_of_cycle,
-                (start, end),
-                (thread_cycle_bytes, all_cycle_bytes),
-                stats.tlab_and_outside_bytes(),
-                (local.sizer.desired_bytes(), end_matters),
-            );
-            if refills > 0 {
-                buffer_floor_bytes = buffer_floor_bytes.max(local.sizer.desired_bytes());
-            }
-            local.refills_at_last_collection = stats.refills;
-            local.allocated_at_last_collection = stats.tlab_and_outside_bytes();
-            cell.counters
-                .desired_size_bytes
-                .set(local.sizer.desired_bytes() as u64);
-        }
-        registry
-            .allocating_threads
-            .sample(f64::from(allocating_threads));
-        drop(registry);
-        let totals = heap.stats().totals;
-        let cycle_totals = totals.since(&heap.swap_totals_at_last_collection(totals));
-        let allocator = heap.allocator();
-        let cycle_in_cpu_labs = allocator.allocates_in_cpu_labs();
-        allocator.end_cycle(CycleWaste {
-            unused_tlab_bytes: cycle_totals.tlab_waste_bytes(),
-            // Per-CPU LABs and, for threads without rseq, the per-CPU CAS buffers.
-            unused_lab_bytes: cycle_totals.cpu_lab.unused_bytes()
-                + cycle_totals.middle_waste_bytes(),
-            running_threads,
-        });
-        if config.buffers_follow_allocation() {
-            resize_buffers(
-                heap,
-                &cycle_totals.levels,
-                (allocating_threads as usize, buffer_floor_bytes),
-                end - start,
-            );
-        }
-        if self.next_range.is_some() && !self.range_installed {
-            heap.global().reset_range(start, end);
-        }
-        if let Some(cpu_labs) = heap.cpu_labs() {
-            cpu_labs.resize(config, end - start, heap.topology().online_cpus().len());
-        }
-        heap.count_cpu_lab_cycle(cycle_in_cpu_labs);
-        heap.release_mutators(true);
-    }
-}
-
-/// Resizes the middle levels' buffers for the next cycle (`levels/buffer_sizing.rs`) from
-/// what each level did in the cycle that ended (`cycle`, indexed by [`Level::index`]), the
-/// threads that allocated in it and the largest TLAB they desire (the lowest level's floor),
-/// and the bytes of the next range; records the sizes in the collector's figures.
-fn resize_buffers(
-    heap: &Heap,
-    cycle: &[LevelStats],
-    (allocating_threads, buffer_floor_bytes): (usize, usize),
-    range_bytes: usize,
-) {
-    let levels = heap.allocator().levels();
-    let sizes = buffer_sizing::resize(
-        levels,
-        // Refills cut short at the end of the cycle measure the end, not the allocation.
-        |level| {
-            cycle[level.index()]
-                .refills
-                .saturating_sub(cycle[level.index()].short_refills)
-        },
-        allocating_threads,
-        range_bytes,
-        None,
-        buffer_floor_bytes,
-    );
-    for (level, bytes) in levels.iter().zip(sizes) {
-        heap.collector().levels[level.level().index()]
-            .buffer_bytes
-            .set(bytes as u64);
+        let next_range = self.next_range.unwrap_or(self.range);
+        cycle_end::end_cycle(
+            self.heap,
+            cycle_end::Ranges {
+                old: self.range,
+                used_bytes: self.used_bytes,
+                next: next_range,
+                install_next: self.next_range.is_some() && !self.range_installed,
+            },
+        );
     }
 }

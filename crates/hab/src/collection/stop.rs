@@ -14,7 +14,7 @@ use crate::mutator::cell::{MutatorCell, HELD, PARKED, RUNNING};
 
 /// Whether a collection asks the running mutators to stop, or only takes the parked ones.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Request {
+enum StopRequest {
     /// Ask every mutator to stop at its next safepoint.
     Stop,
     /// Ask nothing (`try_collection`: it succeeds only if every mutator is already parked).
@@ -63,7 +63,7 @@ impl Heap {
     /// [`CollectionError::AlreadyCollecting`] instead.
     pub fn collection(&self) -> Collection<'_> {
         let guard = self.collector_lock_or_panic("Heap::collection");
-        self.stop_the_world(guard, None, Request::Stop)
+        self.stop_the_world(guard, None, StopRequest::Stop)
             .expect("a collection without a deadline stops the world")
     }
     /// Stops the world as [`collection`](Heap::collection) does, giving up after `timeout`:
@@ -91,7 +91,7 @@ impl Heap {
     pub fn collection_within(&self, timeout: Duration) -> Result<Collection<'_>, CollectionError> {
         let deadline = Instant::now().checked_add(timeout);
         let guard = self.collector_lock().acquire(deadline)?;
-        self.stop_the_world(guard, deadline, Request::Stop)
+        self.stop_the_world(guard, deadline, StopRequest::Stop)
     }
     /// Becomes the collector without a deadline, or panics naming `call` when the calling
     /// thread began the collection in progress.
@@ -107,14 +107,14 @@ impl Heap {
         &'h self,
         guard: CollectorGuard<'h>,
         deadline: Option<Instant>,
-        request: Request,
+        request: StopRequest,
     ) -> Result<Collection<'h>, CollectionError> {
         let started = Instant::now();
         {
             let mut registry = self.registry();
             registry.stopping = true;
             self.forget_mutators_lost_in_fork(&mut registry);
-            if request == Request::Stop {
+            if request == StopRequest::Stop {
                 self.allocator().safepoints.request();
                 MutatorCell::request_safepoints(registry.mutators.iter().map(|cell| &**cell));
             }
@@ -209,7 +209,7 @@ impl Heap {
             return None;
         }
         Some(
-            self.stop_the_world(guard, None, Request::Stop)
+            self.stop_the_world(guard, None, StopRequest::Stop)
                 .expect("a collection without a deadline stops the world"),
         )
     }
@@ -217,7 +217,7 @@ impl Heap {
     /// is in progress or a mutator is running. It asks no mutator to stop.
     pub fn try_collection(&self) -> Result<Collection<'_>, CollectionError> {
         let guard = self.collector_lock().acquire(Some(Instant::now()))?;
-        self.stop_the_world(guard, Some(Instant::now()), Request::None)
+        self.stop_the_world(guard, Some(Instant::now()), StopRequest::None)
             .map_err(|error| match error {
                 CollectionError::Timeout { running, .. } => CollectionError::MutatorsRunning {
                     running: running.len(),

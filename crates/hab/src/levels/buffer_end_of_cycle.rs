@@ -39,7 +39,7 @@ pub(crate) const SHARE_DIVISOR: usize = 4;
 /// What the request that found a buffer empty asks for: at least `min` bytes, `desired` if it
 /// can.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Request {
+pub(crate) struct ChunkBounds {
     pub(crate) min: usize,
     pub(crate) desired: usize,
 }
@@ -62,7 +62,7 @@ pub(crate) fn refill_bytes(
     buffer_bytes: usize,
     buffers: usize,
     free_bytes: Option<usize>,
-    request: Request,
+    request: ChunkBounds,
 ) -> usize {
     let min_bytes = request.min;
     let whole = buffer_bytes.max(min_bytes);
@@ -81,8 +81,8 @@ mod tests {
     const MIB: usize = 1 << 20;
 
     /// A request that asks for exactly `bytes`.
-    fn exact(bytes: usize) -> Request {
-        Request {
+    fn exact(bytes: usize) -> ChunkBounds {
+        ChunkBounds {
             min: bytes,
             desired: bytes,
         }
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn a_short_refill_still_serves_the_request_at_its_desired_size() {
-        let tlab = Request {
+        let tlab = ChunkBounds {
             min: 128 << 10,
             desired: 228 << 10,
         };

@@ -182,7 +182,7 @@ pub(crate) fn buffer_refill_bytes(
     min: usize,
     desired: usize,
 ) -> usize {
-    let request = buffer_end_of_cycle::Request { min, desired };
+    let request = buffer_end_of_cycle::ChunkBounds { min, desired };
     buffer_end_of_cycle::refill_bytes(
         shape.buffer_bytes(),
         shape.buffers(),
@@ -214,7 +214,7 @@ pub(crate) unsafe fn retire_tail(
 
 /// What a carve is for: where a chunk that passes every level is counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Request {
+pub(crate) enum CarveFor {
     /// A TLAB (the request started at the lowest level).
     Tlab,
     /// A buffer of a level (its refill, counted there).

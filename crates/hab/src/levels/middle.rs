@@ -23,8 +23,8 @@
 //! Cost: one CAS on the domain's line per carve; a refill adds the level above's carve.
 
 use crate::levels::chunk::{
-    buffer_refill_bytes, check_buffer, portion, portion_bytes, retire_tail, Above, Chunk,
-    LevelEvent, LevelShape, RefillThread, Request,
+    buffer_refill_bytes, check_buffer, portion, portion_bytes, retire_tail, Above, CarveFor, Chunk,
+    LevelEvent, LevelShape, RefillThread,
 };
 use crate::levels::cpu_buffers::{self, CpuBuffers};
 use crate::memory::global::CachePadded;
@@ -211,15 +211,15 @@ pub(crate) struct MiddleLevel {
     /// buffers where the topology numbers more domains than the level has), as its byte
     /// offset in `buffers`: one load for the short refill ([`carve_exact_at_home`]), and no
     /// bound to check. Empty for a level made without a topology.
-    homes: Box<[Home]>,
+    homes: Box<[BufferOffset]>,
 }
 
 /// One buffer of a level, as the table of homes holds it: its byte offset in the level's
 /// array of buffers. Made only by [`MiddleLevel::with_homes`], so always within the array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Home(u32);
+pub(crate) struct BufferOffset(u32);
 
-impl Home {
+impl BufferOffset {
     /// The buffer's index in its level.
     #[cfg(test)]
     pub(crate) fn index(self) -> usize {
@@ -261,7 +261,7 @@ impl MiddleLevel {
         self.homes = (0..topology.cpu_slots())
             .map(|cpu| {
                 let offset = topology.domain_of(cpu, level) % buffers * buffer_bytes;
-                Home(u32::try_from(offset).expect("fewer than 2^25 buffers in a level"))
+                BufferOffset(u32::try_from(offset).expect("fewer than 2^25 buffers in a level"))
             })
             .collect();
         self
@@ -269,14 +269,14 @@ impl MiddleLevel {
 
     /// The buffer the domain of `cpu` uses, where the level has a table and `cpu` is in it.
     #[inline(always)]
-    pub(crate) fn home_of(&self, cpu: usize) -> Option<Home> {
+    pub(crate) fn home_of(&self, cpu: usize) -> Option<BufferOffset> {
         self.homes.get(cpu).copied()
     }
 
     /// The buffer `home` stands for.
     #[inline(always)]
-    fn home_buffer(&self, home: Home) -> &CasBuffer {
-        // SAFETY: a `Home` is the byte offset of one of this level's buffers (the table, the
+    fn home_buffer(&self, home: BufferOffset) -> &CasBuffer {
+        // SAFETY: a `BufferOffset` is the byte offset of one of this level's buffers (the table, the
         // only maker of homes, is built from this level's array, which never changes).
         unsafe { &(*self.buffers.as_ptr().byte_add(home.0 as usize)).0 }
     }
@@ -343,7 +343,7 @@ impl MiddleLevel {
     /// [`is_foreign`](MiddleLevel::is_foreign) for a carve from the buffer `served` found in
     /// the table of homes, with the thread now on `cpu_now`: one load, no division.
     #[inline(always)]
-    pub(crate) fn is_foreign_home(&self, served: Home, cpu_now: usize) -> bool {
+    pub(crate) fn is_foreign_home(&self, served: BufferOffset, cpu_now: usize) -> bool {
         self.home_of(cpu_now) != Some(served)
     }
 
@@ -382,7 +382,7 @@ pub(crate) struct LevelsAbove<'a, S: Above + ?Sized, T: RefillThread> {
     /// The thread running the protocol.
     pub(crate) thread: &'a T,
     /// What the chunk is for.
-    pub(crate) request: Request,
+    pub(crate) request: CarveFor,
 }
 
 impl<S: Above + ?Sized, T: RefillThread> Clone for LevelsAbove<'_, S, T> {
@@ -398,7 +398,7 @@ impl<S: Above + ?Sized, T: RefillThread> LevelsAbove<'_, S, T> {
     fn above_lowest(self) -> Self {
         LevelsAbove {
             levels: self.levels.get(1..).unwrap_or_default(),
-            request: Request::Buffer,
+            request: CarveFor::Buffer,
             ..self
         }
     }
@@ -431,7 +431,7 @@ pub(crate) fn carve<S: Above + ?Sized, T: RefillThread>(
     let thread = from.thread;
     let Some(level) = from.levels.first() else {
         let chunk = from.space.carve(min, desired)?;
-        if from.request == Request::Tlab {
+        if from.request == CarveFor::Tlab {
             thread.tlab_past_every_level();
         }
         return Some(chunk);
@@ -534,7 +534,7 @@ pub(crate) fn carve_exact_at_home(
     space: &Space,
     cpu: usize,
     bytes: usize,
-) -> Option<(Chunk, Home)> {
+) -> Option<(Chunk, BufferOffset)> {
     debug_assert!(level.cpu_buffers.is_none());
     let home = level.home_of(cpu)?;
     let want_words = words::words(bytes);
@@ -671,7 +671,7 @@ mod tests {
         levels: &[MiddleLevel],
         min: usize,
         desired: usize,
-        request: Request,
+        request: CarveFor,
         env: &Fixed,
     ) -> Option<Chunk> {
         let from = LevelsAbove {
@@ -714,15 +714,15 @@ mod tests {
         let env = env(0, 1 << 20);
         make_busy(&levels[0].buffers[0].0);
         // The core buffer is busy: the package level serves the TLAB.
-        assert!(carve_in(&levels, 64, 256, Request::Tlab, &env).is_some());
+        assert!(carve_in(&levels, 64, 256, CarveFor::Tlab, &env).is_some());
         assert_eq!(*env.served.borrow(), [(Level::Package, false)]);
         make_busy(&levels[1].buffers[0].0);
-        let past = carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap();
+        let past = carve_in(&levels, 64, 256, CarveFor::Tlab, &env).unwrap();
         assert_eq!(past.len, 256);
         assert_eq!(env.served.borrow().len(), 1, "served by no level");
         assert_eq!(env.tlabs_past_levels.get(), 1);
         // A buffer that passes the busy levels above is its level's refill, not a TLAB.
-        assert!(carve_in(&levels, 64, 1024, Request::Buffer, &env).is_some());
+        assert!(carve_in(&levels, 64, 1024, CarveFor::Buffer, &env).is_some());
         assert_eq!(env.tlabs_past_levels.get(), 1);
     }
 
@@ -730,10 +730,10 @@ mod tests {
     fn carves_from_the_home_buffer_and_refills_it() {
         let levels = [MiddleLevel::new(Level::Core, 1024, 2, 0)];
         let env = env(1, 1 << 20);
-        let first = carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap();
+        let first = carve_in(&levels, 64, 256, CarveFor::Tlab, &env).unwrap();
         assert_eq!(first, Chunk { start: 0, len: 256 });
         assert_eq!(
-            carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap(),
+            carve_in(&levels, 64, 256, CarveFor::Tlab, &env).unwrap(),
             Chunk {
                 start: 256,
                 len: 256
@@ -742,7 +742,7 @@ mod tests {
         assert_eq!(env.global_top.get(), 1024, "one refill of the level's size");
         // 512 left: a 600-byte request takes what is left.
         assert_eq!(
-            carve_in(&levels, 64, 600, Request::Tlab, &env).unwrap(),
+            carve_in(&levels, 64, 600, CarveFor::Tlab, &env).unwrap(),
             Chunk {
                 start: 512,
                 len: 512
@@ -750,7 +750,7 @@ mod tests {
         );
         // Exhausted: refilled, no tail to retire.
         assert_eq!(
-            carve_in(&levels, 64, 256, Request::Tlab, &env).unwrap(),
+            carve_in(&levels, 64, 256, CarveFor::Tlab, &env).unwrap(),
             Chunk {
                 start: 1024,
                 len: 256
@@ -759,7 +759,7 @@ mod tests {
         assert!(env.tails.borrow().is_empty());
         // 768 left but the minimum is 800: the tail is retired, the buffer refilled.
         assert_eq!(
-            carve_in(&levels, 800, 800, Request::Tlab, &env).unwrap(),
+            carve_in(&levels, 800, 800, CarveFor::Tlab, &env).unwrap(),
             Chunk {
                 start: 2048,
                 len: 800
@@ -782,14 +782,14 @@ mod tests {
         let env = env(0, 1 << 20);
         // Domain 2 gets a chunk; then domain 0 is marked busy.
         env.domain.set(2);
-        carve_in(&levels, 64, 64, Request::Tlab, &env).unwrap();
+        carve_in(&levels, 64, 64, CarveFor::Tlab, &env).unwrap();
         levels[0].buffers[0]
             .0
             .state
             .store(REFILLING, Ordering::Relaxed);
         env.domain.set(0);
         env.served.borrow_mut().clear();
-        let chunk = carve_in(&levels, 64, 64, Request::Tlab, &env).unwrap();
+        let chunk = carve_in(&levels, 64, 64, CarveFor::Tlab, &env).unwrap();
         assert_eq!(
             chunk,
             Chunk { start: 64, len: 64 },
@@ -798,7 +798,7 @@ mod tests {
         assert_eq!(*env.served.borrow(), [(Level::Core, true)]);
         // Domain 2 exhausted (a minimum larger than what is left): up to the package level.
         env.served.borrow_mut().clear();
-        let chunk = carve_in(&levels, 1000, 1000, Request::Tlab, &env).unwrap();
+        let chunk = carve_in(&levels, 1000, 1000, CarveFor::Tlab, &env).unwrap();
         assert_eq!(
             *env.served.borrow(),
             [(Level::Package, false)],
@@ -811,17 +811,17 @@ mod tests {
     fn an_exhausted_heap_leaves_the_buffer_empty_and_usable() {
         let levels = [MiddleLevel::new(Level::Cpu, 1024, 1, 0)];
         let env = env(0, 1536);
-        assert!(carve_in(&levels, 512, 512, Request::Tlab, &env).is_some());
-        assert!(carve_in(&levels, 512, 512, Request::Tlab, &env).is_some());
+        assert!(carve_in(&levels, 512, 512, CarveFor::Tlab, &env).is_some());
+        assert!(carve_in(&levels, 512, 512, CarveFor::Tlab, &env).is_some());
         // 512 left in the global heap: the refill takes it (at least the minimum).
         assert_eq!(
-            carve_in(&levels, 512, 512, Request::Tlab, &env),
+            carve_in(&levels, 512, 512, CarveFor::Tlab, &env),
             Some(Chunk {
                 start: 1024,
                 len: 512
             })
         );
-        assert_eq!(carve_in(&levels, 8, 8, Request::Tlab, &env), None);
+        assert_eq!(carve_in(&levels, 8, 8, CarveFor::Tlab, &env), None);
         assert_eq!(
             top_of(levels[0].buffers[0].0.state.load(Ordering::Relaxed)),
             1536 / 8
@@ -837,7 +837,7 @@ mod tests {
         let env = env(0, 1 << 20);
         // 1024 - 1016 would leave 8 bytes: the whole buffer goes.
         assert_eq!(
-            carve_in(&levels, 8, 1016, Request::Tlab, &env),
+            carve_in(&levels, 8, 1016, CarveFor::Tlab, &env),
             Some(Chunk {
                 start: 0,
                 len: 1024
@@ -845,14 +845,14 @@ mod tests {
         );
         // From a partly used buffer too: 1024 - 512 - 504 = 8.
         assert_eq!(
-            carve_in(&levels, 8, 512, Request::Tlab, &env),
+            carve_in(&levels, 8, 512, CarveFor::Tlab, &env),
             Some(Chunk {
                 start: 1024,
                 len: 512
             })
         );
         assert_eq!(
-            carve_in(&levels, 8, 504, Request::Tlab, &env),
+            carve_in(&levels, 8, 504, CarveFor::Tlab, &env),
             Some(Chunk {
                 start: 1536,
                 len: 512
@@ -860,7 +860,7 @@ mod tests {
         );
         // A 16-byte rest is fine.
         assert_eq!(
-            carve_in(&levels, 8, 1008, Request::Tlab, &env),
+            carve_in(&levels, 8, 1008, CarveFor::Tlab, &env),
             Some(Chunk {
                 start: 2048,
                 len: 1008
@@ -912,14 +912,14 @@ mod tests {
         let level = MiddleLevel::new(Level::Core, 1024, topology.domains(Level::Core), 0)
             .with_homes(&topology);
         let homes: Vec<_> = (0..9)
-            .map(|cpu| level.home_of(cpu).map(Home::index))
+            .map(|cpu| level.home_of(cpu).map(BufferOffset::index))
             .collect();
         let cores = |cpu| Some(topology.domain_of(cpu, Level::Core));
         assert_eq!(homes, (0..8).map(cores).chain([None]).collect::<Vec<_>>());
         assert_eq!(homes[..4], [Some(0), Some(0), Some(1), Some(1)]);
         let narrow = MiddleLevel::new(Level::Core, 1024, 3, 0).with_homes(&topology);
         assert_eq!(
-            narrow.home_of(7).map(Home::index),
+            narrow.home_of(7).map(BufferOffset::index),
             Some(3 % 3),
             "core 3 of a level with 3 buffers"
         );
@@ -1088,7 +1088,7 @@ mod model_check {
                                 levels: &levels[..],
                                 space: &env,
                                 thread: &env,
-                                request: Request::Tlab,
+                                request: CarveFor::Tlab,
                             };
                             if let Some(chunk) = exact.or_else(|| carve(from, 8, 16)) {
                                 pieces.push((chunk.start, chunk.start + chunk.len));

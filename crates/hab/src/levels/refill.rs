@@ -2,7 +2,7 @@
 //! CPU it runs on, where waste and foreign allocations are counted), for `middle::carve`.
 
 use crate::config::MiddleLevelSpec;
-use crate::levels::chunk::{Above, Chunk, LevelEvent, RefillThread, Request};
+use crate::levels::chunk::{Above, CarveFor, Chunk, LevelEvent, RefillThread};
 use crate::levels::cpu_buffers;
 use crate::levels::middle::{self, LevelsAbove, MiddleLevel, SharedHome};
 use crate::levels::stats::LevelCounters;
@@ -129,7 +129,7 @@ pub(crate) fn carve_chunk_from(
         levels,
         space: above,
         thread: &refill,
-        request: Request::Tlab,
+        request: CarveFor::Tlab,
     };
     middle::carve(from, min, desired)
 }

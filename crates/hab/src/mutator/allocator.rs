@@ -34,7 +34,7 @@ pub(crate) type ShortLine = fn(&Allocator, &MutatorCell, usize) -> usize;
 /// Where a mutator's TLABs come from.
 pub(crate) enum TlabSource {
     /// Carved from the global heap with a compare-and-swap.
-    GlobalHeap,
+    Global,
     /// Carved from the middle levels ([`Allocator::levels`]), lowest first, which refill
     /// from the global heap.
     Levels,
@@ -103,11 +103,11 @@ impl Allocator {
         let flip = || FlipPolicy::new(config.max_tlab_bytes(), topology.online_cpus().len());
         let (tlab_source, cpu_labs, flip, in_cpu_labs) = match config.mode() {
             Mode::Shared => (None, None, None, false),
-            Mode::Tlab => (Some(TlabSource::GlobalHeap), None, None, false),
+            Mode::Tlab => (Some(TlabSource::Global), None, None, false),
             Mode::Hab => (Some(TlabSource::Levels), None, None, false),
-            Mode::CpuLab => (Some(TlabSource::GlobalHeap), Some(cpu_labs()), None, true),
+            Mode::CpuLab => (Some(TlabSource::Global), Some(cpu_labs()), None, true),
             Mode::Flip => (
-                Some(TlabSource::GlobalHeap),
+                Some(TlabSource::Global),
                 Some(cpu_labs()),
                 Some(flip()),
                 false,
@@ -122,7 +122,7 @@ impl Allocator {
         };
         let common = match (&tlab_source, &cpu_labs, levels.home()) {
             (None, None, _) => CommonMiss::SharedObject,
-            (Some(TlabSource::GlobalHeap), None, _) => CommonMiss::RefillFromGlobal,
+            (Some(TlabSource::Global), None, _) => CommonMiss::RefillFromGlobal,
             (Some(TlabSource::Levels), None, Some(home)) => CommonMiss::RefillFromLevels(home),
             _ => CommonMiss::ZeroingStep,
         };

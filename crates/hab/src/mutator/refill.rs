@@ -1,10 +1,10 @@
 //! The TLAB refill: one routine ([`SlowPath::refill`]) that retires the old TLAB, asks its
 //! place above for a chunk and installs it with the object at its start. It is generated for
-//! each place a refill asks ([`Place`]) and each kind of request ([`Request`]):
+//! each place a refill asks ([`Place`]) and each kind of request ([`TlabRequest`]):
 //!
 //! - the short line's refills (`short_line.rs`), a [`Steady`] request of the size the policy
 //!   keeps, exactly, from the first place the heap's mode looks: the global heap below the
-//!   thread's end of the cycle ([`GlobalHeap`]) or the thread's own buffer at the lowest middle
+//!   thread's end of the cycle ([`GlobalTop`]) or the thread's own buffer at the lowest middle
 //!   level ([`LevelsHome`]); anything unusual gives up, leaving the TLAB as it was;
 //! - the full slow path's refill ([`refill_or_alloc_outside`](SlowPath::refill_or_alloc_outside),
 //!   after HotSpot's keep-or-refill rule), a [`Policy`] request (the policy's desired
@@ -62,9 +62,9 @@ pub(crate) trait Place {
 
 /// The global heap, for the short line: exactly the desired size with one compare-and-swap on
 /// its top, below the thread's end of the cycle.
-pub(crate) struct GlobalHeap;
+pub(crate) struct GlobalTop;
 
-impl Place for GlobalHeap {
+impl Place for GlobalTop {
     const LATE_OLD: bool = false;
 
     type Found<'a> = &'a crate::memory::global::GlobalHeap;
@@ -162,7 +162,7 @@ impl Place for WholeProtocol {
     ) -> Option<Chunk> {
         let (allocator, cell) = (path.allocator, path.cell);
         match allocator.tlab_source.as_ref()? {
-            TlabSource::GlobalHeap => {
+            TlabSource::Global => {
                 let (share, alignment) = (&local.end_of_cycle, allocator.config.alignment_bytes());
                 let (start, len) = allocator.space.global().carve_part(
                     min,
@@ -201,7 +201,7 @@ impl Place for WholeProtocol {
 
 /// What a refill asks for and what it records, as a type: the refill is generated once per
 /// kind of request.
-pub(crate) trait Request {
+pub(crate) trait TlabRequest {
     /// Whether the refill asks the keep-or-refill rule itself (and gives up when the TLAB is
     /// kept), rather than its caller.
     const ASKS_KEEP: bool;
@@ -220,7 +220,7 @@ pub(crate) trait Request {
 /// object a TLAB of that size holds, taken only while nothing unusual holds.
 pub(crate) struct Steady;
 
-impl Request for Steady {
+impl TlabRequest for Steady {
     const ASKS_KEEP: bool = true;
     const SAMPLES: bool = false;
 
@@ -243,7 +243,7 @@ impl Request for Steady {
 /// reserve below the TLAB's end, and at least the smallest TLAB where the place has less.
 pub(crate) struct Policy;
 
-impl Request for Policy {
+impl TlabRequest for Policy {
     const ASKS_KEEP: bool = false;
     const SAMPLES: bool = true;
 
@@ -325,7 +325,7 @@ impl SlowPath<'_> {
     /// The heap's TLABs come from `P`, and `found` came from its [`find`](Place::find) on
     /// this path.
     #[inline(always)]
-    pub(crate) unsafe fn refill<P: Place, R: Request, const FILL_FIRST: bool>(
+    pub(crate) unsafe fn refill<P: Place, R: TlabRequest, const FILL_FIRST: bool>(
         self,
         bytes: usize,
         free_bytes: usize,
@@ -413,7 +413,7 @@ impl SlowPath<'_> {
     /// `[start, start + len)`, zeroes it (whole, or its first step when zeroing ahead), bumps
     /// the object of `bytes`, raises the soft end; returns the object.
     #[inline(never)]
-    fn finish_refill<R: Request>(self, start: usize, len: usize, bytes: usize) -> usize {
+    fn finish_refill<R: TlabRequest>(self, start: usize, len: usize, bytes: usize) -> usize {
         let space = &self.allocator.space;
         // SAFETY: only the thread running the mutator builds a `SlowPath`.
         let (tlab, local) = unsafe { self.cell.running_parts() };

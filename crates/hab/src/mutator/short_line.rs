@@ -15,7 +15,7 @@ use crate::levels::heap_levels::{
 };
 use crate::mutator::allocator::{Allocator, CommonMiss, ShortLine};
 use crate::mutator::cell::MutatorCell;
-use crate::mutator::refill::{GlobalHeap, LevelsHome, Place, Steady};
+use crate::mutator::refill::{GlobalTop, LevelsHome, Place, Steady};
 use crate::mutator::slow_path::SlowPath;
 
 /// The short line of a heap whose common misses are `common`.
@@ -75,7 +75,7 @@ macro_rules! refill_lines {
 
 refill_lines! {
     /// The `tlab` mode's short line: TLABs from the global heap.
-    global_line, global_refill, global_fill_first: GlobalHeap;
+    global_line, global_refill, global_fill_first: GlobalTop;
     /// The `hab` mode's short line where the lowest level is the restartable `cpu` level and
     /// every thread's rseq area sits at one offset.
     cpu_buffers_line, cpu_buffers_refill, cpu_buffers_fill_first:
