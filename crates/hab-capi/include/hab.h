@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 8
+#define HAB_ABI_VERSION 9
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -432,6 +432,30 @@ hab_status hab_collection_finish(hab_collection *collection);
 #define HAB_RSEQ_OWN_THREAD_LOCAL 3 /* Hab registers a thread-local one per thread (no offset
                                      * common to all threads: no hab_cpu_buffer_path) */
 #define HAB_RSEQ_UNREGISTERED 4     /* glibc's area unregistered: instruction counting only */
+
+/* The flip between TLABs and per-CPU LABs (Garthwaite, Dice and White), for a runtime that
+ * flips its own LABs at collections: the rule Hab's flip mode follows. One cycle as the rule
+ * reads it, at the collection that ends it: */
+typedef struct hab_flip_cycle {
+    int in_cpu_labs;            /* nonzero: the cycle allocated in per-CPU LABs (else TLABs) */
+    int first;                  /* nonzero: the first cycle (TLABs sized before any thread
+                                 * allocated) */
+    uint64_t unused_tlab_bytes; /* free tails of the TLABs retired in it (refills, collection) */
+    uint64_t unused_lab_bytes;  /* free memory the per-CPU LABs left in it */
+    uint64_t lab_bytes;         /* the largest LAB: the largest TLAB, or the per-CPU buffer */
+    uint64_t cpus;              /* CPUs online */
+    uint64_t running_threads;   /* threads that ran in it */
+    uint64_t cycle_bytes;       /* what it took from the space (eden, where a cycle fills it) */
+    uint64_t min_unused_tlab_percent; /* the least TLAB tails, in percent of cycle_bytes, worth
+                                 * per-CPU LABs' longer path (0: no such bound) */
+} hab_flip_cycle;
+
+/* Whether the next cycle allocates in per-CPU LABs: 1 or 0 (-1 for a NULL cycle,
+ * HAB_INVALID_ARGUMENT). After a cycle in TLABs (not the first), per-CPU LABs when the TLABs
+ * left more than lab_bytes per CPU and more than min_unused_tlab_percent of cycle_bytes
+ * unused; after a cycle in per-CPU LABs, TLABs again when those left more than lab_bytes per
+ * running thread. */
+int hab_flip_next_in_cpu_labs(const hab_flip_cycle *cycle);
 
 /* The process's per-CPU support, the one answer Hab's command, logs and this ABI give:
  * registration is a HAB_RSEQ_ value; area_offset every thread's area from its thread pointer

@@ -1,7 +1,7 @@
 //! `libhab`: Hab's C ABI. The declarations, documented, are in `include/hab.h`; the files here
 //! implement the functions it declares that are not inline there, one file per section of the
 //! header: `status` (statuses and the last error, with what every entry point shares),
-//! `config`, `heap`, `mutators`, `collections`, `levels`, `per_cpu`.
+//! `config`, `heap`, `mutators`, `collections`, `levels`, `flip`, `per_cpu`.
 //!
 //! Conventions: every function that can fail returns a [`hab_status`] (or NULL) and leaves a
 //! message for [`hab_last_error`] on the calling thread; NULL and out-of-range arguments are
@@ -13,6 +13,7 @@
 
 mod collections;
 mod config;
+mod flip;
 mod heap;
 mod levels;
 mod mutators;
@@ -21,6 +22,7 @@ mod status;
 
 pub use collections::*;
 pub use config::*;
+pub use flip::*;
 pub use heap::*;
 pub use levels::*;
 pub use mutators::*;
@@ -28,7 +30,7 @@ pub use per_cpu::*;
 pub use status::*;
 
 /// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
-pub const HAB_ABI_VERSION: u32 = 8;
+pub const HAB_ABI_VERSION: u32 = 9;
 
 /// What the files of the entry points share: the standard and `hab` names they use, and each
 /// other's items.

@@ -163,7 +163,8 @@ fn plab_under_migrations_and_signal_storms() {
 #[test]
 fn flip_under_migrations_and_signal_storms() {
     // 512 threads each leave most of a 64 KiB TLAB unused at every collection: far more
-    // than 64 KiB × the CPUs, so the heap flips to per-CPU LABs after the first round.
+    // than 64 KiB × the CPUs, so the heap flips to per-CPU LABs after the second round (the
+    // first cycle stays in TLABs).
     let heap = heap(config(Mode::Flip, 64 << 10));
     run("flip", heap.clone());
     let stats = heap.stats();

@@ -190,9 +190,11 @@ fn every_mode_under_migrations_and_signals() {
         ("flip", Mode::Flip, None),
     ];
     let per_round = (THREADS * ALLOCS_PER_ROUND) as u64;
+    // At least three: `flip` keeps TLABs after the first cycle, flips after the second, and
+    // runs the third in per-CPU LABs.
     let rounds = total_allocs()
         .div_ceil(per_round * modes.len() as u64)
-        .max(2) as usize;
+        .max(3) as usize;
     let started = Instant::now();
     let timer = SignalTimer::start(TIMER_PERIOD_NS);
     let mut total = Figures::default();

@@ -314,6 +314,24 @@ static void levels(void) {
     hab_levels_free(NULL);
 }
 
+/* The flip rule: a NULL cycle refused; the first cycle keeps TLABs; tails past a tenth of
+ * the cycle and a LAB per CPU flip to per-CPU LABs, and LABs' tails past one per running
+ * thread flip back. */
+static void flip(void) {
+    CHECK(hab_flip_next_in_cpu_labs(NULL) == -1 && hab_last_status() == HAB_INVALID_ARGUMENT);
+    hab_flip_cycle cycle = {0, 1, 40u << 20, 0, 64u << 10, 2, 1000, 64u << 20, 10};
+    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 0);
+    cycle.first = 0;
+    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 1);
+    cycle.unused_tlab_bytes = 6u << 20; /* under a tenth of 64 MiB */
+    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 0);
+    cycle.in_cpu_labs = 1;
+    cycle.unused_lab_bytes = (64u << 10) * 1000; /* a LAB per running thread: stay */
+    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 1);
+    cycle.unused_lab_bytes += 1;
+    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 0);
+}
+
 int main(void) {
     alarm(60); /* a hang is a failure */
     printf("| call | result | status and message |\n| --- | --- | --- |\n");
@@ -321,5 +339,6 @@ int main(void) {
     heaps_and_mutators();
     collections();
     levels();
+    flip();
     return CHECK_EXIT_STATUS;
 }

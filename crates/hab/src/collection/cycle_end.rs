@@ -150,6 +150,8 @@ fn choose_next_mode(heap: &Heap, cycle: &AllocationStats, running_threads: u64) 
         unused_tlab_bytes: cycle.tlab_waste_bytes(),
         unused_lab_bytes: cycle.cpu_lab.unused_bytes() + cycle.middle_waste_bytes(),
         running_threads,
+        cycle_bytes: cycle.allocated_bytes() + cycle.waste_bytes(),
+        first: heap.collections() == 0,
     });
 }
 

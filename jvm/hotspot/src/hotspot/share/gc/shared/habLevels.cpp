@@ -44,6 +44,7 @@
   f(hab_level_stats_line)        \
   f(hab_levels_tlabs_past_levels)  \
   f(hab_levels_cpu_buffer_path)  \
+  f(hab_flip_next_in_cpu_labs)   \
   f(hab_per_cpu_support_get)     \
   f(hab_rseq_register_thread)    \
   f(hab_rseq_provide_area)
@@ -492,64 +493,48 @@ static void print_levels(outputStream* out, const char* what, const hab_level_st
   }
 }
 
-// The flip policy (Garthwaite, Dice and White; Hab's flip mode, with one more bound): after a
-// cycle in TLABs, the next one goes to per-CPU LABs when the TLABs left more unused (tails at
-// the collection and at refills) than a per-CPU LAB per CPU could, and more than a tenth of
-// eden; after a cycle in per-CPU LABs, back to TLABs when those left more than a LAB per
-// running thread. Many threads on few CPUs favour per-CPU LABs, few threads on many CPUs
-// TLABs. The tenth: TLABs that leave less cost fewer than a tenth more collections, the bound
-// within which per-CPU LABs aim to match -XX:-UseTLAB, and then a per-CPU LAB's longer path
-// per object is not worth it (16 threads on 16 CPUs leave about 4 % of eden in TLABs, more
-// than sixteen LABs could, and took 1.4 times as long per object in per-CPU LABs).
-static const size_t flip_min_unused_tlab_percent = 10;
-
-static bool next_in_cpu_labs(bool in_cpu_labs, size_t unused_tlab_bytes, size_t unused_lab_bytes,
-                             size_t lab_bytes, size_t cpus, size_t threads, size_t eden_bytes) {
-  if (in_cpu_labs) {
-    return unused_lab_bytes <= lab_bytes * MAX2(threads, (size_t)1);
-  }
-  return unused_tlab_bytes > lab_bytes * MAX2(cpus, (size_t)1) &&
-         unused_tlab_bytes > eden_bytes / 100 * flip_min_unused_tlab_percent;
-}
+// The flip's one bound of HotSpot's own (libhab's rule takes it as an input): a cycle in TLABs
+// goes to per-CPU LABs only when its TLABs left more than a tenth of eden unused. TLABs that
+// leave less cost fewer than a tenth more collections, the bound within which per-CPU LABs aim
+// to match -XX:-UseTLAB, and then the stubs' per-CPU LAB path, 21 instructions longer per
+// object than C2's TLAB bump, is not worth it.
+static const uint64_t flip_min_unused_tlab_percent = 10;
 
 // At a collection, with the lowest level's figures now: applies the flip policy to the cycle
 // that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info).
 static void flip_at_collection(const hab_level_stats& lowest, size_t tlab_waste_words) {
   bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
-  size_t unused_tlab_bytes = tlab_waste_words * HeapWordSize;
-  size_t unused_lab_bytes = (size_t)(lowest.waste_bytes - _lowest_at_collection.waste_bytes);
-  if (_collections == 1 && HABFlipEvery == 0) {
-    // HotSpot sized the first cycle's TLABs before any thread had allocated (a guess of the
-    // threads): their tails then say little of the threads' own, so the first cycle stays.
-    _cycles_in_tlabs++;
-    log_debug(gc, tlab)("HAB flip: the first cycle, in TLABs sized before the threads "
-                        "allocated: TLABs left " SIZE_FORMAT "K unused; the next in TLABs",
-                        unused_tlab_bytes / K);
-    return;
-  }
   _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)lowest.buffer_bytes);
-  size_t lab_bytes = _largest_lab_bytes;
-  size_t cpus = (size_t)os::active_processor_count();
-  size_t threads = (size_t)Threads::number_of_threads();
-  size_t eden_bytes = _space->eden_bytes();
+  // libhab's flip policy, the one Hab's flip mode follows (hab_flip_next_in_cpu_labs); the
+  // first cycle's TLABs were sized before any thread had allocated, so it stays in TLABs.
+  hab_flip_cycle cycle;
+  cycle.in_cpu_labs = in_cpu_labs ? 1 : 0;
+  cycle.first = _collections == 1 ? 1 : 0;
+  cycle.unused_tlab_bytes = (uint64_t)tlab_waste_words * HeapWordSize;
+  cycle.unused_lab_bytes = lowest.waste_bytes - _lowest_at_collection.waste_bytes;
+  cycle.lab_bytes = _largest_lab_bytes;
+  cycle.cpus = (uint64_t)os::active_processor_count();
+  cycle.running_threads = (uint64_t)Threads::number_of_threads();
+  cycle.cycle_bytes = _space->eden_bytes();
+  cycle.min_unused_tlab_percent = flip_min_unused_tlab_percent;
   bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
-                                 : next_in_cpu_labs(in_cpu_labs, unused_tlab_bytes,
-                                                    unused_lab_bytes, lab_bytes, cpus, threads,
-                                                    eden_bytes);
+                                 : _hab_flip_next_in_cpu_labs(&cycle) == 1;
   (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
-  log_debug(gc, tlab)("HAB flip: a cycle in %s: TLABs left " SIZE_FORMAT "K unused, per-CPU LABs "
-                      SIZE_FORMAT "K (LABs of " SIZE_FORMAT "K, %d CPUs, " SIZE_FORMAT
-                      " threads, eden " SIZE_FORMAT "K); the next in %s",
-                      in_cpu_labs ? "per-CPU LABs" : "TLABs", unused_tlab_bytes / K,
-                      unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads, eden_bytes / K,
+  log_debug(gc, tlab)("HAB flip: a cycle in %s%s: TLABs left " UINT64_FORMAT "K unused, per-CPU "
+                      "LABs " UINT64_FORMAT "K (LABs of " UINT64_FORMAT "K, " UINT64_FORMAT
+                      " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K); the next in %s",
+                      in_cpu_labs ? "per-CPU LABs" : "TLABs", cycle.first ? " (the first)" : "",
+                      cycle.unused_tlab_bytes / K, cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
+                      cycle.cpus, cycle.running_threads, cycle.cycle_bytes / K,
                       next ? "per-CPU LABs" : "TLABs");
   if (next != in_cpu_labs) {
     _flips++;
-    log_info(gc, tlab)("HAB flip: to %s (TLABs left " SIZE_FORMAT "K unused over the cycle, "
-                       "per-CPU LABs " SIZE_FORMAT "K; LABs of " SIZE_FORMAT "K, %d CPUs, "
-                       SIZE_FORMAT " threads, eden " SIZE_FORMAT "K)",
-                       next ? "per-CPU LABs" : "TLABs", unused_tlab_bytes / K,
-                       unused_lab_bytes / K, lab_bytes / K, (int)cpus, threads, eden_bytes / K);
+    log_info(gc, tlab)("HAB flip: to %s (TLABs left " UINT64_FORMAT "K unused over the cycle, "
+                       "per-CPU LABs " UINT64_FORMAT "K; LABs of " UINT64_FORMAT "K, "
+                       UINT64_FORMAT " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K)",
+                       next ? "per-CPU LABs" : "TLABs", cycle.unused_tlab_bytes / K,
+                       cycle.unused_lab_bytes / K, cycle.lab_bytes / K, cycle.cpus,
+                       cycle.running_threads, cycle.cycle_bytes / K);
     HabCpuLabs::set_in_tlabs(!next);
   }
 }
