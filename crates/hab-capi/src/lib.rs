@@ -1,7 +1,7 @@
 //! `libhab`: Hab's C ABI. The declarations, documented, are in `include/hab.h`; the files here
 //! implement the functions it declares that are not inline there, one file per section of the
 //! header: `status` (statuses and the last error, with what every entry point shares),
-//! `config`, `heap`, `mutators`, `collections`, `levels`, `flip`, `per_cpu`.
+//! `config`, `heap`, `mutators`, `collections`, `levels` (and `levels_stats`), `flip`, `per_cpu`.
 //!
 //! Conventions: every function that can fail returns a [`hab_status`] (or NULL) and leaves a
 //! message for [`hab_last_error`] on the calling thread; NULL and out-of-range arguments are
@@ -16,6 +16,7 @@ mod config;
 mod flip;
 mod heap;
 mod levels;
+mod levels_stats;
 mod mutators;
 mod per_cpu;
 mod status;
@@ -25,6 +26,7 @@ pub use config::*;
 pub use flip::*;
 pub use heap::*;
 pub use levels::*;
+pub use levels_stats::*;
 pub use mutators::*;
 pub use per_cpu::*;
 pub use status::*;
