@@ -11,25 +11,25 @@
 //! `hab hotspot-hab --observed` runs it alone; `hab report` runs it where the JVM with HABs is
 //! built.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::claims::{Claims, Verdict};
+use super::claims::Claims;
 use super::experiment::{Context, Experiment};
 use super::hotspot_chat::{
     self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK,
 };
 use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::hotspot_observed_tables::judge;
+pub use super::hotspot_observed_tables::render_runs;
 use super::hotspot_run::{value, JavaRun};
-use crate::figures::Spread;
 
 /// The JVMTI sampler's interval: async-profiler's default for `event=alloc`.
 pub const JVMTI_INTERVAL_BYTES: u64 = 512 * 1024;
 /// The loop's young generation (`-Xmn`).
-const LOOP_YOUNG: &str = "128m";
+pub(super) const LOOP_YOUNG: &str = "128m";
 
 /// Who watches the allocations in a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,262 +359,6 @@ pub fn measure(
     })
 }
 
-fn spread(values: &[f64]) -> Option<Spread> {
-    (!values.is_empty()).then(|| Spread::of(values))
-}
-
-fn find_loop<'a>(
-    runs: &'a ObservedRuns,
-    collector: Collector,
-    label: &str,
-    observer: Observer,
-) -> Option<&'a LoopPoint> {
-    runs.loops
-        .iter()
-        .find(|p| p.collector == collector && p.config.label == label && p.observer == observer)
-}
-
-fn find_chat<'a>(
-    runs: &'a ObservedRuns,
-    collector: Collector,
-    label: &str,
-    observer: Observer,
-) -> Option<&'a ChatPoint> {
-    runs.chats
-        .iter()
-        .find(|p| p.collector == collector && p.config.label == label && p.observer == observer)
-}
-
-/// `median (min–max)` with `digits` decimals, or a dash.
-fn cell(values: &[f64], digits: usize) -> String {
-    spread(values).map_or("—".into(), |s| {
-        format!(
-            "{:.digits$} ({:.digits$}–{:.digits$})",
-            s.median, s.min, s.max
-        )
-    })
-}
-
-/// JFR's weights over the bytes allocated, per run.
-fn weight_ratios(sampling: &[Sampling]) -> Vec<f64> {
-    sampling
-        .iter()
-        .filter(|s| s.allocated_bytes > 0)
-        .map(|s| s.weight_bytes as f64 / s.allocated_bytes as f64)
-        .collect()
-}
-
-/// The JVMTI samples over the bytes allocated / the interval, per run.
-fn sample_ratios(sampling: &[Sampling]) -> Vec<f64> {
-    sampling
-        .iter()
-        .filter(|s| s.allocated_bytes > 0)
-        .map(|s| s.samples as f64 * JVMTI_INTERVAL_BYTES as f64 / s.allocated_bytes as f64)
-        .collect()
-}
-
-fn collectors_of(runs: &ObservedRuns) -> Vec<Collector> {
-    Collector::ALL
-        .into_iter()
-        .filter(|&c| runs.loops.iter().any(|p| p.collector == c))
-        .collect()
-}
-
-/// The tables, per collector.
-pub fn render_runs(runs: &ObservedRuns) -> String {
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "Machine: {}. JVM: `{}`. {} round(s) of each run, interleaved; median (min–max). The \
-         loop: `bench/jvm`'s `Observed`, one thread, {} rounds of {} million objects, \
-         `-Xmn{LOOP_YOUNG}`, ns per object (the median round); × its own time without an \
-         observer. The chat: {} threads, {} messages per connection, as in the many-threads \
-         table.\n",
-        runs.machine,
-        runs.jvm,
-        runs.repeat,
-        runs.rounds,
-        runs.objects_millions,
-        hotspot_chat::THREADS,
-        runs.messages
-    );
-    for collector in collectors_of(runs) {
-        let _ = writeln!(
-            text,
-            "**{} (`{}`), the loop (ns per object)**\n\n| configuration | {} | {} | {} |\n| --- \
-             | ---: | ---: | ---: |",
-            collector.name(),
-            collector.flag(),
-            Observer::None.name(),
-            Observer::Jfr.name(),
-            Observer::Jvmti.name()
-        );
-        for config in loop_configs() {
-            let alone = find_loop(runs, collector, &config.label, Observer::None)
-                .and_then(|p| spread(&p.ns_per_object));
-            let mut row = format!("| {} (`{}`) |", config.label, config.flags.join(" "));
-            for observer in Observer::ALL {
-                let point = find_loop(runs, collector, &config.label, observer);
-                let ns = point.map_or(vec![], |p| p.ns_per_object.clone());
-                let ratio = match (observer, spread(&ns), alone) {
-                    (Observer::None, _, _) | (_, None, _) | (_, _, None) => String::new(),
-                    (_, Some(ns), Some(alone)) => format!(", {:.2}×", ns.ratio(alone).median),
-                };
-                let _ = write!(row, " {}{ratio} |", cell(&ns, 2));
-            }
-            let _ = writeln!(text, "{row}");
-        }
-        let _ = writeln!(
-            text,
-            "\n**{}, what the samplers said (the loop)**\n\n| configuration | JFR samples | JFR \
-             weights / bytes allocated | JFR's classes by weight | JVMTI samples | JVMTI samples \
-             × interval / bytes allocated | JVMTI's classes by samples |\n| --- | ---: | ---: | \
-             --- | ---: | ---: | --- |",
-            collector.name()
-        );
-        for config in loop_configs() {
-            let jfr = find_loop(runs, collector, &config.label, Observer::Jfr)
-                .map_or(vec![], |p| p.sampling.clone());
-            let jvmti = find_loop(runs, collector, &config.label, Observer::Jvmti)
-                .map_or(vec![], |p| p.sampling.clone());
-            let samples =
-                |s: &[Sampling]| cell(&s.iter().map(|s| s.samples as f64).collect::<Vec<_>>(), 0);
-            let top = |s: &[Sampling]| s.first().map_or("—".into(), |s| format!("`{}`", s.top));
-            let _ = writeln!(
-                text,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                config.label,
-                samples(&jfr),
-                cell(&weight_ratios(&jfr), 3),
-                top(&jfr),
-                samples(&jvmti),
-                cell(&sample_ratios(&jvmti), 3),
-                top(&jvmti),
-            );
-        }
-        let _ = writeln!(
-            text,
-            "\n**{}, the chat (messages/s; young collections)**\n\n| configuration | {} | {} | \
-             {} |\n| --- | ---: | ---: | ---: |",
-            collector.name(),
-            Observer::None.name(),
-            Observer::Jfr.name(),
-            Observer::Jvmti.name()
-        );
-        for config in chat_configs() {
-            let mut row = format!("| {} (`{}`) |", config.label, config.flags.join(" "));
-            for observer in Observer::ALL {
-                let point = find_chat(runs, collector, &config.label, observer);
-                let rate = point.map_or(vec![], |p| p.messages_per_sec.clone());
-                let collections: Vec<f64> = point.map_or(vec![], |p| {
-                    p.collections.iter().map(|&c| c as f64).collect()
-                });
-                let _ = write!(row, " {}; {} |", cell(&rate, 0), cell(&collections, 0));
-            }
-            let _ = writeln!(text, "{row}");
-        }
-        text.push('\n');
-    }
-    text
-}
-
-/// The observed JVM's claims, per collector and sampler: every HAB configuration of the loop
-/// within 1.3× its own time unobserved, HABs with 1 KiB TLABs within 1.25× stock's adaptive
-/// TLABs under the same observer; the chat in per-CPU LABs at ≥ 0.95× stock's messages/s under
-/// the same observer, with at most 1.15× the collections of `-XX:-UseTLAB`; JFR's weights
-/// over the bytes allocated within 10 % of stock's ratio; JVMTI's samples within 10 % of the
-/// bytes allocated over the interval.
-fn judge(runs: &ObservedRuns, claims: &mut Claims) {
-    const SOURCE: &str = "HotSpot with HABs, observed";
-    for collector in collectors_of(runs) {
-        let name = collector.name();
-        for observer in [Observer::Jfr, Observer::Jvmti] {
-            let who = observer.name();
-            for config in loop_configs()
-                .iter()
-                .filter(|c| c.flags.iter().any(|f| f.starts_with("-XX:+UseHAB")))
-            {
-                let time = |o| {
-                    find_loop(runs, collector, &config.label, o)
-                        .and_then(|p| spread(&p.ns_per_object))
-                };
-                if let (Some(observed), Some(alone)) = (time(observer), time(Observer::None)) {
-                    claims.judge(
-                        SOURCE,
-                        &format!("{}: within 1.3× its own time unobserved under {who} (the loop, {name})", config.label),
-                        Verdict::at_most(observed.ratio(alone), 1.3),
-                    );
-                }
-            }
-            let time = |label| {
-                find_loop(runs, collector, label, observer).and_then(|p| spread(&p.ns_per_object))
-            };
-            if let (Some(small), Some(stock)) = (time(HABS_SMALL), time(STOCK)) {
-                claims.judge(
-                    SOURCE,
-                    &format!("{HABS_SMALL}: within 1.25× stock's adaptive TLABs under {who} (the loop, {name})"),
-                    Verdict::at_most(small.ratio(stock), 1.25),
-                );
-            }
-            let chat = |label| find_chat(runs, collector, label, observer);
-            if let (Some(labs), Some(stock)) = (chat(CPU_LABS), chat(STOCK)) {
-                if let (Some(rate), Some(stock_rate)) = (
-                    spread(&labs.messages_per_sec),
-                    spread(&stock.messages_per_sec),
-                ) {
-                    claims.judge(
-                        SOURCE,
-                        &format!(
-                            "{CPU_LABS}: ≥ 0.95× stock's messages/s under {who} (the chat, {name})"
-                        ),
-                        Verdict::at_least(rate.ratio(stock_rate), 0.95),
-                    );
-                }
-                let collections = |p: &ChatPoint| {
-                    spread(&p.collections.iter().map(|&c| c as f64).collect::<Vec<_>>())
-                };
-                if let (Some(labs), Some(no_tlabs)) =
-                    (collections(labs), chat(NO_TLABS).and_then(collections))
-                {
-                    claims.judge(
-                        SOURCE,
-                        &format!("{CPU_LABS}: at most 1.15× the young collections of -XX:-UseTLAB under {who} (the chat, {name})"),
-                        Verdict::at_most(labs, 1.15 * no_tlabs.max),
-                    );
-                }
-            }
-        }
-        let jfr_stock = find_loop(runs, collector, STOCK, Observer::Jfr)
-            .and_then(|p| spread(&weight_ratios(&p.sampling)));
-        for config in loop_configs()
-            .iter()
-            .filter(|c| c.flags.iter().any(|f| f.starts_with("-XX:+UseHAB")))
-        {
-            let point = |o| find_loop(runs, collector, &config.label, o);
-            if let (Some(ratio), Some(stock)) = (
-                point(Observer::Jfr).and_then(|p| spread(&weight_ratios(&p.sampling))),
-                jfr_stock,
-            ) {
-                let relative = ratio.ratio(stock);
-                claims.judge(
-                    SOURCE,
-                    &format!("{}: JFR's sample weights add up to the bytes allocated as stock's do, within 10 % (the loop, {name})", config.label),
-                    Verdict::at_least(relative, 0.9).and(Verdict::at_most(relative, 1.1)),
-                );
-            }
-            if let Some(ratio) =
-                point(Observer::Jvmti).and_then(|p| spread(&sample_ratios(&p.sampling)))
-            {
-                claims.judge(
-                    SOURCE,
-                    &format!("{}: JVMTI's samples within 10 % of the bytes allocated / the interval (the loop, {name})", config.label),
-                    Verdict::at_least(ratio, 0.9).and(Verdict::at_most(ratio, 1.1)),
-                );
-            }
-        }
-    }
-}
-
 /// The loop's rounds, millions of objects per round, and the chat's messages at the report's
 /// scales (none at the quick one).
 fn sizes_for(scale: &super::scale::Scale) -> Option<(usize, usize, usize)> {
@@ -689,6 +433,7 @@ impl Experiment for HotSpotObserved {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::claims::Verdict;
 
     #[test]
     fn the_samplers_lines_parse() {

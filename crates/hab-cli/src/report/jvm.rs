@@ -4,9 +4,9 @@
 //! Epsilon GC with fixed TLAB sizes (JDK 17 spells Shipilëv's `-XX:EpsilonTLABSize` as
 //! `-XX:TLABSize` with `-XX:-ResizeTLAB -XX:-EpsilonElasticTLAB`) and `-XX:-UseTLAB` for
 //! `alloc-array`; Parallel GC with and without TLABs for `alloc-object`; Parallel GC with a small
-//! young generation for `warehouses`, `chat` and `binary-trees`, collections counted from the
-//! GC log (`-Xlog:gc`) of the timed round (after an untimed warm-up round, for `warehouses` and
-//! `chat`) and checked against the JVM's collector beans.
+//! young generation for `warehouses`, `chat` and `binary-trees`, collections of the timed round
+//! (after an untimed warm-up round, for `warehouses` and `chat`) as each program counts them
+//! from the JVM's collector beans (its `collections=` line), not from the GC log's sentences.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,10 +94,9 @@ pub struct Point {
     pub ns_range: Option<(f64, f64)>,
     /// The workload's own throughput (warehouses, chat) or elapsed ms (binary-trees).
     pub value: Option<f64>,
-    /// Collections in the timed round, counted from the GC log (`-Xlog:gc`).
+    /// Collections in the timed round, from the JVM's collector beans (the program's
+    /// `collections=` line).
     pub collections: Option<u64>,
-    /// The same count from the JVM's collector beans, as a cross-check.
-    pub collections_from_beans: Option<u64>,
     /// The command that reproduces it.
     pub command: String,
 }
@@ -245,17 +244,6 @@ impl Jvm {
     }
 }
 
-/// Collections in the GC log (`-Xlog:gc:stderr`) between the program's `timed_round=start`
-/// and `timed_round=end` lines: one `Pause Young` or `Pause Full` line each.
-fn logged_pauses(stderr: &str) -> u64 {
-    stderr
-        .lines()
-        .skip_while(|line| !line.starts_with("timed_round=start"))
-        .take_while(|line| !line.starts_with("timed_round=end"))
-        .filter(|line| line.contains("Pause Young") || line.contains("Pause Full"))
-        .count() as u64
-}
-
 /// Every HotSpot measurement of the report.
 pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<Point>, String> {
     let mut points = Vec::new();
@@ -294,7 +282,6 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
                 .map(|(min, max)| (min * 1e6 / objects as f64, max * 1e6 / objects as f64)),
             value: Some(ms),
             collections: Some(0),
-            collections_from_beans: None,
             command: format!(
                 "java -jar bench/jvm/target/benchmarks.jar AllocArray {} -jvmArgs \"{jvm_args}\"",
                 jmh_args.join(" ")
@@ -336,8 +323,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
                         .map(|(min, max)| (min / threads as f64, max / threads as f64)),
                     value: None,
                     collections: None,
-                    collections_from_beans: None,
-                    command: format!(
+                            command: format!(
                         "java -jar bench/jvm/target/benchmarks.jar AllocObject {} -jvmArgs \"{jvm_args}\"",
                         jmh_args.join(" ")
                     ),
@@ -364,8 +350,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             ns_per_object: None,
             ns_range: None,
             value: value(&stderr, key),
-            collections: Some(logged_pauses(&stderr)),
-            collections_from_beans: value::<f64>(&stderr, "collections").map(|count| count as u64),
+            collections: value::<u64>(&stderr, "collections"),
             command: format!(
                 "java {} -cp bench/jvm/target/benchmarks.jar {main} {}",
                 flags.join(" "),
@@ -373,13 +358,7 @@ pub fn measure(jvm: &Jvm, scale: &Scale, progress: &ProgressBar) -> Result<Vec<P
             ),
         })
     };
-    let parallel = |young: &str| {
-        vec![
-            "-XX:+UseParallelGC".to_string(),
-            format!("-Xmn{young}"),
-            "-Xlog:gc:stderr".to_string(),
-        ]
-    };
+    let parallel = |young: &str| vec!["-XX:+UseParallelGC".to_string(), format!("-Xmn{young}")];
     // The seed's 4 MiB young generation, with HotSpot's adaptive TLABs or fixed 64 KiB ones.
     let small_young = |fixed_tlabs: bool| {
         let mut flags = parallel("4m");
@@ -458,23 +437,4 @@ pub const WAREHOUSES_FIXED: &str = "Parallel, 4 MiB young generation, 64 KiB TLA
 pub fn steps(scale: &Scale) -> usize {
     let ends = scale.threads.ends_and_two().len();
     ALLOC_ARRAY_TLABS.len() + 2 * ends + ends + 2 * scale.threads.warehouses().len() + 4
-}
-
-#[cfg(test)]
-mod tests {
-    use super::logged_pauses;
-
-    #[test]
-    fn only_the_timed_rounds_pauses_are_counted() {
-        let stderr = "[0.1s][info][gc] GC(0) Pause Young (Allocation Failure) 3M->1M(9M) 1ms\n\
-                      timed_round=start\n\
-                      [0.2s][info][gc] GC(1) Pause Young (Allocation Failure) 3M->1M(9M) 1ms\n\
-                      [0.3s][info][gc] GC(2) Pause Full (Ergonomics) 3M->1M(9M) 9ms\n\
-                      [0.3s][info][gc] Using Parallel\n\
-                      timed_round=end\n\
-                      [0.4s][info][gc] GC(3) Pause Young (Allocation Failure) 3M->1M(9M) 1ms\n\
-                      collections=2\n";
-        assert_eq!(logged_pauses(stderr), 2);
-        assert_eq!(logged_pauses("no marker\n"), 0);
-    }
 }

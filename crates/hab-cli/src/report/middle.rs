@@ -9,19 +9,20 @@ use hab::{ByteSize, CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
 use super::claims::{Claims, Verdict};
 use super::costs::Costs;
 use super::experiment::{Context, Experiment};
+use super::middle_tables::{render_foreign, render_refill_cost, render_simulated, table_header};
 use super::plot::{LinePlot, Series};
 use super::scale::Scale;
 use super::shared::{seed_claim, Figures, Measured};
 use crate::figures::Spread;
-use crate::workload::{self, RunResult, RunSpec, Workload};
+use crate::workload::{self, RunSpec, Workload};
 
 /// The grid's thread counts: the scaling axis from 2 threads, then 4 and 16 per CPU.
-fn grid_threads(scale: &Scale) -> Vec<usize> {
+pub(super) fn grid_threads(scale: &Scale) -> Vec<usize> {
     scale.threads.two_to_oversubscribed()
 }
 
 /// The refill-cost runs' thread counts: 1, 2 and every CPU.
-fn refill_threads(scale: &Scale) -> Vec<usize> {
+pub(super) fn refill_threads(scale: &Scale) -> Vec<usize> {
     scale.threads.ends_and_two()
 }
 
@@ -79,7 +80,7 @@ fn middle_configs(scale: &Scale) -> Vec<MiddleLevelSpec> {
 }
 
 /// One cell of the grid: `alloc-array`, the report's objects shared among the threads.
-fn grid(
+pub(super) fn grid(
     scale: &Scale,
     threads: usize,
     tlab: TlabPolicy,
@@ -174,7 +175,7 @@ fn rematch(
 
 /// Where refills come from in the refill-cost runs: the global heap, the compare-and-swap
 /// per-core level, the restartable per-CPU level.
-const REFILL_SOURCES: [Option<MiddleLevelSpec>; 3] = [
+pub(super) const REFILL_SOURCES: [Option<MiddleLevelSpec>; 3] = [
     None,
     Some(super::shipilev::DEFAULT_MIDDLE),
     Some(MiddleLevelSpec {
@@ -186,7 +187,7 @@ const REFILL_SOURCES: [Option<MiddleLevelSpec>; 3] = [
 /// The small TLABs of the refill-cost runs: 16 objects of 16 bytes, so that refills weigh.
 pub(super) const SMALL_TLAB_BYTES: usize = 256;
 /// The large TLABs they are compared with.
-const LARGE_TLAB_BYTES: usize = 1 << 20;
+pub(super) const LARGE_TLAB_BYTES: usize = 1 << 20;
 
 /// Refill-bound runs: `alloc-object` with small and large TLABs.
 pub(super) fn refill_run(
@@ -208,11 +209,11 @@ pub(super) fn refill_run(
     }
 }
 
-const SIMULATED: &str = "4x10x2";
+pub(super) const SIMULATED: &str = "4x10x2";
 /// Room for a buffer of every level in every domain of the simulated machine.
 const SIMULATED_HEAP_BYTES: usize = 1 << 30;
 
-fn simulated(scale: &Scale, threads: usize, middle: &str) -> RunSpec {
+pub(super) fn simulated(scale: &Scale, threads: usize, middle: &str) -> RunSpec {
     RunSpec {
         threads,
         mode: Mode::Hab,
@@ -231,12 +232,12 @@ fn simulated(scale: &Scale, threads: usize, middle: &str) -> RunSpec {
     }
 }
 
-const SIMULATED_MIDDLE: [&str; 3] = [
+pub(super) const SIMULATED_MIDDLE: [&str; 3] = [
     "core:1MiB",
     "core:512KiB,package:32MiB",
     "cpu:256KiB,core:1MiB,package:32MiB,node:64MiB",
 ];
-const SIMULATED_THREADS: [usize; 2] = [8, 80];
+pub(super) const SIMULATED_THREADS: [usize; 2] = [8, 80];
 
 pub fn specs(scale: &Scale) -> Vec<RunSpec> {
     let mut specs = Vec::new();
@@ -522,201 +523,6 @@ fn render_plots(
             },
         );
     }
-}
-
-/// The share of foreign allocations (Kirsch et al.'s Tables I and II).
-fn render_foreign(
-    s: &mut String,
-    scale: &Scale,
-    measured: &Measured,
-    sizes: &[TlabPolicy],
-    configs: &[MiddleLevelSpec],
-) {
-    let _ = writeln!(
-        s,
-        "### Foreign allocations (Kirsch et al., Tables I and II)\n"
-    );
-    let _ = writeln!(
-        s,
-        "Share of the middle level's allocations served by a domain other than the one the thread \
-         ran on when its carve committed (the CPU id is read again after the commit), same runs.\n"
-    );
-    for threads in grid_threads(scale) {
-        let _ = writeln!(s, "**{threads} threads**\n");
-        table_header(s, configs, "refills/run");
-        for &tlab in sizes {
-            let base = measured.get(&grid(scale, threads, tlab, None));
-            let _ = write!(s, "| {tlab} | {} |", base.refills);
-            for &middle in configs {
-                let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
-                let _ = write!(s, " {:.3} % |", hab.foreign_pct);
-            }
-            let _ = writeln!(s);
-        }
-        let _ = writeln!(s);
-    }
-    let foreign: u64 = grid_threads(scale)
-        .into_iter()
-        .flat_map(|threads| sizes.iter().map(move |&tlab| (threads, tlab)))
-        .flat_map(|(threads, tlab)| {
-            configs
-                .iter()
-                .map(move |&middle| grid(scale, threads, tlab, Some(middle)))
-        })
-        .map(|spec| measured.get(&spec).foreign_allocs)
-        .sum();
-    let _ = writeln!(
-        s,
-        "{foreign} foreign allocations in all these runs together. A carve is foreign when its \
-         thread moved to another domain between reading its CPU and committing (a preemption in \
-         a window of a few nanoseconds), or when its own buffer was being refilled by a thread \
-         that was preempted while holding it; with few CPUs both are rare. The tests force both \
-         (`tests/middle_stress.rs`, `tests/simulated_topology.rs`) to check that they are \
-         counted.\n"
-    );
-}
-
-fn table_header(s: &mut String, configs: &[MiddleLevelSpec], second: &str) {
-    let _ = write!(s, "| TLAB | {second} |");
-    for middle in configs {
-        let _ = write!(s, " `{}` |", MiddleLevelSpec::list_to_string(&[*middle]));
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "| --- | ---: |{}", " ---: |".repeat(configs.len()));
-}
-
-/// Time per refill: what small TLABs cost over large ones, per extra refill, in CPU time.
-fn render_refill_cost(
-    s: &mut String,
-    scale: &Scale,
-    measured: &Measured,
-    costs: &Costs,
-    claims: &mut Claims,
-) {
-    let _ = writeln!(s, "### What a TLAB refill costs\n");
-    let _ = writeln!(
-        s,
-        "`alloc-object`, 16-byte objects, {} per thread, in a 16 MiB heap, with {small} and {large} \
-         TLABs. ns per refill = (t(small) − t(large)) × threads / (refills(small) − \
-         refills(large)): the CPU time each extra refill takes, carving from the global heap, \
-         from the per-core compare-and-swap buffer, or from the per-CPU buffer in a restartable \
-         sequence. Beside each time, what stands behind it without noise: the instructions \
-         one refill takes (callgrind, 1 thread: (per object with {small} TLABs − per object \
-         with {large} TLABs) × 16; the counted runs are in the last section).\n",
-        scale.object_objects,
-        small = ByteSize::new(SMALL_TLAB_BYTES),
-        large = ByteSize::new(LARGE_TLAB_BYTES),
-    );
-    let _ = writeln!(s, "| threads | refills from | ns/object, small TLABs | ns/object, large TLABs | refills/run (small) | ns per refill | instructions per refill |");
-    let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
-    for threads in refill_threads(scale) {
-        for middle in REFILL_SOURCES {
-            let small = measured.get(&refill_run(scale, threads, SMALL_TLAB_BYTES, middle));
-            let large = measured.get(&refill_run(scale, threads, LARGE_TLAB_BYTES, middle));
-            let source = match (middle, small.levels.first()) {
-                (Some(spec), Some(level)) => format!(
-                    "`hab`, `{}` ({})",
-                    MiddleLevelSpec::list_to_string(&[spec]),
-                    if level.restartable {
-                        "rseq"
-                    } else {
-                        "compare-and-swap"
-                    }
-                ),
-                _ => "`tlab`: global heap".to_string(),
-            };
-            let counted = costs
-                .instructions_per_refill(&middle.map_or("global heap".to_string(), |spec| {
-                    MiddleLevelSpec::list_to_string(&[spec])
-                }))
-                .map_or("—".to_string(), |count| format!("{count:.0}"));
-            let _ = writeln!(
-                s,
-                "| {threads} | {} | {} | {} | {} | {:.1} | {counted} |",
-                source,
-                super::shared::spread(small),
-                super::shared::spread(large),
-                small.refills,
-                per_refill_ns(small, large, threads)
-            );
-        }
-    }
-    // Both runs take the same refills of small TLABs; only where they come from differs.
-    let [_, core, cpu] = REFILL_SOURCES;
-    for threads in refill_threads(scale) {
-        let core_run = measured.get(&refill_run(scale, threads, SMALL_TLAB_BYTES, core));
-        let cpu_run = measured.get(&refill_run(scale, threads, SMALL_TLAB_BYTES, cpu));
-        if cpu_run
-            .levels
-            .first()
-            .is_some_and(|level| level.restartable)
-        {
-            let claim = format!(
-                "a refill from the rseq `cpu` level is cheaper than one from the \
-                 compare-and-swap `core` level ({threads} thread(s))"
-            );
-            let cheaper =
-                Verdict::at_least(core_run.ns_per_object().ratio(cpu_run.ns_per_object()), 1.0);
-            let saved_ns =
-                (core_run.elapsed_ms_median - cpu_run.elapsed_ms_median) * 1e6 * threads as f64
-                    / cpu_run.refills.max(1) as f64;
-            let _ = writeln!(
-                s,
-                "\nClaim, {threads} thread(s): a refill from the rseq `cpu` level is cheaper than one \
-                 from the compare-and-swap `core` level ({} TLABs: {:.2} against {:.2} ns/object, \
-                 {saved_ns:.1} ns saved per refill): {}.",
-                ByteSize::new(SMALL_TLAB_BYTES),
-                cpu_run.ns_per_alloc,
-                core_run.ns_per_alloc,
-                claims.judge("Middle levels", &claim, cheaper)
-            );
-        }
-    }
-    let _ = writeln!(s);
-}
-
-fn per_refill_ns(small: &RunResult, large: &RunResult, threads: usize) -> f64 {
-    let extra_ms = small.elapsed_ms_median - large.elapsed_ms_median;
-    let extra_refills = small.refills.saturating_sub(large.refills).max(1);
-    extra_ms * 1e6 * threads as f64 / extra_refills as f64
-}
-
-fn render_simulated(s: &mut String, scale: &Scale, measured: &Measured) {
-    let _ = writeln!(
-        s,
-        "### A simulated {SIMULATED} machine (4 packages × 10 cores × 2 threads)\n"
-    );
-    let _ = writeln!(
-        s,
-        "`alloc-object`, 16-byte objects, {} objects per run shared among the threads, a 1 GiB \
-         heap, 4 KiB TLABs; each thread has a virtual CPU and moves to another with probability 1 % at each \
-         refill (`--cpu-id sim:0.01:1`), before it reads its CPU, so it never moves between \
-         choosing a buffer and committing. Times mean nothing here (2 real CPUs); the figures are \
-         how the levels share the work.\n",
-        scale.grid_objects
-    );
-    let _ = writeln!(
-        s,
-        "| threads | middle levels | level | buffers | allocs/run | foreign % | refills/run |"
-    );
-    let _ = writeln!(s, "| ---: | --- | --- | ---: | ---: | ---: | ---: |");
-    for threads in SIMULATED_THREADS {
-        for middle in SIMULATED_MIDDLE {
-            let run = measured.get(&simulated(scale, threads, middle));
-            for level in &run.levels {
-                let _ = writeln!(
-                    s,
-                    "| {threads} | `{middle}` | {} | {} | {} | {:.2} | {} |",
-                    level.level,
-                    level.domains,
-                    level.stats.allocs,
-                    level.foreign_pct,
-                    level.stats.refills
-                );
-            }
-        }
-    }
-    let _ = writeln!(s);
 }
 
 /// The experiment as the report runs it.

@@ -31,6 +31,7 @@ public final class BinaryTrees {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 10;
         int threads = args.length > 1 ? Math.max(1, Integer.parseInt(args[1])) : 1;
         System.err.println("timed_round=start");
+        long collections = Gc.collections();
         long started = System.nanoTime();
         int maxDepth = Math.max(MIN_DEPTH + 2, n);
         int stretchDepth = maxDepth + 1;
@@ -68,6 +69,6 @@ public final class BinaryTrees {
         double elapsedMs = (System.nanoTime() - started) / 1e6;
         System.err.println("timed_round=end");
         System.err.println("elapsed_ms=" + elapsedMs);
-        System.err.println("collections=" + Gc.collections());
+        System.err.println("collections=" + (Gc.collections() - collections));
     }
 }
