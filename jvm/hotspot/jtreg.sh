@@ -104,7 +104,7 @@ run() {
   grep -vE ' Passed\. ' "$out/$name/report/text/summary.txt" 2>/dev/null | sed "s/^/  $name: /" >>"$summary.failures" || true
 }
 rm -f "$summary.failures"
-verify="-XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC"
+verify="-XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC -XX:+HABVerifyCompiledRefills"
 for collector in ${COLLECTORS:-parallel g1}; do
   case "$collector" in
     parallel) gc=-XX:+UseParallelGC; tests=("${common[@]}" "${parallel[@]}") ;;

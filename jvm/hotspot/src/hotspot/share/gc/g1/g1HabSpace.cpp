@@ -40,8 +40,9 @@ size_t G1HabSpace::eden_bytes() const {
   return MAX2(target > survivors ? target - survivors : 0, (size_t)1) * HeapRegion::GrainBytes;
 }
 
-size_t G1HabSpace::tlab_extension_block_bytes() const {
-  return HeapRegion::GrainBytes;
+HabTlabExtension G1HabSpace::tlab_extension() const {
+  HabTlabExtension within_region = {true, HeapRegion::GrainBytes};
+  return within_region;
 }
 
 size_t G1HabSpace::max_buffer_bytes() const {

@@ -26,7 +26,7 @@ class G1HabSpace : public HabSpace {
   // Half a region: G1's largest TLAB.
   virtual size_t max_buffer_bytes() const;
   // A region: a TLAB may grow on within its region, not past it.
-  virtual size_t tlab_extension_block_bytes() const;
+  virtual HabTlabExtension tlab_extension() const;
 };
 
 #endif // SHARE_GC_G1_G1HABSPACE_HPP

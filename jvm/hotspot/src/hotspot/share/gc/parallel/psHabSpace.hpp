@@ -30,7 +30,10 @@ class PSHabSpace : public HabSpace {
   virtual size_t eden_bytes() const;
   virtual size_t max_buffer_bytes() const { return 0; }
   // Eden is one range, but for a NUMA eden's pieces per node.
-  virtual size_t tlab_extension_block_bytes() const { return UseNUMA ? SIZE_MAX : 0; }
+  virtual HabTlabExtension tlab_extension() const {
+    HabTlabExtension anywhere_but_numa = {!UseNUMA, 0};
+    return anywhere_but_numa;
+  }
 };
 
 #endif // SHARE_GC_PARALLEL_PSHABSPACE_HPP

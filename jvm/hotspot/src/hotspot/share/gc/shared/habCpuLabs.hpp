@@ -13,8 +13,19 @@
 #include "runtime/atomic.hpp"
 #include "utilities/globalDefinitions.hpp"
 
+class JavaThread;
 class Label;
 class MacroAssembler;
+class outputStream;
+
+// Whether this platform has the stubs (habCpuLabs_x86.cpp: x86_64 Linux, where the kernel has
+// rseq). Elsewhere HabCpuLabs::initialize turns UseHABCPULABs off with a warning, C2's slow
+// calls stay as they are, and habCpuLabs.cpp defines the stub entries as never called.
+#if defined(AMD64) && defined(LINUX)
+#define HAB_CPU_LAB_STUBS 1
+#else
+#define HAB_CPU_LAB_STUBS 0
+#endif
 
 // Compiled code that reaches the per-CPU buffers of Hab's restartable cpu level itself (their
 // layout is hab.h's hab_cpu_buffer_path), bumping the buffer of the CPU it runs on in a
@@ -23,8 +34,8 @@ class MacroAssembler;
 // - with -XX:+UseHABCPULABs, objects go straight into those buffers, as Garthwaite, Dice and
 //   White placed them in per-processor LABs; there are no TLABs then, and an object the stub
 //   does not place takes the runtime, which carves it from the same buffer through the levels
-//   (HabLevels::allocate_object), refilling the buffer from eden, up to HABCPULABObjectLimit
-//   bytes (a larger one the collector places);
+//   (allocate_object), refilling the buffer from eden, up to HABCPULABObjectLimit bytes (a
+//   larger one the collector places);
 // - with -XX:+UseHAB (and HABCompiledRefill), a full TLAB is refilled there, as Kirsch et al.
 //   refill TLABs from per-CPU buffers: the old TLAB's tail becomes a filler, the new TLAB
 //   (the desired size and the object) is installed with the statistics the runtime keeps, and
@@ -33,8 +44,8 @@ class MacroAssembler;
 //   instead (the tail reused, no filler).
 //
 // With both and -XX:+HABFlip (the default), each cycle allocates in one or the other, as the
-// flip policy decided at the collection before it (HabLevels::retire_all): the per-CPU LAB
-// stub then hands a TLAB cycle's calls to the TLAB refill stub.
+// flip policy decided at the collection before it (end_cycle): the per-CPU LAB stub then
+// hands a TLAB cycle's calls to the TLAB refill stub.
 //
 // Each stub comes in two copies: the plain one, whose first instruction compares _state with
 // 0, and the observed one any other state goes to, which also goes to the runtime where the
@@ -80,6 +91,31 @@ class HabCpuLabs : AllStatic {
   static address _c2_sized_stub;
 
  public:
+  // At start-up, once HabLevels::initialize has built the levels (UseHAB): with
+  // UseHABCPULABs, checks that per-CPU LABs can work here (a restartable lowest level, no
+  // biased locking, no DTrace allocation probes, the stubs on this platform), else turns them
+  // off with a warning that says why; starts the flip in TLABs; generates the stubs the
+  // interpreter and C1 call.
+  static void initialize();
+
+  // With UseHABCPULABs, for MemAllocator in a cycle in per-CPU LABs: an object of exactly
+  // `words` from the buffer of the CPU the thread runs on, bumped inline as the stubs bump it,
+  // or carved through the levels, which refill the buffer from the space as a TLAB's buffer
+  // is; NULL when the levels do not serve it (larger than HABCPULABObjectLimit, as the stubs'
+  // objects are, or the space has no room for a buffer). Counts nothing per object.
+  static HeapWord* allocate_object(size_t words);
+
+  // At a collection, once HabLevels::retire_all has retired the buffers and before they are
+  // resized (UseHABCPULABs): counts what the per-CPU LABs did over the cycle that ends, and,
+  // with HABFlip, decides whether the next cycle is in per-CPU LABs or in TLABs (libhab's flip
+  // policy; the cycle's TLABs left `tlab_waste_words` unused).
+  static void end_cycle(size_t tlab_waste_words);
+
+  // At exit (UseHABCPULABs): the mode's totals for people (gc+tlab), and its " key=value"
+  // words of HabExitLine's line.
+  static void print_summary(outputStream* out);
+  static void print_exit_figures(outputStream* out);
+
   // From any thread, when an observer starts or stops.
   static void set_observed(Observer observer, bool on) { set_bit(observer, on); }
 
@@ -129,10 +165,19 @@ class HabCpuLabs : AllStatic {
   // rax is then the object, its header and fields still to be written, or 0 where the stub
   // declined it (JFR's per-TLAB events, a TLAB cycle, the thread's sample mark while a sampler
   // is on, an object over the limit, too little left in the buffer, an aborted section).
-  // Clobbers rcx, rdx, rdi and the flags, nothing else: no
-  // runtime call's spills, no klass checks (C2 made them).
+  // Registers: rcx holds the size on return (set to `con_size_bytes` first where C2 knows it);
+  // rdx, rdi and the flags are clobbered; nothing else is touched: no runtime call's spills,
+  // no klass checks (C2 made them).
   static void c2_allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes,
                                      int64_t con_size_bytes);
+
+  // With HABVerifyCompiledRefills, called by C2's TLAB refill stub once it has installed the
+  // new TLAB and placed `object` at its start (before its fields are zeroed): checks the TLAB
+  // fields against what ThreadLocalAllocBuffer::fill would have set, and the old TLAB's tail
+  // [old_top, old_hard_end) against the filler insert_filler would have written (none where
+  // the new TLAB extends the old one, from old_top). A failed check stops the VM.
+  static void check_compiled_refill(JavaThread* thread, HeapWord* old_top,
+                                    HeapWord* old_hard_end, HeapWord* object);
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
   // passes (the klass in j_rarg0) and allocates an instance of an initialized class without a

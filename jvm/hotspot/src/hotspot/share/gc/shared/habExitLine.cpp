@@ -5,6 +5,7 @@
  */
 
 #include "precompiled.hpp"
+#include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habExitLine.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
@@ -31,11 +32,16 @@ void HabExitLine::print() {
     return;
   }
   LogStream ls(lt);
+  if (UseHAB) {
+    HabLevels::print_summary(&ls);
+    HabCpuLabs::print_summary(&ls);
+  }
   ls.print("hab-exit: use_hab=%d collections=" UINT64_FORMAT " tlab_gc_waste_bytes=" UINT64_FORMAT
            " tlab_refill_waste_bytes=" UINT64_FORMAT, UseHAB ? 1 : 0, _collections,
            _tlab_gc_waste_bytes, _tlab_refill_waste_bytes);
   if (UseHAB) {
     HabLevels::print_exit_figures(&ls);
+    HabCpuLabs::print_exit_figures(&ls);
   }
   ls.cr();
 }

@@ -13,17 +13,19 @@
 class outputStream;
 class ThreadLocalAllocStats;
 
-// The run's allocation figures at exit as one line for programs (gc+tlab=info), beside the
-// sentences printed for people: "hab-exit: key=value ...", every value an exact integer, the
-// keys stable (jvm/hotspot/README.md lists them). Printed with HABs on or off, so that a run of
-// stock HotSpot on the same JVM reads the same way; with HABs, HabLevels adds its figures.
+// The run's allocation figures at exit (gc+tlab=info): with HABs, sentences for people (the
+// levels' and the per-CPU LAB mode's totals); then, with HABs on or off (so that a run of stock
+// HotSpot on the same JVM reads the same way), one line for programs: "hab-exit: key=value
+// ...", every value an exact integer, the keys stable (jvm/hotspot/README.md lists them), to
+// which HabLevels and HabCpuLabs add their figures.
 class HabExitLine : AllStatic {
  public:
   // At a safepoint, after the TLABs were retired (`retire_tlabs`) or made parsable, with what
   // they left: counts the cycle's TLAB tails (at the collection and at refills).
   static void add_cycle(const ThreadLocalAllocStats& stats, bool retire_tlabs);
 
-  // At exit: prints the line where gc+tlab=info is on.
+  // At exit (the collector's print_tracing_info): prints the totals and the line where
+  // gc+tlab=info is on.
   static void print();
 };
 

@@ -7,7 +7,6 @@
 #include "precompiled.hpp"
 #include "jvm_io.h"
 #include "gc/shared/collectedHeap.hpp"
-#include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
 #include "logging/log.hpp"
@@ -20,8 +19,8 @@
 #include "runtime/thread.hpp"
 #include "utilities/ostream.hpp"
 
-// HotSpot calls libhab through pointers resolved at start-up; of hab.h's inline paths, it
-// uses the bump of a per-CPU buffer (hab_cpu_buffer_bump, on x86_64 with GCC 11 or later).
+// HotSpot calls libhab through pointers resolved at start-up (HabCpuLabs uses hab.h's inline
+// bump of a per-CPU buffer).
 #include "gc/shared/hab.h"
 
 #include <pthread.h>
@@ -55,21 +54,6 @@ HAB_ENTRIES(HAB_DECLARE_ENTRY)
 
 static const size_t MAX_LEVELS = 5;
 
-volatile int HabCpuLabs::_state = 0;
-
-// Observers change their bits from any thread (JVMTI, JFR), the flip its own at safepoints.
-void HabCpuLabs::set_bit(int bit, bool on) {
-  int old_value = Atomic::load(&_state);
-  for (;;) {
-    int new_value = on ? (old_value | bit) : (old_value & ~bit);
-    int seen = Atomic::cmpxchg(&_state, old_value, new_value);
-    if (seen == old_value) {
-      return;
-    }
-    old_value = seen;
-  }
-}
-
 static HabSpace* _space = NULL;
 static hab_levels* _levels = NULL;
 // Which rseq registration the process's threads use (hab.h's HAB_RSEQ_*), once libhab said.
@@ -82,6 +66,8 @@ static volatile size_t _lowest_buffer_bytes = 0;
 // The per-CPU buffers compiled code bumps, where the levels publish them.
 static hab_cpu_buffer_path _path;
 static bool _has_path = false;
+// Why the levels publish none (libhab's words), where they do not.
+static char _no_path[256] = "";
 // Each thread's handle on the levels; freed by the key's destructor when the thread exits.
 static pthread_key_t _thread_key;
 static THREAD_LOCAL hab_levels_thread* _thread = NULL;
@@ -90,29 +76,10 @@ static THREAD_LOCAL hab_levels_thread* _thread = NULL;
 static volatile size_t _larger_tlabs = 0;
 static volatile size_t _larger_words = 0;
 static volatile size_t _declined_tlabs = 0;
-// With UseHABCPULABs: objects the runtime asked of the levels that they left to the collector.
-static volatile size_t _declined_objects = 0;
 // The figures at the previous retire, to log what happened since.
 static hab_level_stats _previous[MAX_LEVELS];
 static size_t _retires = 0;
 static size_t _collections = 0;
-// With UseHABCPULABs: the lowest level's figures at the last collection (what a cycle did is
-// the difference), and the per-CPU LABs' figures over the cycles spent in them, to their
-// collections (see end_cpu_lab_cycle).
-static hab_level_stats _lowest_at_collection;
-static size_t _cycles_with_lab_figures = 0;
-static uint64_t _lab_allocated_bytes = 0;
-static uint64_t _lab_refills = 0;
-static uint64_t _lab_filler_bytes = 0;
-// The flip (UseHABCPULABs with HABFlip): the cycles spent in per-CPU LABs and in TLABs, and the
-// flips between them.
-// The largest buffer the lowest level has had: a per-CPU LAB's size for the flip. (Auto
-// levels shrink their buffers in cycles whose TLABs are too large to come from them, so the
-// size now would understate what per-CPU LABs leave.)
-static size_t _largest_lab_bytes = 0;
-static size_t _cycles_in_cpu_labs = 0;
-static size_t _cycles_in_tlabs = 0;
-static size_t _flips = 0;
 
 #if defined(__x86_64__) && defined(__linux__)
 // The rseq area Hab registers for each thread where glibc registered none (glibc before 2.35,
@@ -291,9 +258,7 @@ bool HabLevels::initialize(HabSpace* space) {
   const char* cpu_id_used = cpu_id != NULL ? cpu_id : support.cpu_id;
   if (cpu_id == NULL && support.registration == HAB_RSEQ_UNAVAILABLE) {
     // The one warning: what the machine refuses, and what HABs use instead.
-    warning("-XX:+UseHAB: %s%s", support.description,
-            UseHABCPULABs ? "; no per-CPU LABs (-XX:+UseHABCPULABs off)" : "");
-    FLAG_SET_ERGO(UseHABCPULABs, false);
+    warning("-XX:+UseHAB: %s", support.description);
   }
   char chosen[256];
   if (!choose_levels(chosen, sizeof(chosen))) {
@@ -320,28 +285,12 @@ bool HabLevels::initialize(HabSpace* space) {
     return false;
   }
   _has_path = _hab_levels_cpu_buffer_path(_levels, &_path) == HAB_OK;
-  const char* no_path = _has_path ? NULL : _hab_last_error();
-  if (UseHABCPULABs) {
-    const char* why = no_path;
-    if (UseBiasedLocking) {
-      why = "biased locking (-XX:+UseBiasedLocking) gives each class its own header";
-    } else if (DTraceAllocProbes) {
-      why = "-XX:+DTraceAllocProbes needs every allocation in the runtime";
-    }
-    if (why != NULL) {
-      warning("-XX:+UseHABCPULABs: %s; per-CPU LABs turned off, TLABs through the levels", why);
-      FLAG_SET_ERGO(UseHABCPULABs, false);
-    }
+  if (!_has_path) {
+    jio_snprintf(_no_path, sizeof(_no_path), "%s", _hab_last_error());
   }
   {
     hab_level_stats now[MAX_LEVELS];
     _lowest_buffer_bytes = read_stats(now) > 0 ? (size_t)now[0].buffer_bytes : 0;
-  }
-  if (UseHABCPULABs && HABFlip) {
-    // TLABs first: with few threads a cycle in them leaves too little unused to flip.
-    HabCpuLabs::set_in_tlabs(true);
-    hab_level_stats now[MAX_LEVELS];
-    _largest_lab_bytes = read_stats(now) > 0 ? (size_t)now[0].buffer_bytes : 0;
   }
   if (pthread_key_create(&_thread_key, free_thread_handle) != 0) {
     log_error(gc, init)("UseHAB: no thread-specific key left");
@@ -353,16 +302,9 @@ bool HabLevels::initialize(HabSpace* space) {
                      _space->eden_bytes() / K, cpu_id_used, _max_tlab_words * HeapWordSize / K,
                      path);
   log_info(gc, init)("HAB: per-CPU support: %s", support.description);
-  if (UseHABCPULABs) {
-    log_info(gc, init)("HAB: objects in per-CPU LABs%s", HABFlip
-                       ? ", cycles flip between them and TLABs at collections (TLABs first)"
-                       : " every cycle (-XX:-HABFlip)");
+  if (!UseHABCPULABs && HABCompiledRefill && !_has_path) {
+    log_info(gc, init)("HAB: C2 refills TLABs through the runtime: %s", _no_path);
   }
-  if (!UseHABCPULABs && HABCompiledRefill && no_path != NULL) {
-    log_info(gc, init)("HAB: C2 refills TLABs through the runtime: %s", no_path);
-  }
-  // Before the interpreter is generated, and before C1 compiles anything.
-  HabCpuLabs::generate_allocate_stub();
   return true;
 }
 
@@ -431,48 +373,33 @@ size_t HabLevels::lowest_buffer_bytes() {
   return Atomic::load(&_lowest_buffer_bytes);
 }
 
-size_t HabLevels::tlab_extension_block_bytes() {
-  return _space->tlab_extension_block_bytes();
+HabTlabExtension HabLevels::tlab_extension() {
+  return _space->tlab_extension();
 }
 
-HeapWord* HabLevels::allocate_object(size_t words) {
-  // No larger object than the stubs place: one that does not fit the rest of the buffer would
-  // retire that rest as a filler, as much as the object (Jackson's buffers of tens of KiB left
-  // 16 % of what the 512 KiB buffers took as fillers, 4 MiB of each 18 MiB cycle). The
-  // collector places it, as stock places an object too large for its TLAB's rest.
-  if (words > _max_tlab_words || words * HeapWordSize > (size_t)HABCPULABObjectLimit) {
-    Atomic::inc(&_declined_objects);
+HeapWord* HabLevels::allocate_chunk(size_t words, size_t* chunk_words) {
+  if (words > _max_tlab_words) {
     return NULL;
   }
-#if HAB_INLINE_RSEQ
-  // The stubs' bump, inline: no call into libhab unless the buffer needs a refill (the
-  // buffer's word keeps a filler's reserve back, so the rest is never too short for one).
-  if (_has_path) {
-    uintptr_t object = hab_cpu_buffer_bump(&_path, words * HeapWordSize);
-    if (object != 0) {
-      return (HeapWord*)object;
-    }
-  }
-#endif
   uintptr_t start = 0;
   size_t bytes = carve(words, words, &start);
   if (bytes == 0) {
-    Atomic::inc(&_declined_objects);
     return NULL;
   }
-  // A carve takes a little more than asked where the buffer's rest would be too short a tail
-  // for a filler. A rest that holds one becomes one; one word cannot be covered after the
-  // object, so then the whole chunk becomes a filler and the collector places the object.
-  size_t rest = bytes - words * HeapWordSize;
-  if (rest > 0 && rest < CollectedHeap::min_fill_size() * HeapWordSize) {
-    write_filler(NULL, start, bytes);
-    Atomic::inc(&_declined_objects);
-    return NULL;
-  }
-  if (rest > 0) {
-    write_filler(NULL, start + words * HeapWordSize, rest);
-  }
+  *chunk_words = bytes / HeapWordSize;
   return (HeapWord*)start;
+}
+
+const char* HabLevels::no_cpu_buffer_path() {
+  return _has_path ? NULL : _no_path;
+}
+
+size_t HabLevels::eden_bytes() {
+  return _space->eden_bytes();
+}
+
+bool HabLevels::flip_next_in_cpu_labs(const hab_flip_cycle& cycle) {
+  return _hab_flip_next_in_cpu_labs(&cycle) == 1;
 }
 
 // Reads every level's figures into `stats`; returns how many.
@@ -493,105 +420,28 @@ static void print_levels(outputStream* out, const char* what, const hab_level_st
   }
 }
 
-// The flip's one bound of HotSpot's own (libhab's rule takes it as an input): a cycle in TLABs
-// goes to per-CPU LABs only when its TLABs left more than a tenth of eden unused. TLABs that
-// leave less cost fewer than a tenth more collections, the bound within which per-CPU LABs aim
-// to match -XX:-UseTLAB, and then the stubs' per-CPU LAB path, 21 instructions longer per
-// object than C2's TLAB bump, is not worth it.
-static const uint64_t flip_min_unused_tlab_percent = 10;
-
-// At a collection, with the lowest level's figures now: applies the flip policy to the cycle
-// that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info).
-static void flip_at_collection(const hab_level_stats& lowest, size_t tlab_waste_words) {
-  bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
-  _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)lowest.buffer_bytes);
-  // libhab's flip policy, the one Hab's flip mode follows (hab_flip_next_in_cpu_labs); the
-  // first cycle's TLABs were sized before any thread had allocated, so it stays in TLABs.
-  hab_flip_cycle cycle;
-  cycle.in_cpu_labs = in_cpu_labs ? 1 : 0;
-  cycle.first = _collections == 1 ? 1 : 0;
-  cycle.unused_tlab_bytes = (uint64_t)tlab_waste_words * HeapWordSize;
-  cycle.unused_lab_bytes = lowest.waste_bytes - _lowest_at_collection.waste_bytes;
-  cycle.lab_bytes = _largest_lab_bytes;
-  cycle.cpus = (uint64_t)os::active_processor_count();
-  cycle.running_threads = (uint64_t)Threads::number_of_threads();
-  cycle.cycle_bytes = _space->eden_bytes();
-  cycle.min_unused_tlab_percent = flip_min_unused_tlab_percent;
-  bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
-                                 : _hab_flip_next_in_cpu_labs(&cycle) == 1;
-  (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
-  log_debug(gc, tlab)("HAB flip: a cycle in %s%s: TLABs left " UINT64_FORMAT "K unused, per-CPU "
-                      "LABs " UINT64_FORMAT "K (LABs of " UINT64_FORMAT "K, " UINT64_FORMAT
-                      " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K); the next in %s",
-                      in_cpu_labs ? "per-CPU LABs" : "TLABs", cycle.first ? " (the first)" : "",
-                      cycle.unused_tlab_bytes / K, cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
-                      cycle.cpus, cycle.running_threads, cycle.cycle_bytes / K,
-                      next ? "per-CPU LABs" : "TLABs");
-  if (next != in_cpu_labs) {
-    _flips++;
-    log_info(gc, tlab)("HAB flip: to %s (TLABs left " UINT64_FORMAT "K unused over the cycle, "
-                       "per-CPU LABs " UINT64_FORMAT "K; LABs of " UINT64_FORMAT "K, "
-                       UINT64_FORMAT " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K)",
-                       next ? "per-CPU LABs" : "TLABs", cycle.unused_tlab_bytes / K,
-                       cycle.unused_lab_bytes / K, cycle.lab_bytes / K, cycle.cpus,
-                       cycle.running_threads, cycle.cycle_bytes / K);
-    HabCpuLabs::set_in_tlabs(!next);
+bool HabLevels::lowest_level_stats(hab_level_stats* out) {
+  hab_level_stats now[MAX_LEVELS];
+  if (_levels == NULL || read_stats(now) == 0) {
+    return false;
   }
+  *out = now[0];
+  return true;
 }
 
-// At a collection (UseHABCPULABs), with the lowest level's figures now, before the flip: what
-// the per-CPU LABs did over the cycle that ends (gc+tlab=debug), added to the totals printed at
-// exit. Nothing is counted per object: the LABs are the lowest level's buffers, every buffer
-// was empty when the cycle began and is retired now, so what the level took from above less the
-// tails it retired as fillers is what it handed out; in a cycle in per-CPU LABs no TLAB comes
-// from it, and all of that is objects, the compiled path's and the runtime's.
-static void end_cpu_lab_cycle(const hab_level_stats& lowest) {
-  const hab_level_stats& then = _lowest_at_collection;
-  if (!HabCpuLabs::in_cpu_labs()) {
-    log_debug(gc, tlab)("HAB CPU LABs: none this cycle (in TLABs)");
+void HabLevels::retire_all(bool at_collection) {
+  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
+  if (_levels == NULL) {
+    // A collector without HABs whose arguments left UseHAB on (Shenandoah's skip
+    // GCArguments::initialize, which turns it off): no levels, nothing to retire.
     return;
   }
-  uint64_t taken_bytes = lowest.taken_bytes - then.taken_bytes;
-  uint64_t filler_bytes = lowest.waste_bytes - then.waste_bytes;
-  uint64_t refills = lowest.refills - then.refills;
-  assert(taken_bytes >= filler_bytes, "the fillers cover part of what the level took");
-  uint64_t allocated_bytes = taken_bytes - MIN2(filler_bytes, taken_bytes);
-  _cycles_with_lab_figures++;
-  _lab_allocated_bytes += allocated_bytes;
-  _lab_refills += refills;
-  _lab_filler_bytes += filler_bytes;
-  log_debug(gc, tlab)("HAB CPU LABs: " UINT64_FORMAT "K allocated, " UINT64_FORMAT " refills, "
-                      UINT64_FORMAT "K retired as fillers", allocated_bytes / K, refills,
-                      filler_bytes / K);
-}
-
-void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
-  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
   if (_hab_levels_retire_all(_levels) != HAB_OK) {
     fatal("UseHAB: retiring the buffers failed: %s", _hab_last_error());
   }
   _retires++;
-  // With auto levels, the next cycle's buffers follow this one's allocation over the space;
-  // only at collections, so that verification and heap inspection do not change the sizing.
   if (at_collection) {
     _collections++;
-    hab_level_stats now[MAX_LEVELS];
-    if (UseHABCPULABs && read_stats(now) > 0) {
-      // Before the resize: the cycle's figures are those of the buffers it had; before the
-      // flip: they are the figures of the mode the cycle had.
-      end_cpu_lab_cycle(now[0]);
-      if (HABFlip) {
-        flip_at_collection(now[0], tlab_waste_words);
-      }
-      _lowest_at_collection = now[0];
-    }
-    if (_follow && _hab_levels_resize_within(_levels, _space->eden_bytes(),
-                                             _space->max_buffer_bytes()) != HAB_OK) {
-      fatal("UseHAB: resizing the buffers failed: %s", _hab_last_error());
-    }
-    if (_follow && read_stats(now) > 0) {
-      Atomic::store(&_lowest_buffer_bytes, (size_t)now[0].buffer_bytes);
-    }
   }
   LogTarget(Debug, gc, tlab) lt;
   if (lt.is_enabled()) {
@@ -604,16 +454,27 @@ void HabLevels::retire_all(bool at_collection, size_t tlab_waste_words) {
   }
 }
 
-void HabLevels::print_summary() {
-  LogTarget(Info, gc, tlab) lt;
-  if (!lt.is_enabled()) {
+void HabLevels::resize_for_next_cycle() {
+  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
+  // With auto levels, the next cycle's buffers follow this one's allocation over the space;
+  // only at collections, so that verification and heap inspection do not change the sizing.
+  if (!_follow) {
     return;
   }
-  LogStream ls(lt);
+  if (_hab_levels_resize_within(_levels, _space->eden_bytes(), _space->max_buffer_bytes()) != HAB_OK) {
+    fatal("UseHAB: resizing the buffers failed: %s", _hab_last_error());
+  }
+  hab_level_stats now[MAX_LEVELS];
+  if (read_stats(now) > 0) {
+    Atomic::store(&_lowest_buffer_bytes, (size_t)now[0].buffer_bytes);
+  }
+}
+
+void HabLevels::print_summary(outputStream* out) {
   hab_level_stats now[MAX_LEVELS];
   size_t count = read_stats(now);
-  print_levels(&ls, "total", now, NULL, count);
-  ls.print_cr("HAB total: " SIZE_FORMAT " retires (" SIZE_FORMAT " at collections); " SIZE_FORMAT
+  print_levels(out, "total", now, NULL, count);
+  out->print_cr("HAB total: " SIZE_FORMAT " retires (" SIZE_FORMAT " at collections); " SIZE_FORMAT
               " TLABs (" SIZE_FORMAT "K) larger than " SIZE_FORMAT "K and " SIZE_FORMAT
               " asked when %s had no room for a buffer, from the collector; " UINT64_FORMAT
               " TLABs past every level (all buffers busy)",
@@ -621,26 +482,10 @@ void HabLevels::print_summary() {
               Atomic::load(&_larger_words) * HeapWordSize / K, _max_tlab_words * HeapWordSize / K,
               Atomic::load(&_declined_tlabs), _space->name(),
               _hab_levels_tlabs_past_levels(_levels));
-  if (UseHABCPULABs) {
-    uint64_t taken_bytes = _lab_allocated_bytes + _lab_filler_bytes;
-    ls.print_cr("HAB CPU LABs: " SIZE_FORMAT " cycles in them to their collections: " UINT64_FORMAT
-                "K allocated, " UINT64_FORMAT " refills, " UINT64_FORMAT "K retired as fillers "
-                "(%.1f%% of what they took); " SIZE_FORMAT " objects the runtime asked of "
-                "the levels left to the collector",
-                _cycles_with_lab_figures, _lab_allocated_bytes / K, _lab_refills,
-                _lab_filler_bytes / K,
-                taken_bytes == 0 ? 0.0 : 100.0 * (double)_lab_filler_bytes / (double)taken_bytes,
-                Atomic::load(&_declined_objects));
-    if (HABFlip) {
-      ls.print_cr("HAB flip: " SIZE_FORMAT " cycles in per-CPU LABs, " SIZE_FORMAT " in TLABs, "
-                  SIZE_FORMAT " flips; now in %s", _cycles_in_cpu_labs, _cycles_in_tlabs, _flips,
-                  HabCpuLabs::in_cpu_labs() ? "per-CPU LABs" : "TLABs");
-    }
-  }
 }
 
-// The levels' keys of the exit line: the totals above, each level's figures as
-// "<level>.<libhab's field name>", and the per-CPU LAB mode's.
+// The levels' keys of the exit line: the totals above, and each level's figures as
+// "<level>.<libhab's field name>".
 void HabLevels::print_exit_figures(outputStream* out) {
   out->print(" retires=" SIZE_FORMAT " hab_collections=" SIZE_FORMAT " larger_tlabs=" SIZE_FORMAT
              " larger_tlab_bytes=" SIZE_FORMAT " declined_tlabs=" SIZE_FORMAT
@@ -664,13 +509,5 @@ void HabLevels::print_exit_figures(outputStream* out) {
                l.claims_lost, n, l.waste_bytes, n, l.rseq_aborts, n, l.rseq_fallbacks, n,
                l.out_of_range_cpus, n, l.sidelined, n, l.sideline_reused, n, l.short_refills,
                n, l.buffer_bytes);
-  }
-  if (UseHABCPULABs) {
-    out->print(" cpu_lab_cycles=" SIZE_FORMAT " cpu_lab_allocated_bytes=" UINT64_FORMAT
-               " cpu_lab_refills=" UINT64_FORMAT " cpu_lab_filler_bytes=" UINT64_FORMAT
-               " declined_objects=" SIZE_FORMAT " cycles_in_cpu_labs=" SIZE_FORMAT
-               " cycles_in_tlabs=" SIZE_FORMAT " flips=" SIZE_FORMAT,
-               _cycles_with_lab_figures, _lab_allocated_bytes, _lab_refills, _lab_filler_bytes,
-               Atomic::load(&_declined_objects), _cycles_in_cpu_labs, _cycles_in_tlabs, _flips);
   }
 }

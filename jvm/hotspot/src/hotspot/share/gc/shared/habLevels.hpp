@@ -13,6 +13,17 @@
 #include "utilities/globalDefinitions.hpp"
 
 class outputStream;
+struct hab_cpu_buffer_path;
+struct hab_flip_cycle;
+struct hab_level_stats;
+
+// Where a TLAB may run on into the memory right after its hard end when that memory is the
+// next piece of one buffer (C2's refill stub extends TLABs so).
+struct HabTlabExtension {
+  bool allowed;        // false: never (an eden in pieces per NUMA node)
+  size_t block_bytes;  // within an aligned block of this many bytes (a power of two: G1's
+                       // regions, which no TLAB may cross), or anywhere (0: Parallel's eden)
+};
 
 // Where a collector's TLABs come from, as Hab's levels see it: the one thing each collector
 // gives (Parallel: eden; G1: its mutator allocation regions). Called by any Java thread that
@@ -33,20 +44,19 @@ class HabSpace : public CHeapObj<mtGC> {
   virtual size_t eden_bytes() const = 0;
   // The largest buffer the space hands out in one piece (0: no bound).
   virtual size_t max_buffer_bytes() const = 0;
-  // Where a TLAB may run on into the memory right after its hard end when that memory is
-  // the next piece of one buffer (C2's refill stub extends TLABs so): within an aligned
-  // block of this many bytes (a power of two: G1's regions, which no TLAB may cross), or
-  // anywhere (0: Parallel's eden); never (SIZE_MAX: an eden in pieces per NUMA node).
-  virtual size_t tlab_extension_block_bytes() const = 0;
+  // Where a TLAB may run on past its hard end (HabTlabExtension).
+  virtual HabTlabExtension tlab_extension() const = 0;
 };
 
 // Hierarchical allocation buffers between a collector's TLABs and its young space
 // (-XX:+UseHAB): TLABs are carved from per-CPU, per-core or per-package buffers
 // (-XX:HABLevels) that Hab's middle levels (libhab, loaded at start-up) refill from the
-// collector's HabSpace. TLAB sizing and the compiled fast paths are HotSpot's own; the
-// refill changes (and C2's refills run in generated code: HabCpuLabs). Collector-neutral: each collector gives its space at start-up, asks
-// allocate_new_tlab first in its own allocate_new_tlab, and CollectedHeap::ensure_parsability
-// retires the buffers.
+// collector's HabSpace. TLAB sizing and the compiled fast paths are HotSpot's own; the refill
+// changes. This class is the glue to libhab only: it loads it, builds the levels, carves
+// through them and reads their figures; the per-CPU LAB mode and the stubs that bump the
+// buffers from compiled code build on it (habCpuLabs.hpp). Collector-neutral: each collector
+// gives its space at start-up, asks allocate_new_tlab first in its own allocate_new_tlab, and
+// CollectedHeap::ensure_parsability retires the buffers.
 class HabLevels : AllStatic {
  public:
   // Loads libhab and builds the levels over `space` (owned from now on). Sizes that do not fit
@@ -67,14 +77,16 @@ class HabLevels : AllStatic {
   static HeapWord* allocate_new_tlab(size_t min_size, size_t requested_size, size_t* actual_size);
 
   // At a safepoint, whenever the heap is made parsable: every buffer's free tail becomes a
-  // filler object and the buffers are emptied. `at_collection` (the TLABs are retired too,
-  // having left `tlab_waste_words` unused over the cycle): with UseHABCPULABs and HABFlip,
-  // the flip policy picks TLABs or per-CPU LABs for the next cycle; with HABLevels=auto, the
-  // buffers are resized for it. Logs the levels (gc+tlab=debug).
-  static void retire_all(bool at_collection, size_t tlab_waste_words);
+  // filler object and the buffers are emptied (`at_collection`: the TLABs are retired too, a
+  // cycle ends). Logs the levels (gc+tlab=debug).
+  static void retire_all(bool at_collection);
 
-  // At exit: what the levels did over the run (gc+tlab).
-  static void print_summary();
+  // At a collection, after retire_all (and HabCpuLabs::end_cycle, which reads the buffers the
+  // cycle had): with HABLevels=auto, the buffers are resized to follow the cycle's allocation.
+  static void resize_for_next_cycle();
+
+  // At exit: what the levels did over the run, for people.
+  static void print_summary(outputStream* out);
 
   // At exit, HabExitLine's part from the levels: " key=value" words, exact integers.
   static void print_exit_figures(outputStream* out);
@@ -82,7 +94,20 @@ class HabLevels : AllStatic {
   // The layout compiled code bumps the per-CPU buffers by (hab.h): false where the levels
   // publish none (their lowest level is not a restartable cpu level: another list, getcpu,
   // or a kernel that refuses rseq); initialize said why.
-  static bool cpu_buffer_path(struct hab_cpu_buffer_path* out);
+  static bool cpu_buffer_path(hab_cpu_buffer_path* out);
+
+  // Why cpu_buffer_path is false (libhab's words); NULL where it is true.
+  static const char* no_cpu_buffer_path();
+
+  // The lowest level's figures now (libhab's hab_level_stats); false where there are none.
+  static bool lowest_level_stats(hab_level_stats* out);
+
+  // The space's HabSpace::eden_bytes: the bytes of young space this cycle.
+  static size_t eden_bytes();
+
+  // libhab's flip policy (hab_flip_next_in_cpu_labs): whether the cycle after `cycle` is in
+  // per-CPU LABs.
+  static bool flip_next_in_cpu_labs(const hab_flip_cycle& cycle);
 
   // The largest TLAB the levels carve (words): larger ones come from the collector.
   static size_t max_tlab_words();
@@ -90,16 +115,14 @@ class HabLevels : AllStatic {
   // The bytes of one buffer of the lowest level this cycle (they change at collections).
   static size_t lowest_buffer_bytes();
 
-  // The space's HabSpace::tlab_extension_block_bytes.
-  static size_t tlab_extension_block_bytes();
+  // The space's HabSpace::tlab_extension.
+  static HabTlabExtension tlab_extension();
 
-  // With -XX:+UseHABCPULABs, for MemAllocator in a cycle in per-CPU LABs: an object of
-  // exactly `words` from the buffer of the CPU the thread runs on, bumped inline as the stubs
-  // bump it, or carved through the levels, which refill the buffer from the space as a
-  // TLAB's buffer is; NULL when the levels do not serve it (larger than HABCPULABObjectLimit,
-  // as the stubs' objects are, or the space has no room for a buffer). Counts nothing per
-  // object.
-  static HeapWord* allocate_object(size_t words);
+  // A chunk of at least `words` (its length in *chunk_words: a little more where the rest of
+  // the buffer would be too short for a filler) from the calling thread's lowest buffer,
+  // through the levels, which refill it from the space as for a TLAB; NULL when the levels do
+  // not serve it (more than their largest TLAB, or no room in the space for a buffer).
+  static HeapWord* allocate_chunk(size_t words, size_t* chunk_words);
 };
 
 #endif // SHARE_GC_SHARED_HABLEVELS_HPP

@@ -8,6 +8,7 @@
 #include "asm/macroAssembler.inline.hpp"
 #include "code/codeBlob.hpp"
 #include "code/codeCache.hpp"
+#include "compiler/disassembler.hpp"
 #include "gc/shared/gc_globals.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
@@ -20,6 +21,9 @@
 #include "oops/compressedOops.inline.hpp"
 #include "oops/instanceKlass.hpp"
 #include "oops/markWord.hpp"
+#include "prims/forte.hpp"
+#include "prims/jvmtiExport.hpp"
+#include "runtime/os.hpp"
 #include "runtime/thread.hpp"
 #include "utilities/powerOfTwo.hpp"
 
@@ -29,7 +33,7 @@
 
 #define __ _masm->
 
-#ifdef _LP64
+#if HAB_CPU_LAB_STUBS
 
 // The kernel's rseq_cs descriptor (struct rseq_cs): 32 bytes, 32-byte aligned.
 struct RseqDescriptor {
@@ -40,7 +44,8 @@ struct RseqDescriptor {
   uint64_t abort_ip;
 };
 
-// Registers of every stub. C2's slow calls pass the klass in j_rarg0 (rsi) and an array's
+// Registers of the stubs that wrap C2's slow calls (generate_slow_call_stub; the interpreter's,
+// C1's and C2's fast-path stubs name their own). C2's slow calls pass the klass in j_rarg0 (rsi) and an array's
 // length in j_rarg1 (rdx), and treat every other register as clobbered; both stay intact on
 // every path to the runtime stub. The object returns in rax.
 static const Register klass = j_rarg0;
@@ -66,9 +71,20 @@ struct TlabFields {
   int desired_size, refill_waste_limit, number_of_refills, refill_waste, allocated_size;
 };
 
+// Where the observed copy of a per-CPU LAB stub sends a cycle the flip gave to TLABs: the
+// plain TLAB refill stub where `in_tlabs_state` is the whole of `state`, else the observed
+// one (both past their first tests).
+struct TlabCycleExit {
+  address state;
+  int in_tlabs_state;
+  address plain_refill;
+  address observed_refill;
+};
+
 // One stub in a code blob of its own, never freed (the kernel reads a section's descriptor
 // at any preemption, for the VM's life): the descriptor first, then the code.
 class HabStub {
+  BufferBlob* _blob;
   CodeBuffer _buffer;
   MacroAssembler* _masm;
   RseqDescriptor* _descriptor;
@@ -77,10 +93,6 @@ class HabStub {
   Label _miss;
   // The observed copy of a per-CPU LAB stub in a cycle in TLABs: to a TLAB refill stub.
   Label _in_tlabs;
-  address _state;
-  int _in_tlabs_state;
-  address _plain_refill;
-  address _observed_refill;
 
  public:
   address entry;
@@ -88,8 +100,7 @@ class HabStub {
   address checked_entry;
 
   explicit HabStub(BufferBlob* blob)
-      : _buffer(blob), _start(NULL), _commit(NULL), _state(NULL), _in_tlabs_state(0),
-        _plain_refill(NULL), _observed_refill(NULL), checked_entry(NULL) {
+      : _blob(blob), _buffer(blob), _start(NULL), _commit(NULL), checked_entry(NULL) {
     _masm = new MacroAssembler(&_buffer);
     __ align(32);
     _descriptor = (RseqDescriptor*)__ pc();
@@ -115,20 +126,14 @@ class HabStub {
   }
 
   // The observed copy's first tests: a state with any of `leave_bits` (JFR's per-TLAB events)
-  // misses; one with `in_tlabs_state` (a cycle the flip gave to TLABs) goes, out of line, to
-  // `plain_refill` where that bit is alone, else to `observed_refill` (both past their first
-  // tests; `in_tlabs_state` 0: no such cycle). What passes is a sampler alone.
-  void observed_test(address state, int leave_bits, int in_tlabs_state, address plain_refill,
-                     address observed_refill) {
+  // misses; one with `in_tlabs_state` (a cycle the flip gave to TLABs; 0: no such cycle) goes
+  // out of line, to the TLAB cycle's exit that finish emits. What passes is a sampler alone.
+  void observed_test(address state, int leave_bits, int in_tlabs_state) {
     __ testl(__ as_Address(ExternalAddress(state)), leave_bits);
     __ jcc(Assembler::notZero, _miss);
     if (in_tlabs_state != 0) {
       __ testl(__ as_Address(ExternalAddress(state)), in_tlabs_state);
       __ jcc(Assembler::notZero, _in_tlabs);
-      _state = state;
-      _in_tlabs_state = in_tlabs_state;
-      _plain_refill = plain_refill;
-      _observed_refill = observed_refill;
     }
     checked_entry = __ pc();
   }
@@ -219,14 +224,17 @@ class HabStub {
     __ subq(delta_out, count);
   }
 
-  // The restartable bump of `words`: store the descriptor, read the thread's index, bump that
-  // index's buffer, commit with one store; then rax is the chunk (and `words` is kept). A
-  // preemption, migration or signal before the commit restarts at the abort handler, which
-  // misses, as do an index without a buffer and a buffer with too little left. With
-  // `extend`, a buffer whose top is `old_hard_end` is bumped by `extension_delta` instead.
-  void bump(const hab_cpu_buffer_path& path, bool extend = false) {
-    delta_of(delta, words);
-    enter_section(path, slot, scratch);
+  // The restartable bump, the one every stub runs: the descriptor stored in the thread's
+  // rseq_cs (through rax), the thread's index read into `slot` and turned into its buffer's
+  // word, that word less `delta` (the packed word's change: delta_of) committed with one
+  // store; then rax is the chunk's address (the old word's top field), and `delta` the levels'
+  // base. A preemption, migration or signal before the commit restarts at the abort handler,
+  // which misses, as do an index without a buffer and a buffer with too little left (the
+  // subtraction borrows). With `extend` (the slow-call refill stubs), a buffer whose top field
+  // is `old_hard_end` is bumped by `extension_delta` instead, through `next`.
+  void restartable_bump(const hab_cpu_buffer_path& path, Register slot, Register delta,
+                        bool extend = false) {
+    enter_section(path, slot, rax);
     __ movq(rax, Address(slot, 0));
     if (extend) {
       __ movq(next, rax);
@@ -235,42 +243,24 @@ class HabStub {
       __ cmpq(next, old_hard_end);
       __ cmovq(Assembler::equal, delta, extension_delta);
     }
-    __ movq(next, rax);
-    __ subq(next, delta);
+    __ subq(rax, delta);
     __ jcc(Assembler::below, _miss);
-    __ movq(Address(slot, 0), next);
+    __ movq(Address(slot, 0), rax);
     _commit = __ pc();
-    // The chunk: the old top, in words from the levels' base (the word's low top bits).
+    // The old word again, and from its top field (words from the levels' base) the chunk.
+    __ addq(rax, delta);
     __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
     __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
-    __ mov64(scratch, (int64_t)path.base);
-    __ addq(rax, scratch);
-  }
-
-  // The restartable bump of the interpreter's, C1's and C2's own stubs, by `change` (the packed
-  // word's delta, then clobbered): the section through `index` (the thread's index, then its
-  // buffer's word), committed with one store; then rax is the object's address (the old
-  // word's top field). A miss, or a section the kernel aborts, jumps to the stub's miss.
-  void bump_into_rax(const hab_cpu_buffer_path& path, Register index, Register change) {
-    enter_section(path, index, rax);
-    __ movq(rax, Address(index, 0));
-    __ subq(rax, change);  // borrows when too little is left
-    __ jcc(Assembler::below, _miss);
-    __ movq(Address(index, 0), rax);
-    _commit = __ pc();
-    // The old word again, and from its top field the object's address.
-    __ addq(rax, change);
-    __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
-    __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
-    __ mov64(change, (int64_t)path.base);
-    __ addq(rax, change);
+    __ mov64(delta, (int64_t)path.base);
+    __ addq(rax, delta);
   }
 
   // The object alone in the buffer (UseHABCPULABs).
   void place_in_buffer(const hab_cpu_buffer_path& path) {
     __ movl(words, bytes);
     __ shrl(words, LogHeapWordSize);
-    bump(path);
+    delta_of(delta, words);
+    restartable_bump(path, slot, delta);
   }
 
   // The object at the start of a new TLAB of the desired size and the object, bumped from the
@@ -280,7 +270,7 @@ class HabStub {
   // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
   // refill waste) and the new one filled (its statistics, a fresh refill waste limit).
   //
-  // With `extend` (the space allows it: HabSpace::tlab_extension_block_bytes), where the
+  // With `extend` (the space allows it: HabSpace::tlab_extension), where the
   // buffer's top is the old TLAB's hard end (its last carve was this TLAB, on this CPU), the
   // new TLAB starts at the old one's top instead: the tail is reused, not wasted, and the
   // buffer gives only the rest. A thread that keeps its CPU then allocates in one run of
@@ -343,7 +333,16 @@ class HabStub {
         __ bind(within_block);
       }
     }
-    bump(path, extend);
+    delta_of(delta, words);
+    restartable_bump(path, slot, delta, extend);
+    if (HABVerifyCompiledRefills) {
+      // Past the commit nothing misses: the old top and hard end kept for the check below.
+      __ movq(scratch, Address(thread, tlab.top));
+      __ push(scratch);
+      __ movq(scratch, Address(thread, tlab.allocation_end));
+      __ addq(scratch, reserve_bytes);
+      __ push(scratch);
+    }
     // The old TLAB's used bytes count to the thread, however the new one starts.
     __ movq(next, Address(thread, tlab.top));
     __ movq(scratch, next);
@@ -405,6 +404,18 @@ class HabStub {
     __ movq(next, Address(thread, tlab.desired_size));
     __ shrq(next, exact_log2(TLABRefillWasteFraction));
     __ movq(Address(thread, tlab.refill_waste_limit), next);
+    if (HABVerifyCompiledRefills) {
+      // HabCpuLabs::check_compiled_refill(thread, old top, old hard end, object), every
+      // register kept (pusha's 16 words sit above the two pushed after the commit).
+      __ pusha();
+      __ movq(c_rarg0, thread);
+      __ movq(c_rarg1, Address(rsp, 17 * wordSize));
+      __ movq(c_rarg2, Address(rsp, 16 * wordSize));
+      __ movq(c_rarg3, rax);
+      __ call_VM_leaf(CAST_FROM_FN_PTR(address, HabCpuLabs::check_compiled_refill), 4);
+      __ popa();
+      __ addq(rsp, 2 * wordSize);
+    }
   }
 
   // Zeroes every word of the object in rax but its mark word (the klass, its gap or an
@@ -432,7 +443,7 @@ class HabStub {
   // copy sends any state but 0 to `observed` (NULL: its slow path); the `observed` copy
   // (`observed_state`: the bits it leaves to the slow path) also misses at the thread's
   // sample mark.
-  address allocate_for_tiers(const hab_cpu_buffer_path& path, address state,
+  address generate_tiers_stub(const hab_cpu_buffer_path& path, address state,
                              int32_t limit_bytes, address observed_copy, int observed_state) {
     Label zero;
     const Register count = r10;   // the object's words, then its bytes
@@ -461,7 +472,7 @@ class HabStub {
     __ movq(count, rax);
     __ shrq(count, LogHeapWordSize);
     delta_of(change, count);
-    bump_into_rax(path, index, change);
+    restartable_bump(path, index, change);
     __ shlq(count, LogHeapWordSize);
     __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), count);
     __ pop(change);
@@ -490,9 +501,9 @@ class HabStub {
   // buffer, too little left, an aborted section). The thread's allocated bytes count the
   // object. Clobbers rdx, rdi and the flags; rcx keeps the size. C2 made the klass checks when
   // it compiled. The plain copy sends any state but 0 to `observed_copy`'s sized entry (NULL:
-  // the slow call); the observed copy (`observed_state` as for allocate_for_tiers) also
+  // the slow call); the observed copy (`observed_state` as for generate_tiers_stub) also
   // misses at the thread's sample mark.
-  address allocate_for_c2(const hab_cpu_buffer_path& path, address state, int32_t limit_bytes,
+  address generate_c2_stub(const hab_cpu_buffer_path& path, address state, int32_t limit_bytes,
                           address* sized_entry, address observed_copy, int observed_state) {
     Label zero;
     const Register size = rcx;    // the object's bytes
@@ -517,7 +528,7 @@ class HabStub {
         __ jcc(Assembler::notEqual, zero);
       }
     }
-    bump_into_rax(path, index, change);
+    restartable_bump(path, index, change);
     // C2's own allocation prefetch (AllocatePrefetchStyle, Instr, Distance), one line ahead
     // of the object, as after its TLAB bump.
     if (AllocatePrefetchStyle > 0) {
@@ -543,19 +554,21 @@ class HabStub {
   }
 
   // The end of an object's path: outside a TLAB, the thread's allocated bytes (ThreadMXBean)
-  // count the object (a TLAB's count when it is retired); it returns. Then the miss, the
-  // abort handler after the signature the kernel checks, and the descriptor.
-  address finish(address runtime_stub, bool count_object, const char* what) {
+  // count the object (a TLAB's count when it is retired); it returns. Then the TLAB cycle's
+  // exit where observed_test sends one (`tlab_cycle`, NULL: none), the miss, the abort handler
+  // after the signature the kernel checks, and the descriptor.
+  address finish(address runtime_stub, bool count_object, const char* what,
+                 const TlabCycleExit* tlab_cycle) {
     if (count_object) {
       __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
     }
     __ ret(0);
-    if (_state != NULL) {
+    if (tlab_cycle != NULL) {
       // A TLAB cycle: the plain refill where nothing else is in the state, else the observed.
       __ bind(_in_tlabs);
-      __ cmp32(ExternalAddress(_state), _in_tlabs_state);
-      __ jump_cc(Assembler::equal, RuntimeAddress(_plain_refill));
-      __ jump(RuntimeAddress(_observed_refill));
+      __ cmp32(ExternalAddress(tlab_cycle->state), tlab_cycle->in_tlabs_state);
+      __ jump_cc(Assembler::equal, RuntimeAddress(tlab_cycle->plain_refill));
+      __ jump(RuntimeAddress(tlab_cycle->observed_refill));
     }
     __ bind(_miss);
     __ jump(RuntimeAddress(runtime_stub));
@@ -574,6 +587,28 @@ class HabStub {
     __ jmp(_miss);
     __ flush();
     describe(abort_handler);
+    announce();
+  }
+
+  // Names the stub's code (from its entry: the descriptor before it is data) where HotSpot
+  // names its stubs: -XX:+PrintStubCode, profilers (Forte) and JVMTI's DynamicCodeGenerated,
+  // as StubCodeMark does. Not a StubCodeMark itself: C2's stubs are made on a compiler thread
+  // after start-up, when the list StubCodeMark adds to is frozen (hs_err files name the
+  // stub by its blob instead).
+  void announce() {
+    address end = __ pc();
+    const char* name = _blob->name();
+    if (PrintStubCode) {
+      ttyLocker ttyl;
+      tty->print_cr("Decoding %s " PTR_FORMAT " [" PTR_FORMAT ", " PTR_FORMAT "] (%d bytes)",
+                    name, p2i(_blob), p2i(entry), p2i(end), (int)(end - entry));
+      Disassembler::decode(entry, end, tty);
+      tty->cr();
+    }
+    Forte::register_stub(name, entry, end);
+    if (JvmtiExport::should_post_dynamic_code_generated()) {
+      JvmtiExport::post_dynamic_code_generated(name, entry, end);
+    }
   }
 
   // The section's descriptor, once the code is there.
@@ -626,19 +661,22 @@ struct StubStart {
   address observed_refill;
 };
 
-// One stub for instances or arrays (`array`) that places the object in a per-CPU LAB
-// (`cpu_labs`) or in a new TLAB (whose fields are `tlab`), started as `start` says. NULL
-// entries where the code cache has no room.
-static StubEntries generate(address runtime_stub, bool array, bool cpu_labs,
-                            const StubStart& start, const hab_cpu_buffer_path& path,
-                            const TlabFields& tlab, volatile int* state) {
+// One of the stubs that wrap C2's slow calls, for instances or arrays (`array`): it places the
+// object in a per-CPU LAB (`cpu_labs`) or in a new TLAB (whose fields are `tlab`), started as
+// `start` says, with the registers of the file's top. NULL entries where the code cache has no
+// room.
+static StubEntries generate_slow_call_stub(address runtime_stub, bool array, bool cpu_labs,
+                                           const StubStart& start,
+                                           const hab_cpu_buffer_path& path,
+                                           const TlabFields& tlab, volatile int* state) {
   const char* kind = array ? "arrays" : "instances";
   // The largest stub (arrays, TLAB refills, observed) is about 680 bytes, with its descriptor
   // and alignment 740.
   char name[64];
   jio_snprintf(name, sizeof(name), "HAB new_%s%s%s", array ? "array" : "instance",
                cpu_labs ? "" : " refill", start.observed ? " (observed)" : "");
-  BufferBlob* blob = BufferBlob::create(name, 1024);
+  // The blob keeps the name (hs_err files and the code cache's listings print it).
+  BufferBlob* blob = BufferBlob::create(os::strdup(name, mtCode), 1024);
   if (blob == NULL) {
     warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
             "through the runtime", kind);
@@ -653,8 +691,7 @@ static StubEntries generate(address runtime_stub, bool array, bool cpu_labs,
   HabStub stub(blob);
   MacroAssembler* _masm = stub.masm();
   if (start.observed) {
-    stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, start.in_tlabs_state,
-                       start.plain_refill, start.observed_refill);
+    stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, start.in_tlabs_state);
   } else {
     stub.first_test((address)state, start.observed_copy);
   }
@@ -671,9 +708,9 @@ static StubEntries generate(address runtime_stub, bool array, bool cpu_labs,
   } else {
     // Extensions where the space allows them: within a region under G1, whose TLABs must not
     // cross one; anywhere in Parallel's eden, but not across the per-node pieces of a NUMA eden.
-    const size_t block_bytes = HabLevels::tlab_extension_block_bytes();
-    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, block_bytes != SIZE_MAX,
-                           block_bytes == 0 || block_bytes == SIZE_MAX ? 0 : exact_log2(block_bytes),
+    const HabTlabExtension extension = HabLevels::tlab_extension();
+    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, extension.allowed,
+                           extension.block_bytes == 0 ? 0 : exact_log2(extension.block_bytes),
                            start.observed);
   }
   stub.zero_fields();
@@ -694,7 +731,10 @@ static StubEntries generate(address runtime_stub, bool array, bool cpu_labs,
     jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers%s%s", kind,
                  UseHABCPULABs ? " (in the cycles the flip gives to TLABs)" : "", copy);
   }
-  stub.finish(runtime_stub, cpu_labs, what);
+  TlabCycleExit tlab_cycle = {(address)state, start.in_tlabs_state, start.plain_refill,
+                              start.observed_refill};
+  stub.finish(runtime_stub, cpu_labs, what,
+              start.observed && start.in_tlabs_state != 0 ? &tlab_cycle : NULL);
   StubEntries entries = {stub.entry, stub.checked_entry};
   return entries;
 }
@@ -744,9 +784,9 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
       log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
     } else {
       StubStart observed = {true, NULL, 0, NULL, NULL};
-      observed_refill = generate(runtime_stub, array, false, observed, path, tlab, &_state);
+      observed_refill = generate_slow_call_stub(runtime_stub, array, false, observed, path, tlab, &_state);
       StubStart start = {false, observed_refill.entry, 0, NULL, NULL};
-      refill = generate(runtime_stub, array, false, start, path, tlab, &_state);
+      refill = generate_slow_call_stub(runtime_stub, array, false, start, path, tlab, &_state);
     }
   }
   if (!UseHABCPULABs) {
@@ -757,9 +797,9 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
   address sampled_refill = observed_refill.entry != NULL ? observed_refill.checked_entry
                                                          : runtime_stub;
   StubStart observed = {true, NULL, flips ? IN_TLABS : 0, plain_refill, sampled_refill};
-  StubEntries observed_labs = generate(runtime_stub, array, true, observed, path, tlab, &_state);
+  StubEntries observed_labs = generate_slow_call_stub(runtime_stub, array, true, observed, path, tlab, &_state);
   StubStart start = {false, observed_labs.entry, 0, NULL, NULL};
-  StubEntries labs = generate(runtime_stub, array, true, start, path, tlab, &_state);
+  StubEntries labs = generate_slow_call_stub(runtime_stub, array, true, start, path, tlab, &_state);
   return labs.entry != NULL ? labs.entry : runtime_stub;
 }
 
@@ -802,12 +842,12 @@ void HabCpuLabs::generate_allocate_stub() {
   address observed_copy = NULL;
   if (observe) {
     HabStub observed_stub(observed_blob);
-    observed_copy = observed_stub.allocate_for_tiers(path, (address)&_state,
+    observed_copy = observed_stub.generate_tiers_stub(path, (address)&_state,
                                                      (int32_t)HABCPULABObjectLimit, NULL,
                                                      observed_state);
   }
   HabStub stub(blob);
-  _allocate_stub = stub.allocate_for_tiers(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
+  _allocate_stub = stub.generate_tiers_stub(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
                                            observed_copy, 0);
 #ifdef COMPILER2
   if (!HABCompiledCPULABPath) {
@@ -825,11 +865,11 @@ void HabCpuLabs::generate_allocate_stub() {
   address c2_observed_sized = NULL;
   if (observe) {
     HabStub c2_observed(c2_observed_blob);
-    c2_observed.allocate_for_c2(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
+    c2_observed.generate_c2_stub(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
                                 &c2_observed_sized, NULL, observed_state);
   }
   HabStub c2_stub(c2_blob);
-  _c2_stub = c2_stub.allocate_for_c2(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
+  _c2_stub = c2_stub.generate_c2_stub(path, (address)&_state, (int32_t)HABCPULABObjectLimit,
                                      &_c2_sized_stub, c2_observed_sized, 0);
 #endif
 }
@@ -862,24 +902,4 @@ void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler* _masm, Register size_bytes,
   __ jcc(Assembler::zero, slow_case);
 }
 
-#else
-
-address HabCpuLabs::_allocate_stub = NULL;
-address HabCpuLabs::_c2_stub = NULL;
-address HabCpuLabs::_c2_sized_stub = NULL;
-
-address HabCpuLabs::wrap(address runtime_stub, bool) {
-  return runtime_stub;
-}
-
-void HabCpuLabs::generate_allocate_stub() {}
-
-void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler*, Register, int, Label&) {
-  ShouldNotReachHere();
-}
-
-void HabCpuLabs::c2_allocate_in_cpu_lab(MacroAssembler*, Register, int64_t) {
-  ShouldNotReachHere();
-}
-
-#endif // _LP64
+#endif // HAB_CPU_LAB_STUBS

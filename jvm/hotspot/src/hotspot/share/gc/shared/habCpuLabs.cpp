@@ -1,0 +1,330 @@
+/*
+ * Part of Hab's changes to HotSpot. Like HotSpot, this file is free software under the GNU
+ * General Public License version 2 only, with the Classpath exception; see
+ * jvm/hotspot/LICENSE in Hab's repository.
+ */
+
+// The per-CPU LAB mode (-XX:+UseHABCPULABs): its state, its start-up checks, the flip at
+// collections, each cycle's figures and the runtime's per-CPU LAB path. The buffers are the
+// lowest level of Hab's levels (HabLevels, the libhab glue); the stubs that bump them from
+// compiled code are a platform's (habCpuLabs_<cpu>.cpp), and a platform without them runs
+// with per-CPU LABs off, saying so.
+
+#include "precompiled.hpp"
+#include "gc/shared/collectedHeap.hpp"
+#include "gc/shared/habCpuLabs.hpp"
+#include "gc/shared/habLevels.hpp"
+#include "gc/shared/threadLocalAllocBuffer.inline.hpp"
+#include "logging/log.hpp"
+#include "memory/universe.hpp"
+#include "oops/oop.inline.hpp"
+#include "runtime/atomic.hpp"
+#include "runtime/globals_extension.hpp"
+#include "runtime/os.hpp"
+#include "runtime/safepoint.hpp"
+#include "runtime/thread.hpp"
+#include "utilities/ostream.hpp"
+
+// The per-CPU buffers' layout, and their bump in a restartable sequence (hab_cpu_buffer_bump,
+// on x86_64 with GCC 11 or later).
+#include "gc/shared/hab.h"
+
+volatile int HabCpuLabs::_state = 0;
+
+// Observers change their bits from any thread (JVMTI, JFR), the flip its own at safepoints.
+void HabCpuLabs::set_bit(int bit, bool on) {
+  int old_value = Atomic::load(&_state);
+  for (;;) {
+    int new_value = on ? (old_value | bit) : (old_value & ~bit);
+    int seen = Atomic::cmpxchg(&_state, old_value, new_value);
+    if (seen == old_value) {
+      return;
+    }
+    old_value = seen;
+  }
+}
+
+// The per-CPU buffers the runtime's path bumps inline, where the levels publish them.
+static hab_cpu_buffer_path _path;
+static bool _has_path = false;
+// Objects the runtime asked of the levels that they left to the collector.
+static volatile size_t _declined_objects = 0;
+// Collections so far (the first cycle's TLABs were sized before any thread allocated).
+static size_t _collections = 0;
+// The lowest level's figures at the last collection: what a cycle did is the difference.
+static hab_level_stats _lowest_at_collection;
+// The per-CPU LABs' figures over the cycles spent in them, to their collections.
+static size_t _cycles_with_lab_figures = 0;
+static uint64_t _lab_allocated_bytes = 0;
+static uint64_t _lab_refills = 0;
+static uint64_t _lab_filler_bytes = 0;
+// The largest buffer the lowest level has had: a per-CPU LAB's size for the flip. (Auto
+// levels shrink their buffers in cycles whose TLABs are too large to come from them, so the
+// size now would understate what per-CPU LABs leave.)
+static size_t _largest_lab_bytes = 0;
+// The flip (HABFlip): the cycles spent in per-CPU LABs and in TLABs, and the flips.
+static size_t _cycles_in_cpu_labs = 0;
+static size_t _cycles_in_tlabs = 0;
+static size_t _flips = 0;
+
+void HabCpuLabs::initialize() {
+  if (!UseHABCPULABs) {
+    return;
+  }
+  const char* why_not = NULL;
+  _has_path = HabLevels::cpu_buffer_path(&_path);
+  if (!HAB_CPU_LAB_STUBS) {
+    why_not = "this platform has no per-CPU LAB stubs (x86_64 Linux has)";
+  } else if (!_has_path) {
+    why_not = HabLevels::no_cpu_buffer_path();
+  } else if (UseBiasedLocking) {
+    why_not = "biased locking (-XX:+UseBiasedLocking) gives each class its own header";
+  } else if (DTraceAllocProbes) {
+    why_not = "-XX:+DTraceAllocProbes needs every allocation in the runtime";
+  }
+  if (why_not != NULL) {
+    warning("-XX:+UseHABCPULABs: %s; per-CPU LABs turned off, TLABs through the levels", why_not);
+    FLAG_SET_ERGO(UseHABCPULABs, false);
+    return;
+  }
+  hab_level_stats lowest;
+  if (HabLevels::lowest_level_stats(&lowest)) {
+    _lowest_at_collection = lowest;
+    _largest_lab_bytes = (size_t)lowest.buffer_bytes;
+  }
+  if (HABFlip) {
+    // TLABs first: with few threads a cycle in them leaves too little unused to flip.
+    set_in_tlabs(true);
+  }
+  log_info(gc, init)("HAB: objects in per-CPU LABs%s", HABFlip
+                     ? ", cycles flip between them and TLABs at collections (TLABs first)"
+                     : " every cycle (-XX:-HABFlip)");
+  // Before the interpreter is generated, and before C1 compiles anything.
+  generate_allocate_stub();
+}
+
+HeapWord* HabCpuLabs::allocate_object(size_t words) {
+  // No larger object than the stubs place: one that does not fit the rest of the buffer would
+  // retire that rest as a filler, as much as the object. The collector places it, as stock
+  // places an object too large for its TLAB's rest.
+  if (words * HeapWordSize > (size_t)HABCPULABObjectLimit) {
+    Atomic::inc(&_declined_objects);
+    return NULL;
+  }
+#if HAB_INLINE_RSEQ
+  // The stubs' bump, inline: no call into libhab unless the buffer needs a refill (the
+  // buffer's word keeps a filler's reserve back, so the rest is never too short for one).
+  if (_has_path) {
+    uintptr_t object = hab_cpu_buffer_bump(&_path, words * HeapWordSize);
+    if (object != 0) {
+      return (HeapWord*)object;
+    }
+  }
+#endif
+  size_t chunk_words = 0;
+  HeapWord* start = HabLevels::allocate_chunk(words, &chunk_words);
+  if (start == NULL) {
+    Atomic::inc(&_declined_objects);
+    return NULL;
+  }
+  // A carve takes a little more than asked where the buffer's rest would be too short a tail
+  // for a filler. A rest that holds one becomes one; one word cannot be covered after the
+  // object, so then the whole chunk becomes a filler and the collector places the object.
+  size_t rest_words = chunk_words - words;
+  if (rest_words > 0 && rest_words < CollectedHeap::min_fill_size()) {
+    CollectedHeap::fill_with_objects(start, chunk_words);
+    Atomic::inc(&_declined_objects);
+    return NULL;
+  }
+  if (rest_words > 0) {
+    CollectedHeap::fill_with_objects(start + words, rest_words);
+  }
+  return start;
+}
+
+// The flip's one bound of HotSpot's own (libhab's rule takes it as an input): a cycle in TLABs
+// goes to per-CPU LABs only when its TLABs left more than a tenth of eden unused. TLABs that
+// leave less cost fewer than a tenth more collections, the bound within which per-CPU LABs aim
+// to match -XX:-UseTLAB, and then the stubs' per-CPU LAB path, longer per object than C2's
+// TLAB bump, is not worth it.
+static const uint64_t flip_min_unused_tlab_percent = 10;
+
+// At a collection, with the lowest level's figures now: applies the flip policy to the cycle
+// that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info).
+static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
+  bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
+  _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)lowest.buffer_bytes);
+  // libhab's flip policy, the one Hab's flip mode follows (hab_flip_next_in_cpu_labs); the
+  // first cycle's TLABs were sized before any thread had allocated, so it stays in TLABs.
+  hab_flip_cycle cycle;
+  cycle.in_cpu_labs = in_cpu_labs ? 1 : 0;
+  cycle.first = _collections == 1 ? 1 : 0;
+  cycle.unused_tlab_bytes = (uint64_t)tlab_waste_words * HeapWordSize;
+  cycle.unused_lab_bytes = lowest.waste_bytes - _lowest_at_collection.waste_bytes;
+  cycle.lab_bytes = _largest_lab_bytes;
+  cycle.cpus = (uint64_t)os::active_processor_count();
+  cycle.running_threads = (uint64_t)Threads::number_of_threads();
+  cycle.cycle_bytes = HabLevels::eden_bytes();
+  cycle.min_unused_tlab_percent = flip_min_unused_tlab_percent;
+  bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
+                                 : HabLevels::flip_next_in_cpu_labs(cycle);
+  (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
+  log_debug(gc, tlab)("HAB flip: a cycle in %s%s: TLABs left " UINT64_FORMAT "K unused, per-CPU "
+                      "LABs " UINT64_FORMAT "K (LABs of " UINT64_FORMAT "K, " UINT64_FORMAT
+                      " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K); the next in %s",
+                      in_cpu_labs ? "per-CPU LABs" : "TLABs", cycle.first ? " (the first)" : "",
+                      cycle.unused_tlab_bytes / K, cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
+                      cycle.cpus, cycle.running_threads, cycle.cycle_bytes / K,
+                      next ? "per-CPU LABs" : "TLABs");
+  if (next != in_cpu_labs) {
+    _flips++;
+    log_info(gc, tlab)("HAB flip: to %s (TLABs left " UINT64_FORMAT "K unused over the cycle, "
+                       "per-CPU LABs " UINT64_FORMAT "K; LABs of " UINT64_FORMAT "K, "
+                       UINT64_FORMAT " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K)",
+                       next ? "per-CPU LABs" : "TLABs", cycle.unused_tlab_bytes / K,
+                       cycle.unused_lab_bytes / K, cycle.lab_bytes / K, cycle.cpus,
+                       cycle.running_threads, cycle.cycle_bytes / K);
+    HabCpuLabs::set_in_tlabs(!next);
+  }
+}
+
+// What the per-CPU LABs did over the cycle that ends (gc+tlab=debug), added to the totals
+// printed at exit. Nothing is counted per object: the LABs are the lowest level's buffers,
+// every buffer was empty when the cycle began and has been retired now, so what the level took
+// from above less the tails it retired as fillers is what it handed out; in a cycle in per-CPU
+// LABs no TLAB comes from it, and all of that is objects, the compiled paths' and the runtime's.
+static void count_cycle(const hab_level_stats& lowest) {
+  const hab_level_stats& then = _lowest_at_collection;
+  if (!HabCpuLabs::in_cpu_labs()) {
+    log_debug(gc, tlab)("HAB CPU LABs: none this cycle (in TLABs)");
+    return;
+  }
+  uint64_t taken_bytes = lowest.taken_bytes - then.taken_bytes;
+  uint64_t filler_bytes = lowest.waste_bytes - then.waste_bytes;
+  uint64_t refills = lowest.refills - then.refills;
+  assert(taken_bytes >= filler_bytes, "the fillers cover part of what the level took");
+  uint64_t allocated_bytes = taken_bytes - MIN2(filler_bytes, taken_bytes);
+  _cycles_with_lab_figures++;
+  _lab_allocated_bytes += allocated_bytes;
+  _lab_refills += refills;
+  _lab_filler_bytes += filler_bytes;
+  log_debug(gc, tlab)("HAB CPU LABs: " UINT64_FORMAT "K allocated, " UINT64_FORMAT " refills, "
+                      UINT64_FORMAT "K retired as fillers", allocated_bytes / K, refills,
+                      filler_bytes / K);
+}
+
+void HabCpuLabs::end_cycle(size_t tlab_waste_words) {
+  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
+  hab_level_stats lowest;
+  if (!UseHABCPULABs || !HabLevels::lowest_level_stats(&lowest)) {
+    return;
+  }
+  _collections++;
+  // The cycle's figures first: they are those of the mode the cycle had.
+  count_cycle(lowest);
+  if (HABFlip) {
+    flip(lowest, tlab_waste_words);
+  }
+  _lowest_at_collection = lowest;
+}
+
+void HabCpuLabs::print_summary(outputStream* out) {
+  if (!UseHABCPULABs) {
+    return;
+  }
+  uint64_t taken_bytes = _lab_allocated_bytes + _lab_filler_bytes;
+  out->print_cr("HAB CPU LABs: " SIZE_FORMAT " cycles in them to their collections: " UINT64_FORMAT
+                "K allocated, " UINT64_FORMAT " refills, " UINT64_FORMAT "K retired as fillers "
+                "(%.1f%% of what they took); " SIZE_FORMAT " objects the runtime asked of "
+                "the levels left to the collector",
+                _cycles_with_lab_figures, _lab_allocated_bytes / K, _lab_refills,
+                _lab_filler_bytes / K,
+                taken_bytes == 0 ? 0.0 : 100.0 * (double)_lab_filler_bytes / (double)taken_bytes,
+                Atomic::load(&_declined_objects));
+  if (HABFlip) {
+    out->print_cr("HAB flip: " SIZE_FORMAT " cycles in per-CPU LABs, " SIZE_FORMAT " in TLABs, "
+                  SIZE_FORMAT " flips; now in %s", _cycles_in_cpu_labs, _cycles_in_tlabs, _flips,
+                  in_cpu_labs() ? "per-CPU LABs" : "TLABs");
+  }
+}
+
+void HabCpuLabs::print_exit_figures(outputStream* out) {
+  if (!UseHABCPULABs) {
+    return;
+  }
+  out->print(" cpu_lab_cycles=" SIZE_FORMAT " cpu_lab_allocated_bytes=" UINT64_FORMAT
+             " cpu_lab_refills=" UINT64_FORMAT " cpu_lab_filler_bytes=" UINT64_FORMAT
+             " declined_objects=" SIZE_FORMAT " cycles_in_cpu_labs=" SIZE_FORMAT
+             " cycles_in_tlabs=" SIZE_FORMAT " flips=" SIZE_FORMAT,
+             _cycles_with_lab_figures, _lab_allocated_bytes, _lab_refills, _lab_filler_bytes,
+             Atomic::load(&_declined_objects), _cycles_in_cpu_labs, _cycles_in_tlabs, _flips);
+}
+
+void HabCpuLabs::check_compiled_refill(JavaThread* thread, HeapWord* old_top,
+                                       HeapWord* old_hard_end, HeapWord* object) {
+  ThreadLocalAllocBuffer& tlab = thread->tlab();
+  const size_t reserve_words = ThreadLocalAllocBuffer::alignment_reserve();
+  // fill(start, top, new_size): the object at the start, pf_top at top, the end a reserve
+  // before the hard end, the allocation end at the end, a fresh refill waste limit.
+  guarantee(tlab.start() == object, "compiled refill: the object " PTR_FORMAT " is not at the new "
+            "TLAB's start " PTR_FORMAT, p2i(object), p2i(tlab.start()));
+  guarantee(object < tlab.top() && tlab.top() <= tlab.end(), "compiled refill: top " PTR_FORMAT
+            " outside (" PTR_FORMAT ", " PTR_FORMAT "]", p2i(tlab.top()), p2i(object),
+            p2i(tlab.end()));
+  guarantee(tlab._pf_top == tlab.top(), "compiled refill: pf_top " PTR_FORMAT " is not top "
+            PTR_FORMAT, p2i(tlab._pf_top), p2i(tlab.top()));
+  guarantee(tlab._allocation_end == tlab.end(), "compiled refill: allocation end " PTR_FORMAT
+            " is not the end " PTR_FORMAT, p2i(tlab._allocation_end), p2i(tlab.end()));
+  guarantee(tlab.hard_end() == tlab.end() + reserve_words, "compiled refill: the hard end is "
+            "not the end and the alignment reserve");
+  size_t tlab_words = pointer_delta(tlab.hard_end(), tlab.start());
+  guarantee(tlab_words <= HabLevels::max_tlab_words() && tlab_words <= ThreadLocalAllocBuffer::max_size(),
+            "compiled refill: a TLAB of " SIZE_FORMAT " words, more than the levels carve",
+            tlab_words);
+  guarantee(tlab._refill_waste_limit == tlab.initial_refill_waste_limit(), "compiled refill: "
+            "refill waste limit " SIZE_FORMAT ", fill sets " SIZE_FORMAT,
+            tlab._refill_waste_limit, tlab.initial_refill_waste_limit());
+  if (object == old_top) {
+    // Extended: the new TLAB runs on from the old top, past the old hard end.
+    guarantee(tlab.hard_end() > old_hard_end, "compiled refill: an extension that ends at "
+              PTR_FORMAT ", not past the old hard end " PTR_FORMAT, p2i(tlab.hard_end()),
+              p2i(old_hard_end));
+    return;
+  }
+  // insert_filler: [old top, old hard end) one filler object, an int[] for any tail of two
+  // words or more (CollectedHeap::fill_with_object), as every tail is (the alignment reserve).
+  guarantee(old_top <= old_hard_end, "compiled refill: old top past the old hard end");
+  size_t tail_words = pointer_delta(old_hard_end, old_top);
+  if (tail_words == 0) {
+    return;
+  }
+  oop filler = cast_to_oop(old_top);
+  bool one_filler = tail_words >= CollectedHeap::min_fill_size() &&
+                    filler->klass() == Universe::intArrayKlassObj() &&
+                    (size_t)filler->size() == tail_words;
+  guarantee(one_filler, "compiled refill: the old tail [" PTR_FORMAT ", " PTR_FORMAT ") of "
+            SIZE_FORMAT " words is not one int[] filler", p2i(old_top), p2i(old_hard_end),
+            tail_words);
+}
+
+#if !HAB_CPU_LAB_STUBS
+// A platform without the stubs: initialize turned UseHABCPULABs off, C2's slow calls stay
+// unwrapped, and no tier asks for a per-CPU LAB path.
+address HabCpuLabs::_allocate_stub = NULL;
+address HabCpuLabs::_c2_stub = NULL;
+address HabCpuLabs::_c2_sized_stub = NULL;
+
+address HabCpuLabs::wrap(address runtime_stub, bool) {
+  return runtime_stub;
+}
+
+void HabCpuLabs::generate_allocate_stub() {}
+
+void HabCpuLabs::allocate_in_cpu_lab(MacroAssembler*, Register, int, Label&) {
+  ShouldNotReachHere();
+}
+
+void HabCpuLabs::c2_allocate_in_cpu_lab(MacroAssembler*, Register, int64_t) {
+  ShouldNotReachHere();
+}
+#endif // !HAB_CPU_LAB_STUBS
