@@ -106,7 +106,7 @@ pub(crate) fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
         let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
         let runs: Runs =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
-        print!("{}", hotspot_hab::render_runs(&runs));
+        print!("{}", report::hotspot_hab_section::render_runs(&runs));
         return Ok(());
     }
     if args.threads.is_empty() {
@@ -199,7 +199,7 @@ pub(crate) fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
     if let Some(error) = write_error {
         return Err(error);
     }
-    print!("{}", hotspot_hab::render_runs(&runs));
+    print!("{}", report::hotspot_hab_section::render_runs(&runs));
     Ok(())
 }
 
@@ -247,7 +247,7 @@ fn hotspot_observed(args: &HotspotHabArgs) -> Result<(), String> {
         let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
         std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))?;
     }
-    print!("{}", hotspot_observed::render_runs(&runs));
+    print!("{}", report::hotspot_observed_section::render_runs(&runs));
     Ok(())
 }
 

@@ -10,20 +10,18 @@
 //!
 //! `hab hotspot-hab --observed` runs it alone; `hab report` runs it where the JVM with HABs is
 //! built.
+//!
+//! What the runs say, and the report's section, is `hotspot_observed_section.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::claims::Claims;
-use super::experiment::{Context, Experiment};
 use super::hotspot_chat::{
     self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK,
 };
-use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
-use super::hotspot_observed_tables::judge;
-pub use super::hotspot_observed_tables::render_runs;
+use super::hotspot_hab::Collector;
 use super::hotspot_run::{value, JavaRun};
 
 /// The JVMTI sampler's interval: async-profiler's default for `event=alloc`.
@@ -361,7 +359,7 @@ pub fn measure(
 
 /// The loop's rounds, millions of objects per round, and the chat's messages at the report's
 /// scales (none at the quick one).
-fn sizes_for(scale: &super::scale::Scale) -> Option<(usize, usize, usize)> {
+pub(super) fn sizes_for(scale: &super::scale::Scale) -> Option<(usize, usize, usize)> {
     match scale.name {
         "default" => Some((5, 20, 40)),
         "full" => Some((10, 100, 200)),
@@ -371,69 +369,12 @@ fn sizes_for(scale: &super::scale::Scale) -> Option<(usize, usize, usize)> {
 
 /// Rounds at the report's scales, and its collector (the figures the observed-JVM claims were
 /// set on; `hab hotspot-hab --observed --collector g1` runs G1's).
-const REPORT_ROUNDS: usize = 2;
-const REPORT_COLLECTORS: [Collector; 1] = [Collector::Parallel];
-
-/// The experiment as the report runs it, where HotSpot runs and the JVM with HABs is built.
-pub struct HotSpotObserved;
-
-impl Experiment for HotSpotObserved {
-    fn name(&self) -> &'static str {
-        "HotSpot with HABs, observed"
-    }
-
-    fn steps(&self, cx: &Context) -> usize {
-        match sizes_for(&cx.scale) {
-            Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
-                run_count(&REPORT_COLLECTORS, REPORT_ROUNDS)
-            }
-            _ => 0,
-        }
-    }
-
-    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        let Some(jar) = &cx.bench_jar else {
-            return Ok(());
-        };
-        let measured: Result<ObservedRuns, String> = match (sizes_for(&cx.scale), built_jdk()) {
-            (None, _) => Err("the quick scale skips it".into()),
-            (_, None) => Err(NOT_BUILT.into()),
-            (Some((rounds, objects, messages)), Some(jdk)) => measure(
-                &jdk,
-                jar,
-                &REPORT_COLLECTORS,
-                rounds,
-                objects,
-                messages,
-                REPORT_ROUNDS,
-                |what| {
-                    progress.set_message(what.to_string());
-                    progress.inc(1);
-                },
-            )
-            .map_err(|why| format!("it failed: {why}")),
-        };
-        cx.results.put(measured);
-        Ok(())
-    }
-
-    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        let text = String::from(
-            "### Observed\n\nProduction JVMs are watched: JFR's default recording samples \
-             allocations, and so do allocation profilers (a JVMTI agent). Both samplers live in \
-             the runtime, which Hab's compiled paths skip; while one is on, the paths come back \
-             to it only where the thread reaches its sample mark, so the costs below should \
-             stay near those without an observer, and the samples should say what stock's \
-             say.\n\n",
-        );
-        cx.hotspot_section(text, claims, judge, render_runs)
-    }
-}
+pub(super) const REPORT_ROUNDS: usize = 2;
+pub(super) const REPORT_COLLECTORS: [Collector; 1] = [Collector::Parallel];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::claims::Verdict;
 
     #[test]
     fn the_samplers_lines_parse() {
@@ -461,131 +402,5 @@ mod tests {
             Some(2_881_710_072)
         );
         assert_eq!(value::<u64>(loop_output, "allocated"), None);
-    }
-
-    fn loop_point(
-        label: &str,
-        observer: Observer,
-        ns: &[f64],
-        sampling: Vec<Sampling>,
-    ) -> LoopPoint {
-        LoopPoint {
-            collector: Collector::Parallel,
-            config: loop_configs()
-                .into_iter()
-                .find(|c| c.label == label)
-                .expect("a config"),
-            observer,
-            ns_per_object: ns.to_vec(),
-            sampling,
-        }
-    }
-
-    fn chat_point(label: &str, observer: Observer, rate: f64, collections: u64) -> ChatPoint {
-        ChatPoint {
-            collector: Collector::Parallel,
-            config: chat_configs()
-                .into_iter()
-                .find(|c| c.label == label)
-                .expect("a config"),
-            observer,
-            messages_per_sec: vec![rate, rate],
-            collections: vec![collections, collections],
-        }
-    }
-
-    fn runs(loops: Vec<LoopPoint>, chats: Vec<ChatPoint>) -> ObservedRuns {
-        ObservedRuns {
-            machine: "test".into(),
-            jvm: "test".into(),
-            rounds: 5,
-            objects_millions: 10,
-            messages: 40,
-            repeat: 2,
-            loops,
-            chats,
-        }
-    }
-
-    fn verdicts(runs: &ObservedRuns) -> Vec<(String, Verdict)> {
-        let mut claims = Claims::default();
-        judge(runs, &mut claims);
-        claims
-            .claims()
-            .iter()
-            .map(|c| (c.statement.clone(), c.verdict))
-            .collect()
-    }
-
-    #[test]
-    fn the_claims_follow_the_figures() {
-        let sampled = |weight: u64, samples: u64| Sampling {
-            allocated_bytes: 1 << 30,
-            samples,
-            weight_bytes: weight,
-            top: "x".into(),
-        };
-        let right = (1u64 << 30) / JVMTI_INTERVAL_BYTES;
-        let loops = vec![
-            loop_point(STOCK, Observer::None, &[3.0, 3.1], vec![]),
-            loop_point(
-                STOCK,
-                Observer::Jfr,
-                &[3.0, 3.1],
-                vec![sampled(1 << 30, 600)],
-            ),
-            loop_point(STOCK, Observer::Jvmti, &[3.2, 3.3], vec![sampled(0, right)]),
-            // Within its bounds under JFR; twice as slow, with half the samples, under JVMTI.
-            loop_point(HABS_SMALL, Observer::None, &[3.0, 3.1], vec![]),
-            loop_point(
-                HABS_SMALL,
-                Observer::Jfr,
-                &[3.2, 3.3],
-                vec![sampled(1 << 30, 650)],
-            ),
-            loop_point(
-                HABS_SMALL,
-                Observer::Jvmti,
-                &[6.5, 6.6],
-                vec![sampled(0, right / 2)],
-            ),
-        ];
-        let chats = vec![
-            chat_point(STOCK, Observer::Jfr, 100_000.0, 170),
-            chat_point(NO_TLABS, Observer::Jfr, 90_000.0, 90),
-            chat_point(CPU_LABS, Observer::Jfr, 120_000.0, 95),
-        ];
-        let verdicts = verdicts(&runs(loops, chats));
-        let verdict = |part: &str, observer: &str| {
-            verdicts
-                .iter()
-                .find(|(s, _)| s.contains(part) && s.contains(observer))
-                .unwrap_or_else(|| {
-                    panic!("no claim with {part:?} and {observer:?} in {verdicts:?}")
-                })
-                .1
-        };
-        assert_eq!(verdict("its own time unobserved", "JFR"), Verdict::Yes);
-        assert_eq!(verdict("its own time unobserved", "JVMTI"), Verdict::No);
-        assert_eq!(verdict("1.25× stock's adaptive", "JFR"), Verdict::Yes);
-        assert_eq!(verdict("1.25× stock's adaptive", "JVMTI"), Verdict::No);
-        assert_eq!(verdict("weights add up", ""), Verdict::Yes);
-        assert_eq!(verdict("JVMTI's samples within", ""), Verdict::No);
-        assert_eq!(verdict("stock's messages/s", "JFR"), Verdict::Yes);
-        assert_eq!(verdict("-XX:-UseTLAB", "JFR"), Verdict::Yes);
-    }
-
-    #[test]
-    fn the_tables_render_every_configuration() {
-        let loops = vec![loop_point(STOCK, Observer::None, &[3.0], vec![])];
-        let text = render_runs(&runs(loops, vec![]));
-        for config in loop_configs() {
-            assert!(
-                text.contains(&config.label),
-                "{} missing in {text}",
-                config.label
-            );
-        }
-        assert!(text.contains("3.00 (3.00–3.00)"));
     }
 }

@@ -1,19 +1,13 @@
 //! The middle levels of Kirsch, Payer and Röck: speed-up of `hab` over `tlab` for TLAB sizes
 //! and middle-level buffer sizes (their Figures 2 and 3), foreign allocations (their Tables I
 //! and II), what a refill costs through each, and a simulated many-CPU machine.
+//!
+//! What the runs say, and the report's section, is `middle_section.rs`.
 
-use std::fmt::Write as _;
+use hab::{CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
 
-use hab::{ByteSize, CpuIdSource, Level, MiddleLevelSpec, Mode, TlabPolicy};
-
-use super::claims::{Claims, Verdict};
-use super::costs::Costs;
-use super::experiment::{Context, Experiment};
-use super::middle_tables::{render_foreign, render_refill_cost, render_simulated, table_header};
-use super::plot::{LinePlot, Series};
 use super::scale::Scale;
-use super::shared::{seed_claim, Figures, Measured};
-use crate::figures::Spread;
+use super::shared::Measured;
 use crate::workload::{self, RunSpec, Workload};
 
 /// The grid's thread counts: the scaling axis from 2 threads, then 4 and 16 per CPU.
@@ -27,7 +21,7 @@ pub(super) fn refill_threads(scale: &Scale) -> Vec<usize> {
 }
 
 /// Rounds in which `auto` and the grid's best run again, in turn ([`AutoRematch`]).
-const REMATCH_ROUNDS: usize = 3;
+pub(super) const REMATCH_ROUNDS: usize = 3;
 
 /// `auto` and the grid's best configuration at one point, run again in turn after the grid.
 /// The grid's best is the fastest of several noisy runs, so part of its lead can be luck (a
@@ -40,7 +34,7 @@ pub struct AutoRematch {
     pub ratios: Vec<f64>,
 }
 
-fn tlab_sizes(scale: &Scale) -> Vec<TlabPolicy> {
+pub(super) fn tlab_sizes(scale: &Scale) -> Vec<TlabPolicy> {
     let sizes: &[usize] = if scale.quick {
         &[1, 16]
     } else {
@@ -53,7 +47,7 @@ fn tlab_sizes(scale: &Scale) -> Vec<TlabPolicy> {
         .collect()
 }
 
-fn middle_configs(scale: &Scale) -> Vec<MiddleLevelSpec> {
+pub(super) fn middle_configs(scale: &Scale) -> Vec<MiddleLevelSpec> {
     let configs: &[(Level, usize)] = if scale.quick {
         &[
             (Level::Core, 512 << 10),
@@ -102,7 +96,7 @@ pub(super) fn grid(
 }
 
 /// A cell of the grid in the `hab` mode with the levels `auto` picks (no levels given).
-fn grid_auto(scale: &Scale, threads: usize, tlab: TlabPolicy) -> RunSpec {
+pub(super) fn grid_auto(scale: &Scale, threads: usize, tlab: TlabPolicy) -> RunSpec {
     RunSpec {
         mode: Mode::Hab,
         middle: Vec::new(),
@@ -111,13 +105,13 @@ fn grid_auto(scale: &Scale, threads: usize, tlab: TlabPolicy) -> RunSpec {
 }
 
 /// The TLAB settings `auto` is compared at: the smallest fixed size and adaptive sizing.
-fn auto_tlabs(scale: &Scale) -> [TlabPolicy; 2] {
+pub(super) fn auto_tlabs(scale: &Scale) -> [TlabPolicy; 2] {
     [tlab_sizes(scale)[0], TlabPolicy::Adaptive]
 }
 
 /// The fastest configuration of the grid (every middle level, and `tlab` alone) at one
 /// point, by median time per object: its name and its run.
-fn grid_best(
+pub(super) fn grid_best(
     scale: &Scale,
     measured: &Measured,
     threads: usize,
@@ -139,7 +133,7 @@ fn grid_best(
 }
 
 /// Runs `auto` and the grid's best again, in turn, at every point `auto` is compared at.
-fn rematch(
+pub(super) fn rematch(
     scale: &Scale,
     measured: &Measured,
     progress: &indicatif::ProgressBar,
@@ -265,300 +259,4 @@ pub fn specs(scale: &Scale) -> Vec<RunSpec> {
         }
     }
     specs
-}
-
-pub fn render(
-    scale: &Scale,
-    measured: &Measured,
-    (costs, rematches): (&Costs, &[AutoRematch]),
-    figures: &Figures,
-    claims: &mut Claims,
-) -> String {
-    let mut s = String::new();
-    let sizes = tlab_sizes(scale);
-    let configs = middle_configs(scale);
-    let _ = writeln!(
-        s,
-        "## Middle levels: speed-up of `hab` over `tlab` (Kirsch et al., Figures 2 and 3)\n"
-    );
-    render_seed_claim(&mut s, scale, measured, &sizes, &configs, claims);
-    render_speedups(&mut s, scale, measured, &sizes, &configs);
-    render_auto(&mut s, scale, measured, rematches, claims);
-    render_plots(&mut s, scale, measured, &sizes, &configs, figures);
-    render_foreign(&mut s, scale, measured, &sizes, &configs);
-    render_refill_cost(&mut s, scale, measured, costs, claims);
-    render_simulated(&mut s, scale, measured);
-    s
-}
-
-/// The seed's claim, judged on the best middle level's speed-up at each count claims are
-/// judged at (2 threads and every CPU).
-fn render_seed_claim(
-    s: &mut String,
-    scale: &Scale,
-    measured: &Measured,
-    sizes: &[TlabPolicy],
-    configs: &[MiddleLevelSpec],
-    claims: &mut Claims,
-) {
-    // The best middle level's speed-up with the smallest and the largest fixed TLAB.
-    let fixed: Vec<TlabPolicy> = sizes
-        .iter()
-        .copied()
-        .filter(|policy| matches!(policy, TlabPolicy::Fixed(_)))
-        .collect();
-    // The best level's speed-up: base time over its time, the largest median.
-    let speedup = |threads, tlab, level: Option<Level>| {
-        let base = measured
-            .get(&grid(scale, threads, tlab, None))
-            .ns_per_object();
-        configs
-            .iter()
-            .filter(|middle| level.is_none_or(|level| middle.level == level))
-            .map(|&middle| {
-                base.ratio(
-                    measured
-                        .get(&grid(scale, threads, tlab, Some(middle)))
-                        .ns_per_object(),
-                )
-            })
-            .max_by(|a, b| a.median.total_cmp(&b.median))
-            .unwrap_or(Spread::exact(0.0))
-    };
-    let (smallest, largest) = (fixed[0], fixed[fixed.len() - 1]);
-    let mut ours = Vec::new();
-    let mut verdict: Option<Verdict> = None;
-    for threads in scale.threads.claimed() {
-        let (small_spread, large_spread) = (
-            speedup(threads, smallest, None),
-            speedup(threads, largest, None),
-        );
-        let here = Verdict::at_least(small_spread, 1.2)
-            .and(Verdict::at_least(small_spread.ratio(large_spread), 1.0));
-        verdict = Some(verdict.map_or(here, |earlier| earlier.and(here)));
-        let (core_gain, package_gain) = (
-            speedup(threads, smallest, Some(Level::Core)).median,
-            speedup(threads, smallest, Some(Level::Package)).median,
-        );
-        ours.push(format!(
-            "with {threads} threads the best middle level speeds `alloc-array` up {:.2}× with \
-             {smallest} TLABs and {:.2}× with {largest} TLABs; with {smallest} TLABs per-core \
-             buffers give {core_gain:.2}× and per-package ones {package_gain:.2}×",
-            small_spread.median, large_spread.median
-        ));
-    }
-    let packages = match scale.threads.topology() {
-        Some(simulated) => {
-            hab::Topology::simulated(&simulated).map_or(1, |t| t.domains(Level::Package))
-        }
-        None => hab::Topology::discover().domains(Level::Package),
-    };
-    *s += &seed_claim(
-        claims,
-        "Kirsch et al.",
-        "refilling TLABs from per-core (CLAB) or per-processor (PLAB) buffers speeds allocation \
-         up most for small TLABs, whose slow path runs most often, up to about 2× over HotSpot's \
-         TLAB-only configuration; CLABs do slightly better than PLABs.",
-        &format!(
-            "{} (this machine has {packages} package(s){}).",
-            ours.join("; "),
-            if packages == 1 {
-                ", so a per-package buffer is shared by every CPU"
-            } else {
-                ""
-            }
-        ),
-        verdict.expect("claims are judged at one count at least"),
-    );
-}
-
-/// Each middle level's speed-up over `tlab`, per TLAB size and thread count.
-fn render_speedups(
-    s: &mut String,
-    scale: &Scale,
-    measured: &Measured,
-    sizes: &[TlabPolicy],
-    configs: &[MiddleLevelSpec],
-) {
-    let _ =
-        writeln!(
-        s,
-        "`alloc-array`, 16-byte objects, {} objects per run shared among the threads, median of \
-         {} repetitions. Each cell: throughput of `hab` with that middle level over `tlab` with \
-         the same TLAB size, then over `tlab` with adaptive TLABs. Threads: the scaling axis \
-         from 2 to every CPU ({}), then 4 and 16 per CPU (oversubscribed). CPU id from `{}`.\n",
-        scale.grid_objects,
-        scale.repeat.min(3),
-        scale.threads.cpus(),
-        measured.get(&grid(scale, 2, sizes[0], Some(configs[0]))).cpu_id_source
-    );
-    for threads in grid_threads(scale) {
-        let adaptive = measured.get(&grid(scale, threads, TlabPolicy::Adaptive, None));
-        let _ = writeln!(
-            s,
-            "**{threads} threads** (`tlab` with adaptive TLABs: {:.2} ns/object)\n",
-            adaptive.ns_per_alloc
-        );
-        table_header(s, configs, "`tlab` ns/object");
-        for &tlab in sizes {
-            let base = measured.get(&grid(scale, threads, tlab, None));
-            let _ = write!(s, "| {tlab} | {} |", super::shared::spread(base));
-            for &middle in configs {
-                let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
-                let _ = write!(
-                    s,
-                    " {:.2} / {:.2} |",
-                    hab.allocs_per_sec / base.allocs_per_sec,
-                    hab.allocs_per_sec / adaptive.allocs_per_sec
-                );
-            }
-            let _ = writeln!(s);
-        }
-        let _ = writeln!(s);
-    }
-}
-
-/// `auto` against the best configuration of the grid (every middle level, and none), per
-/// thread count, at the smallest TLAB and with adaptive TLABs; the claim judged on the two
-/// run again in turn (`rematches`).
-fn render_auto(
-    s: &mut String,
-    scale: &Scale,
-    measured: &Measured,
-    rematches: &[AutoRematch],
-    claims: &mut Claims,
-) {
-    let _ = writeln!(
-        s,
-        "### `auto` against the grid's best
-
-The `hab` mode with no levels given picks them \
-         from the machine and the heap (`auto`). Against the fastest configuration of the grid \
-         above at the same TLAB setting (every middle level, and `tlab` alone), \
-         ns/object `median (min–max)`. The fastest of several noisy runs is partly the \
-         luckiest, so the two then run again, in turn, {REMATCH_ROUNDS} rounds (each first in \
-         turn); the claim is judged on those rounds' ratios, each of two runs made one after \
-         the other:\n"
-    );
-    let _ = writeln!(
-        s,
-        "| threads | TLABs | `auto` picks | `auto` | the grid's best | best / `auto` in the grid | run again in turn: best / `auto` | claim: `auto` ≥ 95 % of the best |"
-    );
-    let _ = writeln!(s, "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- |");
-    for threads in grid_threads(scale) {
-        for tlab in auto_tlabs(scale) {
-            let auto = measured.get(&grid_auto(scale, threads, tlab));
-            let (best_name, best) = grid_best(scale, measured, threads, tlab);
-            let best = measured.get(&best);
-            let in_grid = best.ns_per_object().ratio(auto.ns_per_object());
-            let again = rematches
-                .iter()
-                .find(|rematch| rematch.threads == threads && rematch.tlab == tlab)
-                .map(|rematch| Spread::of(&rematch.ratios));
-            let verdict = claims.judge(
-                "Self-tuning",
-                &format!(
-                    "`auto` reaches 95 % of the grid's best ({threads} threads, {tlab} TLABs)"
-                ),
-                Verdict::at_least(again.unwrap_or(in_grid), 0.95),
-            );
-            let picked: Vec<String> = auto
-                .levels
-                .iter()
-                .map(|level| format!("{}:{}", level.level, ByteSize::new(level.buffer_bytes)))
-                .collect();
-            let _ = writeln!(
-                s,
-                "| {threads} | {tlab} | `{}` | {} | {} {best_name} | {:.2} | {} | {verdict} |",
-                picked.join(","),
-                super::shared::spread(auto),
-                super::shared::spread(best),
-                in_grid.median,
-                again.map_or("—".to_string(), |ratio| format!(
-                    "{:.2} ({:.2}–{:.2})",
-                    ratio.median, ratio.min, ratio.max
-                )),
-            );
-        }
-    }
-    let _ = writeln!(s);
-}
-
-/// The speed-ups as plots, one per thread count.
-fn render_plots(
-    s: &mut String,
-    scale: &Scale,
-    measured: &Measured,
-    sizes: &[TlabPolicy],
-    configs: &[MiddleLevelSpec],
-    figures: &Figures,
-) {
-    for threads in grid_threads(scale) {
-        let series = configs
-            .iter()
-            .map(|&middle| Series {
-                name: format!("hab {}", MiddleLevelSpec::list_to_string(&[middle])),
-                points: sizes
-                    .iter()
-                    .filter_map(|&tlab| match tlab {
-                        TlabPolicy::Fixed(bytes) => {
-                            let base = measured.get(&grid(scale, threads, tlab, None));
-                            let hab = measured.get(&grid(scale, threads, tlab, Some(middle)));
-                            Some((bytes as f64, hab.allocs_per_sec / base.allocs_per_sec))
-                        }
-                        _ => None,
-                    })
-                    .collect(),
-            })
-            .collect();
-        let title = format!("Speed-up of hab over tlab by TLAB size, {threads} threads");
-        *s += &figures.lines(
-            &format!("kirsch-{threads}-threads"),
-            &LinePlot {
-                title: &title,
-                x_label: "TLAB size (bytes, log scale)",
-                y_label: "throughput of hab / tlab (same TLAB size)",
-                log_x: true,
-                series,
-            },
-        );
-    }
-}
-
-/// The experiment as the report runs it.
-pub struct Middle;
-
-impl Experiment for Middle {
-    fn name(&self) -> &'static str {
-        "Middle levels: speed-up of `hab` over `tlab` (Kirsch et al.)"
-    }
-
-    fn runs(&self, scale: &Scale) -> Vec<RunSpec> {
-        specs(scale)
-    }
-
-    fn steps(&self, cx: &Context) -> usize {
-        grid_threads(&cx.scale).len() * 2 * REMATCH_ROUNDS * 2
-    }
-
-    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        let rematches = rematch(&cx.scale, &cx.measured, progress)?;
-        cx.results.put(rematches);
-        Ok(())
-    }
-
-    fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        render(
-            &cx.scale,
-            &cx.measured,
-            (
-                super::costs::counted(cx),
-                cx.results
-                    .get::<Vec<AutoRematch>>()
-                    .map_or(&[], Vec::as_slice),
-            ),
-            &cx.figures,
-            claims,
-        )
-    }
 }

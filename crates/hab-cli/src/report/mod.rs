@@ -20,25 +20,25 @@ pub mod hotspot_apps;
 pub mod hotspot_apps_section;
 pub mod hotspot_chat;
 pub mod hotspot_hab;
-mod hotspot_hab_tables;
+pub mod hotspot_hab_section;
 pub mod hotspot_observed;
-mod hotspot_observed_tables;
+pub mod hotspot_observed_section;
 mod hotspot_run;
 mod html;
 mod jaffer;
 mod jvm;
 mod middle;
-mod middle_tables;
+pub mod middle_section;
 mod noise;
 mod plot;
 mod scale;
 mod shared;
 mod shipilev;
-mod shipilev_tables;
+pub mod shipilev_section;
 mod summary;
 mod threads;
 mod vm;
-mod vm_chat;
+pub mod vm_section;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -57,17 +57,17 @@ use shared::{Extras, Figures, Measured};
 /// The report's experiments, in the order of their sections. Adding one is a file with a type
 /// that implements [`Experiment`] and a line here.
 pub const EXPERIMENTS: &[&dyn Experiment] = &[
-    &shipilev::Shipilev,
+    &shipilev_section::Shipilev,
     &jaffer::Jaffer,
-    &middle::Middle,
+    &middle_section::Middle,
     &cpu_labs::CpuLabs,
     &concurrency_ids::ConcurrencyIds,
-    &vm::Vm,
+    &vm_section::Vm,
     &end_of_cycle::EndOfCycle,
     &c_runtime::CRuntimeExperiment,
-    &hotspot_hab::HotSpotWithHabs,
+    &hotspot_hab_section::HotSpotWithHabs,
     &hotspot_chat::HotSpotManyThreads,
-    &hotspot_observed::HotSpotObserved,
+    &hotspot_observed_section::HotSpotObserved,
     &hotspot_apps_section::HotSpotApps,
     &costs::CostsExperiment,
 ];

@@ -19,8 +19,8 @@
 #include "runtime/thread.hpp"
 #include "utilities/ostream.hpp"
 
-// HotSpot calls libhab through pointers resolved at start-up (HabCpuLabs uses hab.h's inline
-// bump of a per-CPU buffer).
+// HotSpot calls libhab through pointers resolved at start-up; hab.h gives the types (its inline
+// bump of a per-CPU buffer is the per-CPU LAB mode's).
 #include "gc/shared/hab.h"
 
 #include <pthread.h>

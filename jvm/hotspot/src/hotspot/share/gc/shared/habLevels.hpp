@@ -81,7 +81,7 @@ class HabLevels : AllStatic {
   // cycle ends). Logs the levels (gc+tlab=debug).
   static void retire_all(bool at_collection);
 
-  // At a collection, after retire_all (and HabCpuLabs::end_cycle, which reads the buffers the
+  // At a collection, after retire_all (and after the per-CPU LAB mode has read the buffers the
   // cycle had): with HABLevels=auto, the buffers are resized to follow the cycle's allocation.
   static void resize_for_next_cycle();
 

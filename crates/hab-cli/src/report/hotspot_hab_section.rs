@@ -1,18 +1,13 @@
-//! The tables and claims of HotSpot with HABs (`hotspot_hab`): each grid's speed-ups and
-//! collections against stock, the recorded runs, and the claims on `-XX:+UseHAB` alone.
+//! What HotSpot with HABs says (`hotspot_hab.rs` runs it): each grid's speed-ups and
+//! collections against stock, the recorded runs, the claims on `-XX:+UseHAB` alone, and the
+//! report's section.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::hotspot_hab::{Config, Point, Runs};
+use super::experiment::{Context, Experiment};
+use super::hotspot_hab::*;
 use crate::figures::Spread;
-
-pub(super) fn tlab_label(bytes: Option<usize>) -> String {
-    match bytes {
-        Some(bytes) => format!("{} KiB", bytes >> 10),
-        None => "adaptive".into(),
-    }
-}
 
 fn find<'a>(
     runs: &'a Runs,
@@ -329,5 +324,115 @@ pub(super) fn judge_auto(runs: &Runs, claims: &mut super::claims::Claims) {
                 super::claims::Verdict::not_above(collections(habs), collections(base)),
             );
         }
+    }
+}
+
+/// The experiment as the report runs it: the grid of [`grid_for`] with the JVM that
+/// `jvm/hotspot/build.sh` built, where HotSpot runs in this report.
+pub struct HotSpotWithHabs;
+
+impl Experiment for HotSpotWithHabs {
+    fn name(&self) -> &'static str {
+        "HotSpot with HABs"
+    }
+
+    fn steps(&self, cx: &Context) -> usize {
+        if cx.jvm_skipped.is_none() && built_jdk().is_some() {
+            grids_for(&cx.scale).iter().map(Grid::runs).sum()
+        } else {
+            0
+        }
+    }
+
+    fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
+        if let Some(jar) = &cx.bench_jar {
+            let measured = measure_for_report(&grids_for(&cx.scale), jar, progress);
+            cx.results.put(measured);
+        }
+        Ok(())
+    }
+
+    fn section(&self, cx: &Context, claims: &mut super::claims::Claims) -> String {
+        let measured = cx
+            .results
+            .get::<Result<Vec<Runs>, String>>()
+            .cloned()
+            .unwrap_or_else(|| Err(cx.why_no_jvm()));
+        if let Ok(runs) = &measured {
+            for runs in runs {
+                judge_auto(runs, claims);
+            }
+        }
+        render(&measured)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runs recorded under docs/results parse and render (the report drops a file that
+    /// does not parse, so this is where a stale one shows).
+    #[test]
+    fn the_recorded_runs_render() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.to_string_lossy().contains("hotspot-hab-"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for file in &files {
+            let text = std::fs::read_to_string(file).expect("readable");
+            let runs: Runs =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            assert!(runs.points.iter().any(|p| !p.compiles_per_min.is_empty()));
+            assert!(render_runs(&runs).contains("speed-up of HABs"));
+        }
+        assert_eq!(recorded().len(), files.len());
+        let section = render(&Err("not built".into()));
+        assert!(section.contains("Not run on this machine: not built"));
+    }
+
+    #[test]
+    fn the_grids_hold_what_the_seed_varied() {
+        let grid = Grid::seed(Collector::G1, vec![80], 2, 1);
+        assert_eq!(grid.tlab_bytes.len(), 6);
+        assert!(grid.configs.iter().any(|c| c.label.contains("restartable")));
+        assert!(grid
+            .configs
+            .iter()
+            .any(|c| c.label.contains("compare-and-swap")));
+        assert_eq!(grid.runs(), 6 * grid.configs.len());
+    }
+
+    /// A point of `config` with these collections per round.
+    fn point_with(config: Config, collections: &[u64]) -> Point {
+        Point {
+            config,
+            tlab_bytes: Some(4096),
+            threads: 80,
+            compiles_per_min: vec![600.0; collections.len()],
+            collections: collections.to_vec(),
+            levels: Vec::new(),
+            direct_tlabs: 0,
+            log: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_collections_cell_compares_round_by_round() {
+        let stock = point_with(Config::stock(), &[7, 9, 8, 10]);
+        let habs = point_with(Config::hab("auto", "rseq"), &[8, 7, 8, 9]);
+        assert_eq!(collections_cell(Some(&stock), None), "9 (7–10), 34 in all");
+        assert_eq!(
+            collections_cell(Some(&habs), Some(&stock)),
+            "8 (7–9), 32 in all; 2 fewer, 1 more in 4 rounds"
+        );
+        assert_eq!(collections_cell(None, Some(&stock)), "—");
+        let unrun = point_with(Config::stock(), &[]);
+        assert_eq!(collections_cell(Some(&unrun), None), "—");
     }
 }
