@@ -260,10 +260,13 @@ void HabCpuLabs::print_exit_figures(outputStream* out) {
              Atomic::load(&_declined_objects), _cycles_in_cpu_labs, _cycles_in_tlabs, _flips);
 }
 
-void HabCpuLabs::check_compiled_refill(JavaThread* thread, HeapWord* old_top,
-                                       HeapWord* old_hard_end, HeapWord* object) {
+void HabCpuLabs::check_compiled_refill(JavaThread* thread, const TlabBeforeRefill* before,
+                                       HeapWord* object) {
+  STATIC_ASSERT(sizeof(TlabBeforeRefill) == 7 * wordSize);  // what the stub pushes
   ThreadLocalAllocBuffer& tlab = thread->tlab();
   const size_t reserve_words = ThreadLocalAllocBuffer::alignment_reserve();
+  HeapWord* old_top = before->top;
+  HeapWord* old_hard_end = before->hard_end;
   // fill(start, top, new_size): the object at the start, pf_top at top, the end a reserve
   // before the hard end, the allocation end at the end, a fresh refill waste limit.
   guarantee(tlab.start() == object, "compiled refill: the object " PTR_FORMAT " is not at the new "
@@ -284,17 +287,43 @@ void HabCpuLabs::check_compiled_refill(JavaThread* thread, HeapWord* old_top,
   guarantee(tlab._refill_waste_limit == tlab.initial_refill_waste_limit(), "compiled refill: "
             "refill waste limit " SIZE_FORMAT ", fill sets " SIZE_FORMAT,
             tlab._refill_waste_limit, tlab.initial_refill_waste_limit());
+  // retire: the old TLAB's used bytes to the thread; fill: one refill more.
+  guarantee(before->start <= old_top && old_top <= old_hard_end, "compiled refill: the old TLAB ["
+            PTR_FORMAT ", " PTR_FORMAT ", " PTR_FORMAT ") out of order", p2i(before->start),
+            p2i(old_top), p2i(old_hard_end));
+  uint64_t used_bytes = pointer_delta(old_top, before->start, 1);
+  guarantee((uint64_t)thread->allocated_bytes() == before->thread_allocated_bytes + used_bytes,
+            "compiled refill: the thread's allocated bytes " UINT64_FORMAT ", retire makes them "
+            UINT64_FORMAT, (uint64_t)thread->allocated_bytes(),
+            before->thread_allocated_bytes + used_bytes);
+  guarantee(tlab._number_of_refills == (unsigned)(before->number_of_refills + 1),
+            "compiled refill: %u refills, fill makes them " UINT64_FORMAT,
+            tlab._number_of_refills, before->number_of_refills + 1);
+  size_t tail_words = pointer_delta(old_hard_end, old_top);
   if (object == old_top) {
-    // Extended: the new TLAB runs on from the old top, past the old hard end.
+    // Extended: the new TLAB runs on from the old top, past the old hard end; the tail is in
+    // it, so it counts once in the allocated size and not as refill waste.
     guarantee(tlab.hard_end() > old_hard_end, "compiled refill: an extension that ends at "
               PTR_FORMAT ", not past the old hard end " PTR_FORMAT, p2i(tlab.hard_end()),
               p2i(old_hard_end));
+    guarantee(tlab._allocated_size == before->allocated_size_words + tlab_words - tail_words,
+              "compiled refill: allocated size " SIZE_FORMAT " words after an extension, "
+              UINT64_FORMAT " expected", tlab._allocated_size,
+              (uint64_t)(before->allocated_size_words + tlab_words - tail_words));
+    guarantee(tlab._refill_waste == (unsigned)before->refill_waste_words, "compiled refill: "
+              "refill waste %u after an extension, " UINT64_FORMAT " before", tlab._refill_waste,
+              before->refill_waste_words);
     return;
   }
+  // retire_before_allocation: the tail is refill waste; fill: the new TLAB's words allocated.
+  guarantee(tlab._allocated_size == before->allocated_size_words + tlab_words,
+            "compiled refill: allocated size " SIZE_FORMAT " words, fill makes it " UINT64_FORMAT,
+            tlab._allocated_size, (uint64_t)(before->allocated_size_words + tlab_words));
+  guarantee(tlab._refill_waste == (unsigned)(before->refill_waste_words + tail_words),
+            "compiled refill: refill waste %u, retire_before_allocation makes it " UINT64_FORMAT,
+            tlab._refill_waste, (uint64_t)(before->refill_waste_words + tail_words));
   // insert_filler: [old top, old hard end) one filler object, an int[] for any tail of two
   // words or more (CollectedHeap::fill_with_object), as every tail is (the alignment reserve).
-  guarantee(old_top <= old_hard_end, "compiled refill: old top past the old hard end");
-  size_t tail_words = pointer_delta(old_hard_end, old_top);
   if (tail_words == 0) {
     return;
   }

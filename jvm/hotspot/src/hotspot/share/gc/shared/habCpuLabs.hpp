@@ -171,13 +171,27 @@ class HabCpuLabs : AllStatic {
   static void c2_allocate_in_cpu_lab(MacroAssembler* masm, Register size_bytes,
                                      int64_t con_size_bytes);
 
+  // What C2's TLAB refill stub keeps of the thread before it retires the old TLAB and fills
+  // the new one (with HABVerifyCompiledRefills): one word each, in this order up the stack.
+  struct TlabBeforeRefill {
+    HeapWord* start;
+    HeapWord* top;
+    HeapWord* hard_end;
+    uint64_t thread_allocated_bytes;
+    uint64_t number_of_refills;
+    uint64_t allocated_size_words;
+    uint64_t refill_waste_words;
+  };
+
   // With HABVerifyCompiledRefills, called by C2's TLAB refill stub once it has installed the
   // new TLAB and placed `object` at its start (before its fields are zeroed): checks the TLAB
-  // fields against what ThreadLocalAllocBuffer::fill would have set, and the old TLAB's tail
-  // [old_top, old_hard_end) against the filler insert_filler would have written (none where
-  // the new TLAB extends the old one, from old_top). A failed check stops the VM.
-  static void check_compiled_refill(JavaThread* thread, HeapWord* old_top,
-                                    HeapWord* old_hard_end, HeapWord* object);
+  // fields against what ThreadLocalAllocBuffer::fill would have set, the counters against
+  // what retire_before_allocation and fill would have added (the thread's allocated bytes,
+  // the refills, the allocated size, the refill waste), and the old TLAB's tail
+  // [before->top, before->hard_end) against the filler insert_filler would have written (none
+  // where the new TLAB extends the old one, from its top). A failed check stops the VM.
+  static void check_compiled_refill(JavaThread* thread, const TlabBeforeRefill* before,
+                                    HeapWord* object);
 
   // C2's instance allocation: a stub in a permanent code blob that takes what C2's slow call
   // passes (the klass in j_rarg0) and allocates an instance of an initialized class without a

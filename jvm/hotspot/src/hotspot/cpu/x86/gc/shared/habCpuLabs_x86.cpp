@@ -44,26 +44,6 @@ struct RseqDescriptor {
   uint64_t abort_ip;
 };
 
-// Registers of the stubs that wrap C2's slow calls (generate_slow_call_stub; the interpreter's,
-// C1's and C2's fast-path stubs name their own). C2's slow calls pass the klass in j_rarg0 (rsi) and an array's
-// length in j_rarg1 (rdx), and treat every other register as clobbered; both stay intact on
-// every path to the runtime stub. The object returns in rax.
-static const Register klass = j_rarg0;
-static const Register length = j_rarg1;
-static const Register bytes = rcx;    // the object's size
-static const Register words = r8;     // the chunk a bump claims
-static const Register delta = r9;     // (words << top bits) - words
-static const Register scratch = r10;
-static const Register next = r11;
-static const Register slot = rdi;
-static const Register thread = r15_thread;
-// The TLAB refill's extension (Parallel): the old TLAB's hard end as the buffer word's top
-// field, the delta of an extension, the old TLAB's tail in words. C2's Java calling
-// convention saves none of them across the call.
-static const Register old_hard_end = r13;
-static const Register extension_delta = r14;
-static const Register tail_words = rbx;
-
 // Where a thread's TLAB fields are, from the thread (HotSpot keeps most of them private to
 // the TLAB; HabCpuLabs, its friend, fills this in).
 struct TlabFields {
@@ -81,9 +61,21 @@ struct TlabCycleExit {
   address observed_refill;
 };
 
+// A restartable bump that may extend the TLAB it refills: where the buffer word's top field
+// (read into `top_field`) is `old_hard_end`, the word is bumped by `delta` instead.
+struct BumpExtension {
+  Register top_field;
+  Register old_hard_end;
+  Register delta;
+};
+
 // One stub in a code blob of its own, never freed (the kernel reads a section's descriptor
-// at any preemption, for the VM's life): the descriptor first, then the code.
+// at any preemption, for the VM's life): the descriptor first, then the code. The rseq
+// framing and the emitters every stub shares; each stub names its own registers. The
+// interpreter's and C1's stub and C2's fast-path stub are made here (generate_tiers_stub,
+// generate_c2_stub); the stubs that wrap C2's slow calls in SlowCallStub.
 class HabStub {
+ protected:
   BufferBlob* _blob;
   CodeBuffer _buffer;
   MacroAssembler* _masm;
@@ -91,16 +83,11 @@ class HabStub {
   address _start;
   address _commit;
   Label _miss;
-  // The observed copy of a per-CPU LAB stub in a cycle in TLABs: to a TLAB refill stub.
-  Label _in_tlabs;
 
  public:
   address entry;
-  // Past the first test: where the per-CPU LAB stub sends a TLAB cycle's calls.
-  address checked_entry;
 
-  explicit HabStub(BufferBlob* blob)
-      : _blob(blob), _buffer(blob), _start(NULL), _commit(NULL), checked_entry(NULL) {
+  explicit HabStub(BufferBlob* blob) : _blob(blob), _buffer(blob), _start(NULL), _commit(NULL) {
     _masm = new MacroAssembler(&_buffer);
     __ align(32);
     _descriptor = (RseqDescriptor*)__ pc();
@@ -113,36 +100,11 @@ class HabStub {
 
   MacroAssembler* masm() { return _masm; }
 
-  // The plain copy's first test, one compare of HabCpuLabs::_state with 0: any other state
-  // goes to `observed` (the observed copy, which tells the states apart; NULL: the miss).
-  void first_test(address state, address observed) {
-    __ cmp32(ExternalAddress(state), 0);
-    if (observed == NULL) {
-      __ jcc(Assembler::notEqual, _miss);
-    } else {
-      __ jump_cc(Assembler::notEqual, RuntimeAddress(observed));
-    }
-    checked_entry = __ pc();
-  }
-
-  // The observed copy's first tests: a state with any of `leave_bits` (JFR's per-TLAB events)
-  // misses; one with `in_tlabs_state` (a cycle the flip gave to TLABs; 0: no such cycle) goes
-  // out of line, to the TLAB cycle's exit that finish emits. What passes is a sampler alone.
-  void observed_test(address state, int leave_bits, int in_tlabs_state) {
-    __ testl(__ as_Address(ExternalAddress(state)), leave_bits);
-    __ jcc(Assembler::notZero, _miss);
-    if (in_tlabs_state != 0) {
-      __ testl(__ as_Address(ExternalAddress(state)), in_tlabs_state);
-      __ jcc(Assembler::notZero, _in_tlabs);
-    }
-    checked_entry = __ pc();
-  }
-
   // Observed copies, before the bump: the miss where an object of `size` bytes would take the
   // thread's allocated bytes to its sample mark (HabSampling), through `tmp`. A load, an add,
   // a compare with the mark and a branch.
   void check_sample_mark(Register size, Register tmp) {
-    __ movq(tmp, Address(thread, in_bytes(JavaThread::allocated_bytes_offset())));
+    __ movq(tmp, Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())));
     __ addq(tmp, size);
     __ cmpq(tmp, thread_word(HabSampling::mark_offset()));
     __ jcc(Assembler::aboveEqual, _miss);
@@ -164,41 +126,6 @@ class HabStub {
     if (keep_tmp) {
       __ pop(tmp);  // the flags stay
     }
-  }
-
-  // `bytes` = an instance's size: an initialized class without a finalizer (as the
-  // interpreter's _new checks), of at most `limit_bytes`.
-  void size_instance(int32_t limit_bytes) {
-    __ cmpb(Address(klass, InstanceKlass::init_state_offset()), InstanceKlass::fully_initialized);
-    __ jcc(Assembler::notEqual, _miss);
-    __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
-    __ testl(bytes, Klass::_lh_instance_slow_path_bit);
-    __ jcc(Assembler::notZero, _miss);
-    __ cmpl(bytes, limit_bytes);
-    __ jcc(Assembler::above, _miss);
-  }
-
-  // `bytes` = an array's size: an array klass (a negative layout helper), a length the limit
-  // can hold (a negative one reads as a huge unsigned length), align(header + (length << log2
-  // element size)) at most `limit_bytes`. The shift by cl reads its low six bits, the layout
-  // helper's log2 element size.
-  void size_array(int32_t limit_bytes) {
-    __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
-    __ testl(bytes, bytes);
-    __ jcc(Assembler::positive, _miss);
-    __ cmpl(length, limit_bytes);
-    __ jcc(Assembler::above, _miss);
-    __ movl(words, bytes);
-    __ shrl(words, Klass::_lh_header_size_shift);
-    __ andl(words, Klass::_lh_header_size_mask);
-    __ movl(next, length);
-    __ shlq(next);
-    __ addq(next, words);
-    __ addq(next, MinObjAlignmentInBytesMask);
-    __ andq(next, ~(int32_t)MinObjAlignmentInBytesMask);
-    __ movq(bytes, next);
-    __ cmpq(bytes, limit_bytes);
-    __ jcc(Assembler::above, _miss);
   }
 
   // Opens the section: the descriptor stored (through `scratch`) in the thread's rseq_cs,
@@ -230,18 +157,18 @@ class HabStub {
   // store; then rax is the chunk's address (the old word's top field), and `delta` the levels'
   // base. A preemption, migration or signal before the commit restarts at the abort handler,
   // which misses, as do an index without a buffer and a buffer with too little left (the
-  // subtraction borrows). With `extend` (the slow-call refill stubs), a buffer whose top field
-  // is `old_hard_end` is bumped by `extension_delta` instead, through `next`.
+  // subtraction borrows). With an `extension` (the TLAB refill stubs), a buffer whose top
+  // field is the extension's old hard end is bumped by the extension's delta instead.
   void restartable_bump(const hab_cpu_buffer_path& path, Register slot, Register delta,
-                        bool extend = false) {
+                        const BumpExtension* extension = NULL) {
     enter_section(path, slot, rax);
     __ movq(rax, Address(slot, 0));
-    if (extend) {
-      __ movq(next, rax);
-      __ shlq(next, 64 - HAB_CPU_BUFFER_TOP_BITS);
-      __ shrq(next, 64 - HAB_CPU_BUFFER_TOP_BITS);
-      __ cmpq(next, old_hard_end);
-      __ cmovq(Assembler::equal, delta, extension_delta);
+    if (extension != NULL) {
+      __ movq(extension->top_field, rax);
+      __ shlq(extension->top_field, 64 - HAB_CPU_BUFFER_TOP_BITS);
+      __ shrq(extension->top_field, 64 - HAB_CPU_BUFFER_TOP_BITS);
+      __ cmpq(extension->top_field, extension->old_hard_end);
+      __ cmovq(Assembler::equal, delta, extension->delta);
     }
     __ subq(rax, delta);
     __ jcc(Assembler::below, _miss);
@@ -253,186 +180,6 @@ class HabStub {
     __ shrq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS - LogHeapWordSize);
     __ mov64(delta, (int64_t)path.base);
     __ addq(rax, delta);
-  }
-
-  // The object alone in the buffer (UseHABCPULABs).
-  void place_in_buffer(const hab_cpu_buffer_path& path) {
-    __ movl(words, bytes);
-    __ shrl(words, LogHeapWordSize);
-    delta_of(delta, words);
-    restartable_bump(path, slot, delta);
-  }
-
-  // The object at the start of a new TLAB of the desired size and the object, bumped from the
-  // buffer, as the runtime's refill does (MemAllocator::mem_allocate_inside_tlab_slow): only
-  // where it would refill (a TLAB, no sample due, no more free than the refill waste limit)
-  // and the new TLAB is one the levels carve (at most `max_tlab_words`). After the commit,
-  // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
-  // refill waste) and the new one filled (its statistics, a fresh refill waste limit).
-  //
-  // With `extend` (the space allows it: HabSpace::tlab_extension), where the
-  // buffer's top is the old TLAB's hard end (its last carve was this TLAB, on this CPU), the
-  // new TLAB starts at the old one's top instead: the tail is reused, not wasted, and the
-  // buffer gives only the rest. A thread that keeps its CPU then allocates in one run of
-  // memory, as in one large TLAB. With `block_log` (G1: a region's), only where the new TLAB
-  // stays within the old one's aligned block of 2^block_log bytes.
-  //
-  // `observed`: also only where the new TLAB ends before the thread's sample mark (the old
-  // TLAB's used bytes count to the thread first): a new TLAB that would hold the mark is the
-  // runtime's, which samples its object or shortens the TLAB to the sample point.
-  void place_in_new_tlab(const hab_cpu_buffer_path& path, const TlabFields& tlab,
-                         int32_t max_tlab_words, bool extend, int block_log, bool observed) {
-    __ movq(next, Address(thread, tlab.end));
-    __ testq(next, next);
-    __ jcc(Assembler::zero, _miss);
-    __ cmpq(next, Address(thread, tlab.allocation_end));
-    __ jcc(Assembler::notEqual, _miss);
-    __ subq(next, Address(thread, tlab.top));
-    __ shrq(next, LogHeapWordSize);
-    __ cmpq(next, Address(thread, tlab.refill_waste_limit));
-    __ jcc(Assembler::above, _miss);
-    __ movl(words, bytes);
-    __ shrl(words, LogHeapWordSize);
-    __ addq(words, Address(thread, tlab.desired_size));
-    __ cmpq(words, max_tlab_words);
-    __ jcc(Assembler::above, _miss);
-    if (observed) {
-      __ movq(scratch, Address(thread, tlab.top));
-      __ subq(scratch, Address(thread, tlab.start));
-      __ leaq(scratch, Address(scratch, words, Address::times_8));
-      check_sample_mark(scratch, next);
-    }
-    const int reserve_bytes = (int)ThreadLocalAllocBuffer::alignment_reserve_in_bytes();
-    if (extend) {
-      // The tail's words, the old hard end as a top field, and the extension's delta.
-      __ movq(old_hard_end, Address(thread, tlab.allocation_end));
-      __ addq(old_hard_end, reserve_bytes);
-      __ movq(tail_words, old_hard_end);
-      __ subq(tail_words, Address(thread, tlab.top));
-      __ shrq(tail_words, LogHeapWordSize);
-      // A tail as large as the new TLAB (a refill waste limit raised by many allocations
-      // outside the TLAB) would leave nothing to bump: the runtime takes that rare case.
-      __ cmpq(words, tail_words);
-      __ jcc(Assembler::belowEqual, _miss);
-      __ mov64(scratch, (int64_t)path.base);
-      __ subq(old_hard_end, scratch);
-      __ shrq(old_hard_end, LogHeapWordSize);
-      __ movq(next, words);
-      __ subq(next, tail_words);
-      delta_of(extension_delta, next);
-      if (block_log > 0) {
-        // [old top, old top + words) past its block: a top field no buffer word holds (all
-        // ones), so that the section never extends.
-        Label within_block;
-        __ movq(next, Address(thread, tlab.top));
-        __ leaq(scratch, Address(next, words, Address::times_8, -1));
-        __ xorq(scratch, next);
-        __ shrq(scratch, block_log);
-        __ jcc(Assembler::zero, within_block);
-        __ mov64(old_hard_end, -1);
-        __ bind(within_block);
-      }
-    }
-    delta_of(delta, words);
-    restartable_bump(path, slot, delta, extend);
-    if (HABVerifyCompiledRefills) {
-      // Past the commit nothing misses: the old top and hard end kept for the check below.
-      __ movq(scratch, Address(thread, tlab.top));
-      __ push(scratch);
-      __ movq(scratch, Address(thread, tlab.allocation_end));
-      __ addq(scratch, reserve_bytes);
-      __ push(scratch);
-    }
-    // The old TLAB's used bytes count to the thread, however the new one starts.
-    __ movq(next, Address(thread, tlab.top));
-    __ movq(scratch, next);
-    __ subq(scratch, Address(thread, tlab.start));
-    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
-    Label fill;
-    if (extend) {
-      // Extended (the chunk starts at the hard end, kept in `slot` for the filler otherwise):
-      // the new TLAB starts at the old top, and the tail, now in it, leaves the allocated size.
-      Label fresh;
-      __ movq(slot, Address(thread, tlab.allocation_end));
-      __ addq(slot, reserve_bytes);
-      __ cmpq(rax, slot);
-      __ jcc(Assembler::notEqual, fresh);
-      if (block_log > 0) {
-        // A fresh chunk can start at the hard end too, where the block check ruled the
-        // extension out (the next block's buffer starts there).
-        __ cmpq(old_hard_end, (int32_t)-1);
-        __ jcc(Assembler::equal, fresh);
-      }
-      __ movq(rax, next);
-      __ subq(Address(thread, tlab.allocated_size), tail_words);
-      __ jmp(fill);
-      __ bind(fresh);
-    }
-    // Retire the old TLAB: [top, hard end) becomes an int[], as TLAB::insert_filler makes it.
-    const int filler_header_bytes = arrayOopDesc::base_offset_in_bytes(T_INT);
-    Klass* filler_klass = Universe::intArrayKlassObj();
-    if (!extend) {
-      __ movq(slot, Address(thread, tlab.allocation_end));
-      __ addq(slot, reserve_bytes);
-    }
-    __ subq(slot, next);
-    __ movl(scratch, slot);
-    __ shrl(scratch, LogHeapWordSize);
-    __ addl(Address(thread, tlab.refill_waste), scratch);
-    __ movptr(Address(next, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
-    if (UseCompressedClassPointers) {
-      __ movl(Address(next, oopDesc::klass_offset_in_bytes()),
-              (int32_t)CompressedKlassPointers::encode(filler_klass));
-    } else {
-      __ mov64(scratch, (int64_t)filler_klass);
-      __ movq(Address(next, oopDesc::klass_offset_in_bytes()), scratch);
-    }
-    __ subq(slot, filler_header_bytes);
-    __ shrq(slot, exact_log2(sizeof(jint)));
-    __ movl(Address(next, arrayOopDesc::length_offset_in_bytes()), slot);
-    // Fill the new one: the object at its start (rax).
-    __ bind(fill);
-    __ movq(Address(thread, tlab.start), rax);
-    __ leaq(next, Address(rax, bytes, Address::times_1));
-    __ movq(Address(thread, tlab.top), next);
-    __ movq(Address(thread, tlab.pf_top), next);
-    __ leaq(next, Address(rax, words, Address::times_8, -reserve_bytes));
-    __ movq(Address(thread, tlab.end), next);
-    __ movq(Address(thread, tlab.allocation_end), next);
-    __ incrementl(Address(thread, tlab.number_of_refills));
-    __ addq(Address(thread, tlab.allocated_size), words);
-    __ movq(next, Address(thread, tlab.desired_size));
-    __ shrq(next, exact_log2(TLABRefillWasteFraction));
-    __ movq(Address(thread, tlab.refill_waste_limit), next);
-    if (HABVerifyCompiledRefills) {
-      // HabCpuLabs::check_compiled_refill(thread, old top, old hard end, object), every
-      // register kept (pusha's 16 words sit above the two pushed after the commit).
-      __ pusha();
-      __ movq(c_rarg0, thread);
-      __ movq(c_rarg1, Address(rsp, 17 * wordSize));
-      __ movq(c_rarg2, Address(rsp, 16 * wordSize));
-      __ movq(c_rarg3, rax);
-      __ call_VM_leaf(CAST_FROM_FN_PTR(address, HabCpuLabs::check_compiled_refill), 4);
-      __ popa();
-      __ addq(rsp, 2 * wordSize);
-    }
-  }
-
-  // Zeroes every word of the object in rax but its mark word (the klass, its gap or an
-  // array's length are written after); leaves 0 in `words`.
-  void zero_fields() {
-    Label header, loop;
-    __ xorl(words, words);
-    __ movl(slot, bytes);
-    __ shrl(slot, LogHeapWordSize);
-    __ decrement(slot);
-    __ jcc(Assembler::zero, header);
-    __ bind(loop);
-    __ movq(Address(rax, slot, Address::times_8, 0), words);
-    __ decrement(slot);
-    __ jcc(Assembler::notZero, loop);
-    __ bind(header);
-    __ movptr(Address(rax, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
   }
 
   // The interpreter's and C1's stub, whole: called with the object's size in rax (bytes), it
@@ -474,7 +221,7 @@ class HabStub {
     delta_of(change, count);
     restartable_bump(path, index, change);
     __ shlq(count, LogHeapWordSize);
-    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), count);
+    __ addq(Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())), count);
     __ pop(change);
     __ pop(count);
     __ pop(index);
@@ -540,7 +287,7 @@ class HabStub {
         default: __ prefetchnta(ahead); break;
       }
     }
-    __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), size);
+    __ addq(Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())), size);
     __ ret(0);
     __ bind(_miss);
     __ bind(zero);
@@ -553,32 +300,7 @@ class HabStub {
     return entry;
   }
 
-  // The end of an object's path: outside a TLAB, the thread's allocated bytes (ThreadMXBean)
-  // count the object (a TLAB's count when it is retired); it returns. Then the TLAB cycle's
-  // exit where observed_test sends one (`tlab_cycle`, NULL: none), the miss, the abort handler
-  // after the signature the kernel checks, and the descriptor.
-  address finish(address runtime_stub, bool count_object, const char* what,
-                 const TlabCycleExit* tlab_cycle) {
-    if (count_object) {
-      __ addq(Address(thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
-    }
-    __ ret(0);
-    if (tlab_cycle != NULL) {
-      // A TLAB cycle: the plain refill where nothing else is in the state, else the observed.
-      __ bind(_in_tlabs);
-      __ cmp32(ExternalAddress(tlab_cycle->state), tlab_cycle->in_tlabs_state);
-      __ jump_cc(Assembler::equal, RuntimeAddress(tlab_cycle->plain_refill));
-      __ jump(RuntimeAddress(tlab_cycle->observed_refill));
-    }
-    __ bind(_miss);
-    __ jump(RuntimeAddress(runtime_stub));
-    close_section();
-    log_info(gc, init)("HAB: C2 %s (stub at " PTR_FORMAT ", %d bytes)", what, p2i(entry),
-                       (int)(__ pc() - entry));
-    return entry;
-  }
-
- private:
+ protected:
   // Ends the stub: the signature the kernel checks before an abort handler, the handler (a
   // miss), and the section's descriptor, now that the code is there.
   void close_section() {
@@ -629,6 +351,334 @@ class HabStub {
   }
 };
 
+// A stub that wraps one of C2's slow calls (new instance, new array): it places the object in
+// a per-CPU LAB (generate_cpu_lab_call_stub) or at the start of a new TLAB
+// (generate_tlab_refill_stub), and misses to the runtime stub C2 would have called. Its
+// registers follow that call: C2 passes the klass in j_rarg0 (rsi) and an array's length in
+// j_rarg1 (rdx) and treats every other register as clobbered; klass and length stay intact on
+// every path to the runtime stub. The object returns in rax.
+class SlowCallStub : public HabStub {
+ public:
+  static const Register klass;    // j_rarg0
+  static const Register length;   // j_rarg1 (arrays)
+  static const Register bytes;    // the object's size
+  static const Register words;    // the chunk a bump claims
+  static const Register delta;    // the packed word's change for it
+  static const Register scratch;
+  static const Register next;
+  static const Register slot;     // the thread's index, then its buffer's word
+  // The TLAB refill's extension (HabSpace::tlab_extension): the old TLAB's hard end as a
+  // buffer word's top field, the extension's delta, the old TLAB's tail in words.
+  static const Register old_hard_end;
+  static const Register extension_delta;
+  static const Register tail_words;
+
+  // Past the first test(s): where the per-CPU LAB stub sends a TLAB cycle's calls.
+  address checked_entry;
+
+  explicit SlowCallStub(BufferBlob* blob) : HabStub(blob), checked_entry(NULL) {}
+
+  // The plain copy's first test, one compare of HabCpuLabs::_state with 0: any other state
+  // goes to `observed` (the observed copy, which tells the states apart; NULL: the miss).
+  void first_test(address state, address observed) {
+    __ cmp32(ExternalAddress(state), 0);
+    if (observed == NULL) {
+      __ jcc(Assembler::notEqual, _miss);
+    } else {
+      __ jump_cc(Assembler::notEqual, RuntimeAddress(observed));
+    }
+    checked_entry = __ pc();
+  }
+
+  // The observed copy's first tests: a state with any of `leave_bits` (JFR's per-TLAB events)
+  // misses; one with `in_tlabs_state` (a cycle the flip gave to TLABs; 0: no such cycle) goes
+  // out of line, to the TLAB cycle's exit that finish emits. What passes is a sampler alone.
+  void observed_test(address state, int leave_bits, int in_tlabs_state) {
+    __ testl(__ as_Address(ExternalAddress(state)), leave_bits);
+    __ jcc(Assembler::notZero, _miss);
+    if (in_tlabs_state != 0) {
+      __ testl(__ as_Address(ExternalAddress(state)), in_tlabs_state);
+      __ jcc(Assembler::notZero, _in_tlabs);
+    }
+    checked_entry = __ pc();
+  }
+
+  // `bytes` = the object's size, of at most `limit_bytes`: an instance of an initialized
+  // class without a finalizer (as the interpreter's _new checks), or (`array`) an array klass
+  // (a negative layout helper) with a length the limit can hold (a negative one reads as a
+  // huge unsigned length), align(header + (length << log2 element size)). The shift by cl
+  // reads its low six bits, the layout helper's log2 element size.
+  void size_object(bool array, int32_t limit_bytes) {
+    if (!array) {
+      __ cmpb(Address(klass, InstanceKlass::init_state_offset()), InstanceKlass::fully_initialized);
+      __ jcc(Assembler::notEqual, _miss);
+      __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
+      __ testl(bytes, Klass::_lh_instance_slow_path_bit);
+      __ jcc(Assembler::notZero, _miss);
+      __ cmpl(bytes, limit_bytes);
+      __ jcc(Assembler::above, _miss);
+      return;
+    }
+    __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
+    __ testl(bytes, bytes);
+    __ jcc(Assembler::positive, _miss);
+    __ cmpl(length, limit_bytes);
+    __ jcc(Assembler::above, _miss);
+    __ movl(words, bytes);
+    __ shrl(words, Klass::_lh_header_size_shift);
+    __ andl(words, Klass::_lh_header_size_mask);
+    __ movl(next, length);
+    __ shlq(next);
+    __ addq(next, words);
+    __ addq(next, MinObjAlignmentInBytesMask);
+    __ andq(next, ~(int32_t)MinObjAlignmentInBytesMask);
+    __ movq(bytes, next);
+    __ cmpq(bytes, limit_bytes);
+    __ jcc(Assembler::above, _miss);
+  }
+
+  // The object alone in the buffer (UseHABCPULABs).
+  void place_in_buffer(const hab_cpu_buffer_path& path) {
+    __ movl(words, bytes);
+    __ shrl(words, LogHeapWordSize);
+    delta_of(delta, words);
+    restartable_bump(path, slot, delta);
+  }
+
+  // The object at the start of a new TLAB of the desired size and the object, bumped from the
+  // buffer, as the runtime's refill does (MemAllocator::mem_allocate_inside_tlab_slow): only
+  // where it would refill (a TLAB, no sample due, no more free than the refill waste limit)
+  // and the new TLAB is one the levels carve (at most `max_tlab_words`). After the commit,
+  // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
+  // refill waste) and the new one filled (its statistics, a fresh refill waste limit).
+  //
+  // With `extend` (the space allows it: HabSpace::tlab_extension), where the
+  // buffer's top is the old TLAB's hard end (its last carve was this TLAB, on this CPU), the
+  // new TLAB starts at the old one's top instead: the tail is reused, not wasted, and the
+  // buffer gives only the rest. A thread that keeps its CPU then allocates in one run of
+  // memory, as in one large TLAB. With `block_log` (G1: a region's), only where the new TLAB
+  // stays within the old one's aligned block of 2^block_log bytes.
+  //
+  // `observed`: also only where the new TLAB ends before the thread's sample mark (the old
+  // TLAB's used bytes count to the thread first): a new TLAB that would hold the mark is the
+  // runtime's, which samples its object or shortens the TLAB to the sample point.
+  void place_in_new_tlab(const hab_cpu_buffer_path& path, const TlabFields& tlab,
+                         int32_t max_tlab_words, bool extend, int block_log, bool observed) {
+    __ movq(next, Address(r15_thread, tlab.end));
+    __ testq(next, next);
+    __ jcc(Assembler::zero, _miss);
+    __ cmpq(next, Address(r15_thread, tlab.allocation_end));
+    __ jcc(Assembler::notEqual, _miss);
+    __ subq(next, Address(r15_thread, tlab.top));
+    __ shrq(next, LogHeapWordSize);
+    __ cmpq(next, Address(r15_thread, tlab.refill_waste_limit));
+    __ jcc(Assembler::above, _miss);
+    __ movl(words, bytes);
+    __ shrl(words, LogHeapWordSize);
+    __ addq(words, Address(r15_thread, tlab.desired_size));
+    __ cmpq(words, max_tlab_words);
+    __ jcc(Assembler::above, _miss);
+    if (observed) {
+      __ movq(scratch, Address(r15_thread, tlab.top));
+      __ subq(scratch, Address(r15_thread, tlab.start));
+      __ leaq(scratch, Address(scratch, words, Address::times_8));
+      check_sample_mark(scratch, next);
+    }
+    const int reserve_bytes = (int)ThreadLocalAllocBuffer::alignment_reserve_in_bytes();
+    if (extend) {
+      // The tail's words, the old hard end as a top field, and the extension's delta.
+      __ movq(old_hard_end, Address(r15_thread, tlab.allocation_end));
+      __ addq(old_hard_end, reserve_bytes);
+      __ movq(tail_words, old_hard_end);
+      __ subq(tail_words, Address(r15_thread, tlab.top));
+      __ shrq(tail_words, LogHeapWordSize);
+      // A tail as large as the new TLAB (a refill waste limit raised by many allocations
+      // outside the TLAB) would leave nothing to bump: the runtime takes that rare case.
+      __ cmpq(words, tail_words);
+      __ jcc(Assembler::belowEqual, _miss);
+      __ mov64(scratch, (int64_t)path.base);
+      __ subq(old_hard_end, scratch);
+      __ shrq(old_hard_end, LogHeapWordSize);
+      __ movq(next, words);
+      __ subq(next, tail_words);
+      delta_of(extension_delta, next);
+      if (block_log > 0) {
+        // [old top, old top + words) past its block: a top field no buffer word holds (all
+        // ones), so that the section never extends.
+        Label within_block;
+        __ movq(next, Address(r15_thread, tlab.top));
+        __ leaq(scratch, Address(next, words, Address::times_8, -1));
+        __ xorq(scratch, next);
+        __ shrq(scratch, block_log);
+        __ jcc(Assembler::zero, within_block);
+        __ mov64(old_hard_end, -1);
+        __ bind(within_block);
+      }
+    }
+    delta_of(delta, words);
+    const BumpExtension extension = {next, old_hard_end, extension_delta};
+    restartable_bump(path, slot, delta, extend ? &extension : NULL);
+    if (HABVerifyCompiledRefills) {
+      // Past the commit nothing misses: the old TLAB's fields and the counters the refill
+      // changes, kept for the check below as a HabCpuLabs::TlabBeforeRefill (the last field
+      // pushed first).
+      __ movl(scratch, Address(r15_thread, tlab.refill_waste));
+      __ push(scratch);
+      __ pushptr(Address(r15_thread, tlab.allocated_size));
+      __ movl(scratch, Address(r15_thread, tlab.number_of_refills));
+      __ push(scratch);
+      __ pushptr(Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())));
+      __ movq(scratch, Address(r15_thread, tlab.allocation_end));
+      __ addq(scratch, reserve_bytes);
+      __ push(scratch);
+      __ pushptr(Address(r15_thread, tlab.top));
+      __ pushptr(Address(r15_thread, tlab.start));
+    }
+    // The old TLAB's used bytes count to the thread, however the new one starts.
+    __ movq(next, Address(r15_thread, tlab.top));
+    __ movq(scratch, next);
+    __ subq(scratch, Address(r15_thread, tlab.start));
+    __ addq(Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())), scratch);
+    Label fill;
+    if (extend) {
+      // Extended (the chunk starts at the hard end, kept in `slot` for the filler otherwise):
+      // the new TLAB starts at the old top, and the tail, now in it, leaves the allocated size.
+      Label fresh;
+      __ movq(slot, Address(r15_thread, tlab.allocation_end));
+      __ addq(slot, reserve_bytes);
+      __ cmpq(rax, slot);
+      __ jcc(Assembler::notEqual, fresh);
+      if (block_log > 0) {
+        // A fresh chunk can start at the hard end too, where the block check ruled the
+        // extension out (the next block's buffer starts there).
+        __ cmpq(old_hard_end, (int32_t)-1);
+        __ jcc(Assembler::equal, fresh);
+      }
+      __ movq(rax, next);
+      __ subq(Address(r15_thread, tlab.allocated_size), tail_words);
+      __ jmp(fill);
+      __ bind(fresh);
+    }
+    // Retire the old TLAB: [top, hard end) becomes an int[], as TLAB::insert_filler makes it.
+    const int filler_header_bytes = arrayOopDesc::base_offset_in_bytes(T_INT);
+    Klass* filler_klass = Universe::intArrayKlassObj();
+    if (!extend) {
+      __ movq(slot, Address(r15_thread, tlab.allocation_end));
+      __ addq(slot, reserve_bytes);
+    }
+    __ subq(slot, next);
+    __ movl(scratch, slot);
+    __ shrl(scratch, LogHeapWordSize);
+    __ addl(Address(r15_thread, tlab.refill_waste), scratch);
+    __ movptr(Address(next, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
+    if (UseCompressedClassPointers) {
+      __ movl(Address(next, oopDesc::klass_offset_in_bytes()),
+              (int32_t)CompressedKlassPointers::encode(filler_klass));
+    } else {
+      __ mov64(scratch, (int64_t)filler_klass);
+      __ movq(Address(next, oopDesc::klass_offset_in_bytes()), scratch);
+    }
+    __ subq(slot, filler_header_bytes);
+    __ shrq(slot, exact_log2(sizeof(jint)));
+    __ movl(Address(next, arrayOopDesc::length_offset_in_bytes()), slot);
+    // Fill the new one: the object at its start (rax).
+    __ bind(fill);
+    __ movq(Address(r15_thread, tlab.start), rax);
+    __ leaq(next, Address(rax, bytes, Address::times_1));
+    __ movq(Address(r15_thread, tlab.top), next);
+    __ movq(Address(r15_thread, tlab.pf_top), next);
+    __ leaq(next, Address(rax, words, Address::times_8, -reserve_bytes));
+    __ movq(Address(r15_thread, tlab.end), next);
+    __ movq(Address(r15_thread, tlab.allocation_end), next);
+    __ incrementl(Address(r15_thread, tlab.number_of_refills));
+    __ addq(Address(r15_thread, tlab.allocated_size), words);
+    __ movq(next, Address(r15_thread, tlab.desired_size));
+    __ shrq(next, exact_log2(TLABRefillWasteFraction));
+    __ movq(Address(r15_thread, tlab.refill_waste_limit), next);
+    if (HABVerifyCompiledRefills) {
+      // HabCpuLabs::check_compiled_refill(thread, what was before, object), every register
+      // kept (pusha's 16 words sit below what was pushed after the commit).
+      const int before_words = (int)(sizeof(HabCpuLabs::TlabBeforeRefill) / wordSize);
+      __ pusha();
+      __ movq(c_rarg0, r15_thread);
+      __ leaq(c_rarg1, Address(rsp, 16 * wordSize));
+      __ movq(c_rarg2, rax);
+      __ call_VM_leaf(CAST_FROM_FN_PTR(address, HabCpuLabs::check_compiled_refill), 3);
+      __ popa();
+      __ addq(rsp, before_words * wordSize);
+    }
+  }
+
+  // Zeroes every word of the object in rax but its mark word (the klass, its gap or an
+  // array's length are written after); leaves 0 in `words`.
+  void zero_fields() {
+    Label header, loop;
+    __ xorl(words, words);
+    __ movl(slot, bytes);
+    __ shrl(slot, LogHeapWordSize);
+    __ decrement(slot);
+    __ jcc(Assembler::zero, header);
+    __ bind(loop);
+    __ movq(Address(rax, slot, Address::times_8, 0), words);
+    __ decrement(slot);
+    __ jcc(Assembler::notZero, loop);
+    __ bind(header);
+    __ movptr(Address(rax, oopDesc::mark_offset_in_bytes()), (intptr_t)markWord::prototype().value());
+  }
+
+  // The object's header past its mark word: an array's length, or an instance's klass gap;
+  // then its klass.
+  void store_header(bool array) {
+    if (array) {
+      __ movl(Address(rax, arrayOopDesc::length_offset_in_bytes()), length);
+    } else {
+      __ store_klass_gap(rax, words);
+    }
+    __ store_klass(rax, klass, scratch);
+  }
+
+  // The end of an object's path: outside a TLAB, the thread's allocated bytes (ThreadMXBean)
+  // count the object (a TLAB's count when it is retired); it returns. Then the TLAB cycle's
+  // exit where observed_test sends one (`tlab_cycle`, NULL: none), the miss, the abort handler
+  // after the signature the kernel checks, and the descriptor.
+  address finish(address runtime_stub, bool count_object, const char* what,
+                 const TlabCycleExit* tlab_cycle) {
+    if (count_object) {
+      __ addq(Address(r15_thread, in_bytes(JavaThread::allocated_bytes_offset())), bytes);
+    }
+    __ ret(0);
+    if (tlab_cycle != NULL) {
+      // A TLAB cycle: the plain refill where nothing else is in the state, else the observed.
+      __ bind(_in_tlabs);
+      __ cmp32(ExternalAddress(tlab_cycle->state), tlab_cycle->in_tlabs_state);
+      __ jump_cc(Assembler::equal, RuntimeAddress(tlab_cycle->plain_refill));
+      __ jump(RuntimeAddress(tlab_cycle->observed_refill));
+    }
+    __ bind(_miss);
+    __ jump(RuntimeAddress(runtime_stub));
+    close_section();
+    log_info(gc, init)("HAB: C2 %s (stub at " PTR_FORMAT ", %d bytes)", what, p2i(entry),
+                       (int)(__ pc() - entry));
+    return entry;
+  }
+
+ private:
+  // The observed copy of a per-CPU LAB stub in a cycle in TLABs: to a TLAB refill stub.
+  Label _in_tlabs;
+};
+
+const Register SlowCallStub::klass = j_rarg0;
+const Register SlowCallStub::length = j_rarg1;
+const Register SlowCallStub::bytes = rcx;
+const Register SlowCallStub::words = r8;
+const Register SlowCallStub::delta = r9;
+const Register SlowCallStub::scratch = r10;
+const Register SlowCallStub::next = r11;
+const Register SlowCallStub::slot = rdi;
+const Register SlowCallStub::old_hard_end = r13;
+const Register SlowCallStub::extension_delta = r14;
+const Register SlowCallStub::tail_words = rbx;
+
 // Why the TLAB refill stub cannot keep the runtime's rules here (NULL: it can).
 static const char* no_compiled_refill() {
   if (!HABCompiledRefill) {
@@ -643,98 +693,108 @@ static const char* no_compiled_refill() {
   return NULL;
 }
 
-// Where a stub is entered: by C2's calls, and past its first test(s).
+// Where a slow-call stub is entered: by C2's calls, and past its first test(s).
 struct StubEntries {
   address entry;
   address checked_entry;
 };
 
-// How a stub starts. The plain copy: one compare of the state with 0, any other state to
-// `observed` (NULL: the runtime). The observed copy (`observed`): JFR's per-TLAB events to the
-// runtime; a TLAB cycle (`in_tlabs_state`, 0: none) to `plain_refill` or `observed_refill`;
-// then the object's size, the sample mark and the bump.
-struct StubStart {
-  bool observed;
-  address observed_copy;
-  int in_tlabs_state;
-  address plain_refill;
-  address observed_refill;
-};
+static const StubEntries no_stub = {NULL, NULL};
 
-// One of the stubs that wrap C2's slow calls, for instances or arrays (`array`): it places the
-// object in a per-CPU LAB (`cpu_labs`) or in a new TLAB (whose fields are `tlab`), started as
-// `start` says, with the registers of the file's top. NULL entries where the code cache has no
-// room.
-static StubEntries generate_slow_call_stub(address runtime_stub, bool array, bool cpu_labs,
-                                           const StubStart& start,
-                                           const hab_cpu_buffer_path& path,
-                                           const TlabFields& tlab, volatile int* state) {
-  const char* kind = array ? "arrays" : "instances";
-  // The largest stub (arrays, TLAB refills, observed) is about 680 bytes, with its descriptor
-  // and alignment 740.
+// A blob for a slow-call stub, named for -XX:+PrintStubCode, hs_err files and the code
+// cache's listings (the blob keeps the name): "HAB new_instance refill (observed)" and the
+// like. NULL, with a warning, where the code cache has no room. The largest stub (arrays, TLAB
+// refills, observed, checked) is under 800 bytes with its descriptor and alignment.
+static BufferBlob* slow_call_blob(bool array, bool refill, bool observed) {
   char name[64];
   jio_snprintf(name, sizeof(name), "HAB new_%s%s%s", array ? "array" : "instance",
-               cpu_labs ? "" : " refill", start.observed ? " (observed)" : "");
-  // The blob keeps the name (hs_err files and the code cache's listings print it).
+               refill ? " refill" : "", observed ? " (observed)" : "");
   BufferBlob* blob = BufferBlob::create(os::strdup(name, mtCode), 1024);
   if (blob == NULL) {
-    warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates them "
-            "through the runtime", kind);
-    StubEntries none = {NULL, NULL};
-    return none;
+    warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates %s through "
+            "the runtime", name, array ? "arrays" : "instances");
+  }
+  return blob;
+}
+
+// The stub that places C2's slow-call objects (instances or arrays: `array`) at the start of
+// a new TLAB, from the per-CPU buffers, where the runtime would refill. The plain copy sends
+// any state but 0 to `observed_copy` (NULL: the runtime); the `observed` copy leaves JFR's
+// per-TLAB events to the runtime and a new TLAB that would hold the thread's sample mark.
+static StubEntries generate_tlab_refill_stub(address runtime_stub, bool array, bool observed,
+                                             address observed_copy,
+                                             const hab_cpu_buffer_path& path,
+                                             const TlabFields& tlab, volatile int* state) {
+  BufferBlob* blob = slow_call_blob(array, true, observed);
+  if (blob == NULL) {
+    return no_stub;
   }
   // Objects in a new TLAB: at most what the levels carve as a TLAB, beside its desired size.
   size_t max_tlab_words = MIN3(HabLevels::max_tlab_words(), ThreadLocalAllocBuffer::max_size(),
                                (size_t)(max_jint / HeapWordSize));
-  int32_t limit_bytes = cpu_labs ? (int32_t)HABCPULABObjectLimit
-                                 : (int32_t)(max_tlab_words * HeapWordSize);
-  HabStub stub(blob);
-  MacroAssembler* _masm = stub.masm();
-  if (start.observed) {
-    stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, start.in_tlabs_state);
+  SlowCallStub stub(blob);
+  if (observed) {
+    stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, 0);
   } else {
-    stub.first_test((address)state, start.observed_copy);
+    stub.first_test((address)state, observed_copy);
   }
-  if (array) {
-    stub.size_array(limit_bytes);
-  } else {
-    stub.size_instance(limit_bytes);
-  }
-  if (cpu_labs) {
-    if (start.observed) {
-      stub.check_sample_mark(bytes, scratch);
-    }
-    stub.place_in_buffer(path);
-  } else {
-    // Extensions where the space allows them: within a region under G1, whose TLABs must not
-    // cross one; anywhere in Parallel's eden, but not across the per-node pieces of a NUMA eden.
-    const HabTlabExtension extension = HabLevels::tlab_extension();
-    stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, extension.allowed,
-                           extension.block_bytes == 0 ? 0 : exact_log2(extension.block_bytes),
-                           start.observed);
-  }
+  stub.size_object(array, (int32_t)(max_tlab_words * HeapWordSize));
+  // Extensions where the space allows them: within a region under G1, whose TLABs must not
+  // cross one; anywhere in Parallel's eden, but not across the per-node pieces of a NUMA eden.
+  const HabTlabExtension extension = HabLevels::tlab_extension();
+  stub.place_in_new_tlab(path, tlab, (int32_t)max_tlab_words, extension.allowed,
+                         extension.block_bytes == 0 ? 0 : exact_log2(extension.block_bytes),
+                         observed);
   stub.zero_fields();
-  if (array) {
-    __ movl(Address(rax, arrayOopDesc::length_offset_in_bytes()), length);
-  } else {
-    __ store_klass_gap(rax, words);
-  }
-  __ store_klass(rax, klass, scratch);
+  stub.store_header(array);
   char what[200];
-  const char* copy = start.observed ? ", observed: to the runtime at sample marks" : "";
-  if (cpu_labs) {
-    jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs%s%s",
-                 kind, HABCPULABObjectLimit,
-                 start.in_tlabs_state != 0 || start.observed_copy != NULL ? " (TLAB cycles: the refill stub)" : "",
-                 copy);
-  } else {
-    jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers%s%s", kind,
-                 UseHABCPULABs ? " (in the cycles the flip gives to TLABs)" : "", copy);
+  jio_snprintf(what, sizeof(what), "refills TLABs for %s from per-CPU buffers%s%s",
+               array ? "arrays" : "instances",
+               UseHABCPULABs ? " (in the cycles the flip gives to TLABs)" : "",
+               observed ? ", observed: to the runtime at sample marks" : "");
+  stub.finish(runtime_stub, false, what, NULL);
+  StubEntries entries = {stub.entry, stub.checked_entry};
+  return entries;
+}
+
+// The stub that places C2's slow-call objects of up to HABCPULABObjectLimit bytes alone in
+// the per-CPU LABs (UseHABCPULABs). The plain copy sends any state but 0 to `observed_copy`
+// (NULL: the runtime). The observed copy (`tlab_cycle` non-NULL) leaves JFR's per-TLAB events
+// to the runtime, sends a cycle the flip gave to TLABs to the refill stubs (`tlab_cycle`'s
+// state 0: no such cycle), and misses at the thread's sample mark.
+static StubEntries generate_cpu_lab_call_stub(address runtime_stub, bool array,
+                                              address observed_copy,
+                                              const TlabCycleExit* tlab_cycle,
+                                              const hab_cpu_buffer_path& path,
+                                              volatile int* state) {
+  const bool observed = tlab_cycle != NULL;
+  BufferBlob* blob = slow_call_blob(array, false, observed);
+  if (blob == NULL) {
+    return no_stub;
   }
-  TlabCycleExit tlab_cycle = {(address)state, start.in_tlabs_state, start.plain_refill,
-                              start.observed_refill};
-  stub.finish(runtime_stub, cpu_labs, what,
-              start.observed && start.in_tlabs_state != 0 ? &tlab_cycle : NULL);
+  SlowCallStub stub(blob);
+  if (observed) {
+    stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, tlab_cycle->in_tlabs_state);
+  } else {
+    stub.first_test((address)state, observed_copy);
+  }
+  stub.size_object(array, (int32_t)HABCPULABObjectLimit);
+  if (observed) {
+    stub.check_sample_mark(SlowCallStub::bytes, SlowCallStub::scratch);
+  }
+  stub.place_in_buffer(path);
+  stub.zero_fields();
+  stub.store_header(array);
+  const bool to_refill = observed && tlab_cycle->in_tlabs_state != 0 &&
+                         tlab_cycle->plain_refill != runtime_stub;
+  char what[200];
+  jio_snprintf(what, sizeof(what), "allocates %s of up to " INTX_FORMAT " bytes in per-CPU LABs%s%s",
+               array ? "arrays" : "instances", HABCPULABObjectLimit,
+               to_refill ? " (TLAB cycles: the refill stubs)" : "",
+               observed ? ", observed: to the runtime at sample marks"
+                        : (observed_copy != NULL ? " (other states: the observed copy)" : ""));
+  stub.finish(runtime_stub, true, what,
+              observed && tlab_cycle->in_tlabs_state != 0 ? tlab_cycle : NULL);
   StubEntries entries = {stub.entry, stub.checked_entry};
   return entries;
 }
@@ -776,30 +836,31 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
   // The TLAB refill stubs: with UseHAB alone, and for the TLAB cycles of a flipping
   // UseHABCPULABs.
   bool flips = UseHABCPULABs && HABFlip;
-  StubEntries refill = {NULL, NULL};
-  StubEntries observed_refill = {NULL, NULL};
+  StubEntries refill = no_stub;
+  StubEntries observed_refill = no_stub;
   if (!UseHABCPULABs || flips) {
     const char* why_not = no_compiled_refill();
     if (why_not != NULL) {
       log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
     } else {
-      StubStart observed = {true, NULL, 0, NULL, NULL};
-      observed_refill = generate_slow_call_stub(runtime_stub, array, false, observed, path, tlab, &_state);
-      StubStart start = {false, observed_refill.entry, 0, NULL, NULL};
-      refill = generate_slow_call_stub(runtime_stub, array, false, start, path, tlab, &_state);
+      observed_refill = generate_tlab_refill_stub(runtime_stub, array, true, NULL, path, tlab,
+                                                  &_state);
+      refill = generate_tlab_refill_stub(runtime_stub, array, false, observed_refill.entry,
+                                         path, tlab, &_state);
     }
   }
   if (!UseHABCPULABs) {
     return refill.entry != NULL ? refill.entry : runtime_stub;
   }
   // A TLAB cycle's calls skip the refill stubs' first tests, which the per-CPU LAB stubs made.
-  address plain_refill = refill.entry != NULL ? refill.checked_entry : runtime_stub;
-  address sampled_refill = observed_refill.entry != NULL ? observed_refill.checked_entry
-                                                         : runtime_stub;
-  StubStart observed = {true, NULL, flips ? IN_TLABS : 0, plain_refill, sampled_refill};
-  StubEntries observed_labs = generate_slow_call_stub(runtime_stub, array, true, observed, path, tlab, &_state);
-  StubStart start = {false, observed_labs.entry, 0, NULL, NULL};
-  StubEntries labs = generate_slow_call_stub(runtime_stub, array, true, start, path, tlab, &_state);
+  TlabCycleExit tlab_cycle = {
+    (address)&_state, flips ? IN_TLABS : 0,
+    refill.entry != NULL ? refill.checked_entry : runtime_stub,
+    observed_refill.entry != NULL ? observed_refill.checked_entry : runtime_stub};
+  StubEntries observed_labs = generate_cpu_lab_call_stub(runtime_stub, array, NULL, &tlab_cycle,
+                                                         path, &_state);
+  StubEntries labs = generate_cpu_lab_call_stub(runtime_stub, array, observed_labs.entry, NULL,
+                                                path, &_state);
   return labs.entry != NULL ? labs.entry : runtime_stub;
 }
 
