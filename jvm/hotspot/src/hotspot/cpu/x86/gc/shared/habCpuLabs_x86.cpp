@@ -110,6 +110,26 @@ class HabStub {
     __ jcc(Assembler::aboveEqual, _miss);
   }
 
+  // The first test of the interpreter's, C1's and C2's stubs. The observed copy
+  // (`observed_state`: the bits it leaves to the slow path) sends those states to `slow`; the
+  // plain copy (`observed_state` 0) compares the state with 0 (through `tmp` where the state
+  // is out of rip-relative reach, kept where `keep_tmp`) and sends any other state to
+  // `observed_copy` (NULL: to `slow`).
+  void state_test(address state, int observed_state, address observed_copy, Label& slow,
+                  Register tmp, bool keep_tmp) {
+    if (observed_state != 0) {
+      __ testl(__ as_Address(ExternalAddress(state)), observed_state);
+      __ jcc(Assembler::notZero, slow);
+      return;
+    }
+    compare_state_with_zero(state, tmp, keep_tmp);
+    if (observed_copy != NULL) {
+      __ jump_cc(Assembler::notEqual, RuntimeAddress(observed_copy));
+    } else {
+      __ jcc(Assembler::notEqual, slow);
+    }
+  }
+
   // Compares the word at `state` with 0: rip-relative where the code cache reaches it (as here
   // in practice), else through `tmp` (saved around it when `keep_tmp`).
   void compare_state_with_zero(address state, Register tmp, bool keep_tmp) {
@@ -197,17 +217,7 @@ class HabStub {
     const Register change = r11;  // the packed word's delta
     const Register index = rdi;   // the thread's index, then its buffer
     const bool observed = observed_state != 0;
-    if (observed) {
-      __ testl(__ as_Address(ExternalAddress(state)), observed_state);
-      __ jcc(Assembler::notZero, zero);
-    } else {
-      compare_state_with_zero(state, index, true);
-      if (observed_copy != NULL) {
-        __ jump_cc(Assembler::notEqual, RuntimeAddress(observed_copy));
-      } else {
-        __ jcc(Assembler::notEqual, zero);
-      }
-    }
+    state_test(state, observed_state, observed_copy, zero, index, true);
     __ cmpq(rax, limit_bytes);
     __ jcc(Assembler::above, zero);
     __ push(index);
@@ -263,17 +273,9 @@ class HabStub {
     delta_of(change, index);
     *sized_entry = __ pc();
     const bool observed = observed_state != 0;
+    state_test(state, observed_state, observed_copy, zero, index, false);
     if (observed) {
-      __ testl(__ as_Address(ExternalAddress(state)), observed_state);
-      __ jcc(Assembler::notZero, zero);
       check_sample_mark(size, index);
-    } else {
-      compare_state_with_zero(state, index, false);
-      if (observed_copy != NULL) {
-        __ jump_cc(Assembler::notEqual, RuntimeAddress(observed_copy));
-      } else {
-        __ jcc(Assembler::notEqual, zero);
-      }
     }
     restartable_bump(path, index, change);
     // C2's own allocation prefetch (AllocatePrefetchStyle, Instr, Distance), one line ahead
