@@ -56,9 +56,9 @@ pub(crate) struct HotspotHabArgs {
     #[arg(long, value_delimiter = ',', value_parser = on_off, requires = "apps")]
     jfr: Vec<bool>,
     /// Untimed and timed iterations of each application per run (--apps).
-    #[arg(long, default_value_t = 2, requires = "apps")]
+    #[arg(long, default_value_t = report::hotspot_apps::WARMUP_ITERATIONS, requires = "apps")]
     warmup: usize,
-    #[arg(long, default_value_t = 3, requires = "apps")]
+    #[arg(long, default_value_t = report::hotspot_apps::TIMED_ITERATIONS, requires = "apps")]
     iterations: usize,
     /// `bench/apps`'s build: apps.jar and lib/ (--apps).
     #[arg(long, default_value = "bench/apps/target", requires = "apps")]

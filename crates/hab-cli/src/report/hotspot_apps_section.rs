@@ -6,7 +6,10 @@ use std::fmt::Write as _;
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
-use super::hotspot_apps::{configs, measure, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP};
+use super::hotspot_apps::{
+    configs, measure, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP, TIMED_ITERATIONS,
+    WARMUP_ITERATIONS,
+};
 use super::hotspot_chat::{CPU_LABS, CPU_LABS_ALWAYS, HABS, STOCK};
 use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
 use super::plot::BarPlot;
@@ -18,11 +21,36 @@ fn time(point: &AppPoint) -> Option<Spread> {
     (!times.is_empty()).then(|| Spread::of(&times))
 }
 
-fn collections(point: &AppPoint) -> Option<Spread> {
+/// A point's young collections as a spread over its rounds.
+fn young_counts(point: &AppPoint) -> Option<Spread> {
     let counts: Vec<f64> = point
         .runs
         .iter()
         .map(|r| r.young_collections as f64)
+        .collect();
+    (!counts.is_empty()).then(|| Spread::of(&counts))
+}
+
+/// Whether every run of `points` kept its allocated bytes.
+fn all_allocated(points: [&AppPoint; 2]) -> bool {
+    points
+        .iter()
+        .all(|p| p.runs.iter().all(|r| r.allocated_bytes.is_some()))
+}
+
+/// A point's young collections as a spread over its rounds, + 1 (so that an application that
+/// collects rarely does not divide by zero), per GB the workers allocated where `per_gb`.
+fn collections(point: &AppPoint, per_gb: bool) -> Option<Spread> {
+    let counts: Vec<f64> = point
+        .runs
+        .iter()
+        .map(|r| {
+            let count = r.young_collections as f64 + 1.0;
+            match r.allocated_bytes {
+                Some(bytes) if per_gb => count / (bytes.max(1) as f64 / 1e9),
+                _ => count,
+            }
+        })
         .collect();
     (!counts.is_empty()).then(|| Spread::of(&counts))
 }
@@ -124,16 +152,12 @@ pub fn relative(runs: &AppsRuns, setting: Setting, label: &str) -> Relative {
             continue;
         };
         let time = time(point).zip(time(stock)).map(|(p, s)| p.ratio(s));
-        // Collections: +1 on both sides, so that an application that collects rarely does not
-        // divide by zero.
-        let plus_one = |s: Spread| Spread {
-            median: s.median + 1.0,
-            min: s.min + 1.0,
-            max: s.max + 1.0,
-        };
-        let gcs = collections(point)
-            .zip(collections(stock))
-            .map(|(p, s)| plus_one(p).ratio(plus_one(s)));
+        // Collections per GB allocated where both points kept their allocated bytes: the same
+        // work allocates more or less as the JIT eliminates allocations.
+        let per_gb = all_allocated([point, stock]);
+        let gcs = collections(point, per_gb)
+            .zip(collections(stock, per_gb))
+            .map(|(p, s)| p.ratio(s));
         per_app.push((app.clone(), time, gcs));
     }
     let times: Vec<Spread> = per_app.iter().filter_map(|(_, t, _)| *t).collect();
@@ -191,7 +215,9 @@ pub fn render(runs: &AppsRuns) -> String {
         let _ = writeln!(out, "#### {}\n", setting.title());
         let _ = writeln!(
             out,
-            "Time and young collections × stock (below 1: faster, fewer).\n"
+            "Time and young collections × stock (below 1: faster, fewer); collections per GB the \
+             workers allocated where the runs kept it (the same work allocates more or less as \
+             the JIT eliminates allocations).\n"
         );
         let _ = write!(out, "| application | stock ms | stock young GCs |");
         for label in &labels[1..] {
@@ -222,7 +248,7 @@ pub fn render(runs: &AppsRuns) -> String {
                 out,
                 "| {app} | {} | {} |",
                 cell(time(stock), 0),
-                cell(collections(stock), 0)
+                cell(young_counts(stock), 0)
             );
             for relative in &relatives {
                 let (time, gcs) = relative
@@ -386,8 +412,8 @@ pub fn report_plan(scale: &super::scale::Scale) -> Option<Plan> {
         youngs: vec![Young::Tight],
         threads: vec![cpus, 8 * cpus],
         jfr: vec![false],
-        warmup: 2,
-        iterations: 3,
+        warmup: WARMUP_ITERATIONS,
+        iterations: TIMED_ITERATIONS,
         repeat: 1,
     };
     match scale.name {
@@ -488,6 +514,7 @@ mod tests {
                 .map(|(&median_ms, &young_collections)| AppRun {
                     median_ms,
                     young_collections,
+                    allocated_bytes: None,
                     allocated_mb_per_s: 100.0,
                     tlab_waste_bytes: 0,
                     level_waste_bytes: 0,
@@ -545,6 +572,28 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("every one of the 4 runs"), "{table}");
+    }
+
+    #[test]
+    fn collections_are_per_allocated_gigabyte_where_every_run_kept_it() {
+        let with_bytes = |mut p: AppPoint, bytes: u64| {
+            p.runs[0].allocated_bytes = Some(bytes);
+            p
+        };
+        // Stock: 10 collections for 2 GB; per-CPU LABs: 10 for 4 GB, half as many per GB.
+        let both = runs(vec![
+            with_bytes(point("h2", STOCK, &[100.0], &[9]), 2_000_000_000),
+            with_bytes(point("h2", CPU_LABS, &[100.0], &[9]), 4_000_000_000),
+        ]);
+        let gcs = relative(&both, settings(&both)[0], CPU_LABS).collections;
+        assert!((gcs.unwrap().median - 0.5).abs() < 1e-9, "{gcs:?}");
+        // One side without its bytes (a run recorded before they were kept): raw counts.
+        let one = runs(vec![
+            point("h2", STOCK, &[100.0], &[9]),
+            with_bytes(point("h2", CPU_LABS, &[100.0], &[9]), 4_000_000_000),
+        ]);
+        let gcs = relative(&one, settings(&one)[0], CPU_LABS).collections;
+        assert!((gcs.unwrap().median - 1.0).abs() < 1e-9, "{gcs:?}");
     }
 
     #[test]
