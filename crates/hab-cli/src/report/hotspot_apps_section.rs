@@ -345,7 +345,7 @@ pub fn judge(runs: &AppsRuns, claims: &mut Claims) {
                 if let Some(collections) = relative.collections {
                     claims.judge(
                         SOURCE,
-                        &format!("{label}: no more young collections than stock, geometric mean over the suite ({title})"),
+                        &format!("{label}: no more young collections per GB allocated than stock, geometric mean over the suite ({title})"),
                         Verdict::at_most(collections, 1.0),
                     );
                 }
@@ -356,7 +356,7 @@ pub fn judge(runs: &AppsRuns, claims: &mut Claims) {
                 if let Some(collections) = relative(runs, setting, label).collections {
                     claims.judge(
                         SOURCE,
-                        &format!("{label}: at least 1 % fewer young collections than stock, geometric mean over the suite ({title})"),
+                        &format!("{label}: at least 1 % fewer young collections per GB allocated than stock, geometric mean over the suite ({title})"),
                         Verdict::at_most(collections, 0.99),
                     );
                 }
@@ -475,8 +475,9 @@ impl Experiment for HotSpotApps {
              (`bench/apps`: H2, Lucene indexing and searching, Jackson, javac, the Kotlin and \
              Scala compilers), each with fixed work split among the threads and a checksum that \
              must be stock's, in every HAB configuration against stock. A time ratio below 1 is \
-             faster than stock; collections are young ones over the timed iterations (ratios of \
-             counts + 1). `hab hotspot-hab --apps` runs the same with both collectors, both \
+             faster than stock; collections are young ones over the timed iterations, per GB the \
+             workers allocated (ratios of counts + 1), after 10 untimed iterations that let C2 \
+             compile the applications. `hab hotspot-hab --apps` runs the same with both collectors, both \
              young generations and JFR.\n\n",
         );
         match cx.results.get::<Result<AppsRuns, String>>() {
