@@ -15,20 +15,20 @@ use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
 use super::plot::BarPlot;
 use crate::figures::Spread;
 
+/// `value` of each of a point's runs as a spread over its rounds.
+fn spread(point: &AppPoint, value: impl Fn(&AppRun) -> f64) -> Option<Spread> {
+    let values: Vec<f64> = point.runs.iter().map(value).collect();
+    (!values.is_empty()).then(|| Spread::of(&values))
+}
+
 /// A point's median time as a spread over its rounds.
 fn time(point: &AppPoint) -> Option<Spread> {
-    let times: Vec<f64> = point.runs.iter().map(|r| r.median_ms).collect();
-    (!times.is_empty()).then(|| Spread::of(&times))
+    spread(point, |r| r.median_ms)
 }
 
 /// A point's young collections as a spread over its rounds.
 fn young_counts(point: &AppPoint) -> Option<Spread> {
-    let counts: Vec<f64> = point
-        .runs
-        .iter()
-        .map(|r| r.young_collections as f64)
-        .collect();
-    (!counts.is_empty()).then(|| Spread::of(&counts))
+    spread(point, |r| r.young_collections as f64)
 }
 
 /// Whether every run of `points` kept its allocated bytes.
@@ -41,18 +41,13 @@ fn all_allocated(points: [&AppPoint; 2]) -> bool {
 /// A point's young collections as a spread over its rounds, + 1 (so that an application that
 /// collects rarely does not divide by zero), per GB the workers allocated where `per_gb`.
 fn collections(point: &AppPoint, per_gb: bool) -> Option<Spread> {
-    let counts: Vec<f64> = point
-        .runs
-        .iter()
-        .map(|r| {
-            let count = r.young_collections as f64 + 1.0;
-            match r.allocated_bytes {
-                Some(bytes) if per_gb => count / (bytes.max(1) as f64 / 1e9),
-                _ => count,
-            }
-        })
-        .collect();
-    (!counts.is_empty()).then(|| Spread::of(&counts))
+    spread(point, |r| {
+        let count = r.young_collections as f64 + 1.0;
+        match r.allocated_bytes {
+            Some(bytes) if per_gb => count / (bytes.max(1) as f64 / 1e9),
+            _ => count,
+        }
+    })
 }
 
 /// The geometric mean of `ratios`' medians, smallest and largest values.
