@@ -2,7 +2,7 @@
 //! chat, the observed JVM, the real applications), each printing its tables and keeping its
 //! runs as JSON.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::{limits, parse_size, report};
 
@@ -63,7 +63,8 @@ pub(crate) struct HotspotHabArgs {
     /// `bench/apps`'s build: apps.jar and lib/ (--apps).
     #[arg(long, default_value = "bench/apps/target", requires = "apps")]
     apps_dir: PathBuf,
-    /// Where to write the applications' runs as JSON, after every round (--apps).
+    /// Where to write the applications' runs as JSON, after every round (--apps); with
+    /// --from, the files' runs merged into one.
     #[arg(long, requires = "apps")]
     apps_out: Option<PathBuf>,
     /// Timed rounds of the Observed loop per run, and millions of objects per round
@@ -89,9 +90,12 @@ pub(crate) struct HotspotHabArgs {
     /// Leave out the grid's configurations whose levels are these (e.g. core:1M).
     #[arg(long, value_delimiter = ',')]
     skip_levels: Vec<String>,
-    /// Print the tables of runs written earlier with --out, and run nothing.
-    #[arg(long, conflicts_with = "out")]
-    from: Option<PathBuf>,
+    /// Print the tables of runs written earlier with --out (--apps-out), and run nothing.
+    /// With --apps, several files, comma-separated, are taken as rounds of one plan (the same
+    /// machine, JVM and iterations): each point's runs one file after another; --apps-out
+    /// then writes them as one file.
+    #[arg(long, conflicts_with = "out", value_delimiter = ',')]
+    from: Vec<PathBuf>,
     /// Where to write the runs as JSON, after every run (`hab report` renders docs/results/hotspot-hab-*.json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -102,10 +106,11 @@ pub(crate) fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
     if args.apps {
         return hotspot_apps(&args);
     }
-    if let Some(from) = &args.from {
-        let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
-        let runs: Runs =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
+    if let Some(from) = args.from.first() {
+        if args.from.len() > 1 {
+            return Err("--from: the javac grid's tables come from one file".into());
+        }
+        let runs: Runs = read_json(from).map_err(|e| format!("--from {e}"))?;
         print!("{}", report::hotspot_hab_section::render_runs(&runs));
         return Ok(());
     }
@@ -185,12 +190,7 @@ pub(crate) fn hotspot_hab(mut args: HotspotHabArgs) -> Result<(), String> {
         },
         |runs| {
             if let Some(out) = &args.out {
-                let written = serde_json::to_string_pretty(runs)
-                    .map_err(|e| e.to_string())
-                    .and_then(|json| {
-                        std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))
-                    });
-                if let Err(e) = written {
+                if let Err(e) = write_json(out, runs) {
                     write_error.get_or_insert(e);
                 }
             }
@@ -244,11 +244,22 @@ fn hotspot_observed(args: &HotspotHabArgs) -> Result<(), String> {
         },
     )?;
     if let Some(out) = &args.observed_out {
-        let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
-        std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))?;
+        write_json(out, &runs)?;
     }
     print!("{}", report::hotspot_observed_section::render_runs(&runs));
     Ok(())
+}
+
+/// Runs written earlier as JSON, read back.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `runs` written to `path` as JSON.
+fn write_json(path: &Path, runs: &impl serde::Serialize) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(runs).map_err(|e| e.to_string())?;
+    std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `given`, or `all` when nothing is given.
@@ -273,10 +284,16 @@ fn on_off(text: &str) -> Result<bool, String> {
 fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
     use report::hotspot_apps::{self, AppsRuns, Plan, Young, APPS};
     use report::hotspot_apps_section::{checksum_failures, render};
-    if let Some(from) = &args.from {
-        let text = std::fs::read_to_string(from).map_err(|e| format!("{}: {e}", from.display()))?;
-        let runs: AppsRuns =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", from.display()))?;
+    if let Some((first, rest)) = args.from.split_first() {
+        let read = |path: &PathBuf| read_json::<AppsRuns>(path).map_err(|e| format!("--from {e}"));
+        let mut runs = read(first)?;
+        for path in rest {
+            runs.absorb(read(path)?)
+                .map_err(|e| format!("--from {} and {}: {e}", first.display(), path.display()))?;
+        }
+        if let Some(out) = &args.apps_out {
+            write_json(out, &runs)?;
+        }
         print!("{}", render(&runs));
         return Ok(());
     }
@@ -328,10 +345,7 @@ fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
             eprintln!("[{done}/{total}] {what}");
         },
         |runs| match &args.apps_out {
-            Some(out) => {
-                let json = serde_json::to_string_pretty(runs).map_err(|e| e.to_string())?;
-                std::fs::write(out, json).map_err(|e| format!("{}: {e}", out.display()))
-            }
+            Some(out) => write_json(out, runs),
             None => Ok(()),
         },
     )?;

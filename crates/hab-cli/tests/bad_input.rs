@@ -131,6 +131,14 @@ const CASES: &[(&str, &str)] = &[
         "--iterations 0: must be at least 1",
     ),
     ("hotspot-hab --young tight", "--apps"),
+    (
+        "hotspot-hab --from a.json,b.json",
+        "--from: the javac grid's tables come from one file",
+    ),
+    (
+        "hotspot-hab --apps --from /nonexistent/runs.json",
+        "--from /nonexistent/runs.json: No such file",
+    ),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
     ("run --tlab-size 0", "--tlab-size: 0 bytes"),

@@ -157,6 +157,88 @@ pub struct AppsRuns {
     pub points: Vec<AppPoint>,
 }
 
+impl AppsRuns {
+    /// Takes `other`'s runs in as further rounds: a point both hold gets `other`'s runs after
+    /// its own, a point only `other` holds is added, and the plan becomes both plans' union
+    /// (`repeat`: the most rounds a point now has). Rounds recorded apart (another evening,
+    /// another setting) are comparable only from the same machine, JVM and iterations, and
+    /// a configuration must mean the same flags in both: otherwise an error says what differs
+    /// and nothing is taken.
+    pub fn absorb(&mut self, other: AppsRuns) -> Result<(), String> {
+        let differs = if other.machine != self.machine {
+            Some(format!(
+                "machines ({:?}, {:?})",
+                self.machine, other.machine
+            ))
+        } else if other.jvm != self.jvm {
+            Some(format!("JVMs ({:?}, {:?})", self.jvm, other.jvm))
+        } else if (other.plan.warmup, other.plan.iterations)
+            != (self.plan.warmup, self.plan.iterations)
+        {
+            Some(format!(
+                "iterations (--warmup {} --iterations {}, --warmup {} --iterations {})",
+                self.plan.warmup, self.plan.iterations, other.plan.warmup, other.plan.iterations
+            ))
+        } else {
+            other.points.iter().find_map(|theirs| {
+                let ours = self.points.iter().find(|p| p.label_matches(theirs))?;
+                (ours.config.flags != theirs.config.flags).then(|| {
+                    format!(
+                        "flags for {:?} ({:?}, {:?})",
+                        ours.config.label, ours.config.flags, theirs.config.flags
+                    )
+                })
+            })
+        };
+        if let Some(what) = differs {
+            return Err(format!(
+                "recorded on different {what}: not rounds of one plan"
+            ));
+        }
+        union(&mut self.plan.apps, other.plan.apps);
+        union(&mut self.plan.collectors, other.plan.collectors);
+        union(&mut self.plan.youngs, other.plan.youngs);
+        union(&mut self.plan.threads, other.plan.threads);
+        union(&mut self.plan.jfr, other.plan.jfr);
+        for theirs in other.points {
+            match self.points.iter_mut().find(|p| p.label_matches(&theirs)) {
+                Some(ours) => ours.runs.extend(theirs.runs),
+                None => self.points.push(theirs),
+            }
+        }
+        self.plan.repeat = self.points.iter().map(|p| p.runs.len()).max().unwrap_or(0);
+        Ok(())
+    }
+}
+
+impl AppPoint {
+    /// Whether `other` is the same application, setting and configuration.
+    fn label_matches(&self, other: &AppPoint) -> bool {
+        (
+            self.app.as_str(),
+            self.collector,
+            self.young,
+            self.threads,
+            self.jfr,
+        ) == (
+            other.app.as_str(),
+            other.collector,
+            other.young,
+            other.threads,
+            other.jfr,
+        ) && self.config.label == other.config.label
+    }
+}
+
+/// `into` followed by the items of `from` it lacks, in `from`'s order.
+fn union<T: PartialEq>(into: &mut Vec<T>, from: Vec<T>) {
+    for item in from {
+        if !into.contains(&item) {
+            into.push(item);
+        }
+    }
+}
+
 /// `bench/apps`, in this repository.
 pub fn suite_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/apps")

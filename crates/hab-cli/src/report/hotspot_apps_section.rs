@@ -26,6 +26,25 @@ fn time(point: &AppPoint) -> Option<Spread> {
     spread(point, |r| r.median_ms)
 }
 
+/// `value` of `point` over `stock`'s as a spread over the rounds. Where both ran the same
+/// rounds, each round's own ratio: a round runs an application's configurations back to back,
+/// so a slow spell of a shared machine falls on both sides of it. Otherwise (rounds merged from
+/// recordings that lack one of them) the widest ratio of the two spreads.
+fn paired(point: &AppPoint, stock: &AppPoint, value: impl Fn(&AppRun) -> f64) -> Option<Spread> {
+    if point.runs.len() == stock.runs.len() && !point.runs.is_empty() {
+        let ratios: Vec<f64> = point
+            .runs
+            .iter()
+            .zip(&stock.runs)
+            .map(|(p, s)| value(p) / value(s))
+            .collect();
+        return Some(Spread::of(&ratios));
+    }
+    spread(point, &value)
+        .zip(spread(stock, &value))
+        .map(|(p, s)| p.ratio(s))
+}
+
 /// A point's young collections as a spread over its rounds.
 fn young_counts(point: &AppPoint) -> Option<Spread> {
     spread(point, |r| r.young_collections as f64)
@@ -38,16 +57,14 @@ fn all_allocated(points: [&AppPoint; 2]) -> bool {
         .all(|p| p.runs.iter().all(|r| r.allocated_bytes.is_some()))
 }
 
-/// A point's young collections as a spread over its rounds, + 1 (so that an application that
-/// collects rarely does not divide by zero), per GB the workers allocated where `per_gb`.
-fn collections(point: &AppPoint, per_gb: bool) -> Option<Spread> {
-    spread(point, |r| {
-        let count = r.young_collections as f64 + 1.0;
-        match r.allocated_bytes {
-            Some(bytes) if per_gb => count / (bytes.max(1) as f64 / 1e9),
-            _ => count,
-        }
-    })
+/// A run's young collections + 1 (so that an application that collects rarely does not divide
+/// by zero), per GB the workers allocated where `per_gb`.
+fn collections(run: &AppRun, per_gb: bool) -> f64 {
+    let count = run.young_collections as f64 + 1.0;
+    match run.allocated_bytes {
+        Some(bytes) if per_gb => count / (bytes.max(1) as f64 / 1e9),
+        _ => count,
+    }
 }
 
 /// The geometric mean of `ratios`' medians, smallest and largest values.
@@ -97,7 +114,8 @@ impl Setting {
     }
 }
 
-/// The settings of `runs`, in the plan's order.
+/// The settings of `runs` that have runs, in the plan's order (a union of plans may name
+/// settings none of them ran).
 pub fn settings(runs: &AppsRuns) -> Vec<Setting> {
     let plan = &runs.plan;
     let mut all = vec![];
@@ -105,12 +123,19 @@ pub fn settings(runs: &AppsRuns) -> Vec<Setting> {
         for &young in &plan.youngs {
             for &threads in &plan.threads {
                 for &jfr in &plan.jfr {
-                    all.push(Setting {
+                    let setting = Setting {
                         collector,
                         young,
                         threads,
                         jfr,
-                    });
+                    };
+                    if runs
+                        .points
+                        .iter()
+                        .any(|p| setting.holds(p) && !p.runs.is_empty())
+                    {
+                        all.push(setting);
+                    }
                 }
             }
         }
@@ -134,11 +159,17 @@ pub struct Relative {
     pub time: Option<Spread>,
     pub collections: Option<Spread>,
     pub per_app: Vec<AppRatios>,
+    /// The suite's geometric means (time, collections) round by round, where every
+    /// application ran the configuration and stock in the same rounds: what each whole round
+    /// of the suite said on its own. Empty otherwise.
+    pub per_round: Vec<(f64, f64)>,
 }
 
 /// [`Relative`] of `label` in `setting`.
 pub fn relative(runs: &AppsRuns, setting: Setting, label: &str) -> Relative {
     let mut per_app = vec![];
+    // Each application's (time, collections) ratios round by round, where paired.
+    let mut rounds: Vec<Option<Vec<(f64, f64)>>> = vec![];
     for app in &runs.plan.apps {
         let (Some(point), Some(stock)) = (
             find(runs, setting, app, label),
@@ -146,14 +177,25 @@ pub fn relative(runs: &AppsRuns, setting: Setting, label: &str) -> Relative {
         ) else {
             continue;
         };
-        let time = time(point).zip(time(stock)).map(|(p, s)| p.ratio(s));
+        let time = paired(point, stock, |r| r.median_ms);
         // Collections per GB allocated where both points kept their allocated bytes: the same
         // work allocates more or less as the JIT eliminates allocations.
         let per_gb = all_allocated([point, stock]);
-        let gcs = collections(point, per_gb)
-            .zip(collections(stock, per_gb))
-            .map(|(p, s)| p.ratio(s));
+        let gcs = paired(point, stock, |r| collections(r, per_gb));
         per_app.push((app.clone(), time, gcs));
+        rounds.push((point.runs.len() == stock.runs.len()).then(|| {
+            point
+                .runs
+                .iter()
+                .zip(&stock.runs)
+                .map(|(p, s)| {
+                    (
+                        p.median_ms / s.median_ms,
+                        collections(p, per_gb) / collections(s, per_gb),
+                    )
+                })
+                .collect()
+        }));
     }
     let times: Vec<Spread> = per_app.iter().filter_map(|(_, t, _)| *t).collect();
     let gcs: Vec<Spread> = per_app.iter().filter_map(|(_, _, c)| *c).collect();
@@ -161,7 +203,39 @@ pub fn relative(runs: &AppsRuns, setting: Setting, label: &str) -> Relative {
         time: geomean(&times),
         collections: geomean(&gcs),
         per_app,
+        per_round: suite_per_round(&rounds),
     }
+}
+
+/// The geometric means over the applications of each round's ratios, where every application
+/// has the same paired rounds.
+fn suite_per_round(rounds: &[Option<Vec<(f64, f64)>>]) -> Vec<(f64, f64)> {
+    let Some(Some(first)) = rounds.first() else {
+        return vec![];
+    };
+    let count = first.len();
+    if rounds
+        .iter()
+        .any(|r| r.as_ref().is_none_or(|r| r.len() != count))
+    {
+        return vec![];
+    }
+    let apps = rounds.len() as f64;
+    (0..count)
+        .map(|round| {
+            let log_sum = |pick: fn(&(f64, f64)) -> f64| {
+                rounds
+                    .iter()
+                    .flatten()
+                    .map(|r| pick(&r[round]).ln())
+                    .sum::<f64>()
+            };
+            (
+                (log_sum(|r| r.0) / apps).exp(),
+                (log_sum(|r| r.1) / apps).exp(),
+            )
+        })
+        .collect()
 }
 
 /// Runs whose checksum was not stock's recorded one, as `app, configuration: status`.
@@ -194,6 +268,15 @@ fn mib(bytes: f64) -> f64 {
     bytes / (1024.0 * 1024.0)
 }
 
+/// How many rounds `runs`' points have: `3`, or `1–3` where they differ.
+fn rounds(runs: &AppsRuns) -> String {
+    let counts = runs.points.iter().map(|p| p.runs.len());
+    match (counts.clone().min(), counts.max()) {
+        (Some(fewest), Some(most)) if fewest != most => format!("{fewest}–{most}"),
+        (_, most) => most.unwrap_or(0).to_string(),
+    }
+}
+
 /// The tables of `runs`, in Markdown.
 pub fn render(runs: &AppsRuns) -> String {
     let mut out = String::new();
@@ -202,17 +285,22 @@ pub fn render(runs: &AppsRuns) -> String {
         out,
         "Machine: {}. JVM: {}. `hab.apps.Main APP THREADS --warmup {} --iterations {}`, \
          -Xms{HEAP} -Xmx{HEAP}, {} round(s); time is the median timed iteration, a cell \
-         `median (min–max)` over the rounds.\n",
-        runs.machine, runs.jvm, plan.warmup, plan.iterations, plan.repeat
+         `median (min–max)` over the rounds (of an even number, the higher middle one).\n",
+        runs.machine,
+        runs.jvm,
+        plan.warmup,
+        plan.iterations,
+        rounds(runs)
     );
     let labels: Vec<String> = configs().into_iter().map(|c| c.label).collect();
     for setting in settings(runs) {
         let _ = writeln!(out, "#### {}\n", setting.title());
         let _ = writeln!(
             out,
-            "Time and young collections × stock (below 1: faster, fewer); collections per GB the \
-             workers allocated where the runs kept it (the same work allocates more or less as \
-             the JIT eliminates allocations).\n"
+            "Time and young collections × stock (below 1: faster, fewer), each round's own \
+             ratio against stock's run in the same round; collections per GB the workers \
+             allocated where the runs kept it (the same work allocates more or less as the JIT \
+             eliminates allocations).\n"
         );
         let _ = write!(out, "| application | stock ms | stock young GCs |");
         for label in &labels[1..] {
@@ -264,7 +352,27 @@ pub fn render(runs: &AppsRuns) -> String {
                 ratio_cell(relative.collections)
             );
         }
-        let _ = writeln!(out, "\n");
+        let _ = writeln!(out);
+        if relatives.iter().any(|r| r.per_round.len() > 1) {
+            let _ = write!(out, "| *each round's geometric mean* | | |");
+            for relative in &relatives {
+                let list = |pick: fn(&(f64, f64)) -> f64| {
+                    let values: Vec<String> = relative
+                        .per_round
+                        .iter()
+                        .map(|r| format!("{:.2}", pick(r)))
+                        .collect();
+                    if values.is_empty() {
+                        "—".to_string()
+                    } else {
+                        values.join(", ")
+                    }
+                };
+                let _ = write!(out, " {} | {} |", list(|r| r.0), list(|r| r.1));
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out);
         let _ = writeln!(
             out,
             "| application | configuration | MB/s allocated | TLAB tails MiB | level tails MiB | checksums |"
@@ -465,15 +573,15 @@ impl Experiment for HotSpotApps {
     }
 
     fn section(&self, cx: &Context, claims: &mut Claims) -> String {
-        let mut text = String::from(
+        let mut text = format!(
             "### Real applications\n\nThe libraries behind DaCapo's allocation-heavy members \
              (`bench/apps`: H2, Lucene indexing and searching, Jackson, javac, the Kotlin and \
              Scala compilers), each with fixed work split among the threads and a checksum that \
              must be stock's, in every HAB configuration against stock. A time ratio below 1 is \
              faster than stock; collections are young ones over the timed iterations, per GB the \
-             workers allocated (ratios of counts + 1), after 10 untimed iterations that let C2 \
-             compile the applications. `hab hotspot-hab --apps` runs the same with both collectors, both \
-             young generations and JFR.\n\n",
+             workers allocated (ratios of counts + 1), after {WARMUP_ITERATIONS} untimed \
+             iterations that let C2 compile the applications. `hab hotspot-hab --apps` runs the \
+             same with both collectors, both young generations and JFR.\n\n",
         );
         match cx.results.get::<Result<AppsRuns, String>>() {
             Some(Ok(runs)) => {
@@ -601,5 +709,84 @@ mod tests {
         assert_eq!(failures.len(), 1);
         assert!(failures[0].contains("differs"), "{failures:?}");
         assert!(render(&runs).contains("Checksums that are not stock's"));
+    }
+
+    #[test]
+    fn recordings_of_one_plan_merge_into_rounds() {
+        let mut first = runs(vec![
+            point("h2", STOCK, &[100.0], &[9]),
+            point("h2", CPU_LABS, &[110.0], &[9]),
+        ]);
+        let mut second = runs(vec![
+            point("h2", STOCK, &[120.0, 100.0], &[9, 9]),
+            point("h2", CPU_LABS, &[108.0, 100.0], &[9, 9]),
+            point("javac", STOCK, &[300.0], &[5]),
+        ]);
+        second.plan.threads = vec![2, 16];
+        first.absorb(second).unwrap();
+        assert_eq!(first.points.len(), 3);
+        assert_eq!(first.points[0].runs.len(), 3);
+        assert_eq!(first.points[1].runs[1].median_ms, 108.0);
+        assert_eq!(first.plan.threads, vec![2, 16]);
+        assert_eq!(first.plan.repeat, 3);
+        // Per-CPU LABs over stock, round by round: 110 / 100, 108 / 120 and 100 / 100.
+        let time = relative(&first, settings(&first)[0], CPU_LABS)
+            .time
+            .unwrap();
+        assert!((time.min - 0.9).abs() < 1e-9 && (time.max - 1.1).abs() < 1e-9);
+        assert!((time.median - 1.0).abs() < 1e-9, "{time:?}");
+        // 16 threads are in the plan but no point ran them: no table for them.
+        assert_eq!(settings(&first).len(), 1);
+        let table = render(&first);
+        assert!(table.contains("1–3 round(s)"), "{table}");
+        assert!(!table.contains("16 threads"), "{table}");
+    }
+
+    #[test]
+    fn recordings_that_are_not_rounds_of_one_plan_are_refused() {
+        let base = || runs(vec![point("h2", STOCK, &[100.0], &[9])]);
+        let mut other_machine = base();
+        other_machine.machine = "another".into();
+        let mut other_warmup = base();
+        other_warmup.plan.warmup = 10;
+        let mut other_flags = base();
+        other_flags.points[0]
+            .config
+            .flags
+            .push("-XX:+UseHAB".into());
+        for (other, what) in [
+            (other_machine, "machines"),
+            (other_warmup, "iterations"),
+            (other_flags, "flags"),
+        ] {
+            let mut first = base();
+            let error = first.absorb(other).unwrap_err();
+            assert!(error.contains(what), "{error}");
+            assert_eq!(first.points[0].runs.len(), 1, "nothing taken");
+        }
+    }
+
+    #[test]
+    fn ratios_pair_the_rounds_where_both_sides_ran_them() {
+        // A slow second round for both: each round's ratio is 1.1, unpaired 110/200 to 220/100.
+        let both = runs(vec![
+            point("h2", STOCK, &[100.0, 200.0], &[9, 9]),
+            point("h2", CPU_LABS, &[110.0, 220.0], &[9, 9]),
+        ]);
+        let relative_both = relative(&both, settings(&both)[0], CPU_LABS);
+        let time = relative_both.time.unwrap();
+        assert!((time.min - 1.1).abs() < 1e-9 && (time.max - 1.1).abs() < 1e-9);
+        assert_eq!(relative_both.per_round.len(), 2);
+        assert!((relative_both.per_round[1].0 - 1.1).abs() < 1e-9);
+        assert!(render(&both).contains(" 1.10, 1.10 | 1.00, 1.00 |"));
+        // Stock with a round more: the spreads' widest ratio.
+        let unequal = runs(vec![
+            point("h2", STOCK, &[100.0, 200.0], &[9, 9]),
+            point("h2", CPU_LABS, &[110.0], &[9]),
+        ]);
+        let relative_unequal = relative(&unequal, settings(&unequal)[0], CPU_LABS);
+        let time = relative_unequal.time.unwrap();
+        assert!((time.min - 0.55).abs() < 1e-9 && (time.max - 1.1).abs() < 1e-9);
+        assert!(relative_unequal.per_round.is_empty());
     }
 }
