@@ -26,23 +26,34 @@ fn time(point: &AppPoint) -> Option<Spread> {
     spread(point, |r| r.median_ms)
 }
 
-/// `value` of `point` over `stock`'s as a spread over the rounds. Where both ran the same
-/// rounds, each round's own ratio: a round runs an application's configurations back to back,
-/// so a slow spell of a shared machine falls on both sides of it. Otherwise (rounds merged from
-/// recordings that lack one of them) the widest ratio of the two spreads.
-fn paired(point: &AppPoint, stock: &AppPoint, value: impl Fn(&AppRun) -> f64) -> Option<Spread> {
-    if point.runs.len() == stock.runs.len() && !point.runs.is_empty() {
-        let ratios: Vec<f64> = point
+/// `value` of `point` over `stock`'s in each round, where both ran the same rounds: a round
+/// runs an application's configurations back to back, so a slow spell of a shared machine
+/// falls on both sides of a ratio.
+fn round_ratios(
+    point: &AppPoint,
+    stock: &AppPoint,
+    value: impl Fn(&AppRun) -> f64,
+) -> Option<Vec<f64>> {
+    (point.runs.len() == stock.runs.len() && !point.runs.is_empty()).then(|| {
+        point
             .runs
             .iter()
             .zip(&stock.runs)
             .map(|(p, s)| value(p) / value(s))
-            .collect();
-        return Some(Spread::of(&ratios));
+            .collect()
+    })
+}
+
+/// `value` of `point` over `stock`'s as a spread over the rounds: of each round's own ratio
+/// where both ran the same rounds, else (rounds merged from recordings that lack one of them)
+/// the widest ratio of the two spreads.
+fn paired(point: &AppPoint, stock: &AppPoint, value: impl Fn(&AppRun) -> f64) -> Option<Spread> {
+    match round_ratios(point, stock, &value) {
+        Some(ratios) => Some(Spread::of(&ratios)),
+        None => spread(point, &value)
+            .zip(spread(stock, &value))
+            .map(|(p, s)| p.ratio(s)),
     }
-    spread(point, &value)
-        .zip(spread(stock, &value))
-        .map(|(p, s)| p.ratio(s))
 }
 
 /// A point's young collections as a spread over its rounds.
@@ -183,19 +194,13 @@ pub fn relative(runs: &AppsRuns, setting: Setting, label: &str) -> Relative {
         let per_gb = all_allocated([point, stock]);
         let gcs = paired(point, stock, |r| collections(r, per_gb));
         per_app.push((app.clone(), time, gcs));
-        rounds.push((point.runs.len() == stock.runs.len()).then(|| {
-            point
-                .runs
-                .iter()
-                .zip(&stock.runs)
-                .map(|(p, s)| {
-                    (
-                        p.median_ms / s.median_ms,
-                        collections(p, per_gb) / collections(s, per_gb),
-                    )
-                })
-                .collect()
-        }));
+        let time_rounds = round_ratios(point, stock, |r| r.median_ms);
+        let gcs_rounds = round_ratios(point, stock, |r| collections(r, per_gb));
+        rounds.push(
+            time_rounds
+                .zip(gcs_rounds)
+                .map(|(t, c)| t.into_iter().zip(c).collect()),
+        );
     }
     let times: Vec<Spread> = per_app.iter().filter_map(|(_, t, _)| *t).collect();
     let gcs: Vec<Spread> = per_app.iter().filter_map(|(_, _, c)| *c).collect();
