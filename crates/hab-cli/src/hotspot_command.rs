@@ -327,6 +327,7 @@ fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
         jfr: or_all(&args.jfr, &[false, true]),
         warmup: args.warmup,
         iterations: args.iterations,
+        pre_iteration_gc: true,
         repeat: args.repeat,
     };
     let jdk = args

@@ -94,6 +94,13 @@ pub struct Plan {
     pub jfr: Vec<bool>,
     pub warmup: usize,
     pub iterations: usize,
+    /// A full collection (`System.gc()`, untimed) before each iteration, as DaCapo's harness
+    /// does: `jackson` at 8 threads per CPU promotes about 1 MiB per young collection, and mean
+    /// young pauses grow from 1.1–1.5 ms to 3.6–3.8 ms as the old generation fills, so without
+    /// it an iteration's time depends on how full the old generation happens to be. Absent in
+    /// recordings made before it was on (false: they ran without).
+    #[serde(default)]
+    pub pre_iteration_gc: bool,
     pub repeat: usize,
 }
 
@@ -161,7 +168,8 @@ impl AppsRuns {
     /// Takes `other`'s runs in as further rounds: a point both hold gets `other`'s runs after
     /// its own, a point only `other` holds is added, and the plan becomes both plans' union
     /// (`repeat`: the most rounds a point now has). Rounds recorded apart (another evening,
-    /// another setting) are comparable only from the same machine, JVM and iterations, and
+    /// another setting) are comparable only from the same machine, JVM, iterations and
+    /// harness (with or without a full collection before each iteration), and
     /// a configuration must mean the same flags in both: otherwise an error says what differs
     /// and nothing is taken.
     pub fn absorb(&mut self, other: AppsRuns) -> Result<(), String> {
@@ -178,6 +186,12 @@ impl AppsRuns {
             Some(format!(
                 "iterations (--warmup {} --iterations {}, --warmup {} --iterations {})",
                 self.plan.warmup, self.plan.iterations, other.plan.warmup, other.plan.iterations
+            ))
+        } else if other.plan.pre_iteration_gc != self.plan.pre_iteration_gc {
+            Some(format!(
+                "harnesses (a full collection before each iteration: {}, {})",
+                on_off(self.plan.pre_iteration_gc),
+                on_off(other.plan.pre_iteration_gc)
             ))
         } else {
             other.points.iter().find_map(|theirs| {
@@ -227,6 +241,15 @@ impl AppPoint {
             other.threads,
             other.jfr,
         ) && self.config.label == other.config.label
+    }
+}
+
+/// `hab.apps.Main`'s words for a switch.
+pub(super) fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
     }
 }
 
@@ -303,6 +326,8 @@ fn run_once(
                 plan.warmup.to_string(),
                 "--iterations".into(),
                 plan.iterations.to_string(),
+                "--pre-iteration-gc".into(),
+                on_off(plan.pre_iteration_gc).into(),
             ],
         )
         .run(&files.gc_log)?;

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
 use super::hotspot_apps::{
-    configs, measure, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP, TIMED_ITERATIONS,
-    WARMUP_ITERATIONS,
+    configs, measure, on_off, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP,
+    TIMED_ITERATIONS, WARMUP_ITERATIONS,
 };
 use super::hotspot_chat::{CPU_LABS, CPU_LABS_ALWAYS, HABS, STOCK};
 use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
@@ -288,13 +288,20 @@ pub fn render(runs: &AppsRuns) -> String {
     let plan = &runs.plan;
     let _ = writeln!(
         out,
-        "Machine: {}. JVM: {}. `hab.apps.Main APP THREADS --warmup {} --iterations {}`, \
-         -Xms{HEAP} -Xmx{HEAP}, {} round(s); time is the median timed iteration, a cell \
-         `median (min–max)` over the rounds (of an even number, the higher middle one).\n",
+        "Machine: {}. JVM: {}. `hab.apps.Main APP THREADS --warmup {} --iterations {} \
+         --pre-iteration-gc {}` ({}), -Xms{HEAP} -Xmx{HEAP}, {} round(s); time is the median \
+         timed iteration, a cell `median (min–max)` over the rounds (of an even number, the \
+         higher middle one).\n",
         runs.machine,
         runs.jvm,
         plan.warmup,
         plan.iterations,
+        on_off(plan.pre_iteration_gc),
+        if plan.pre_iteration_gc {
+            "a full collection before each iteration"
+        } else {
+            "no collection between iterations: the old generation fills from one to the next"
+        },
         rounds(runs)
     );
     let labels: Vec<String> = configs().into_iter().map(|c| c.label).collect();
@@ -522,6 +529,7 @@ pub fn report_plan(scale: &super::scale::Scale) -> Option<Plan> {
         jfr: vec![false],
         warmup: WARMUP_ITERATIONS,
         iterations: TIMED_ITERATIONS,
+        pre_iteration_gc: true,
         repeat: 1,
     };
     match scale.name {
@@ -646,6 +654,7 @@ mod tests {
                 jfr: vec![false],
                 warmup: 1,
                 iterations: 1,
+                pre_iteration_gc: true,
                 repeat: 1,
             },
             points,
@@ -754,6 +763,8 @@ mod tests {
         other_machine.machine = "another".into();
         let mut other_warmup = base();
         other_warmup.plan.warmup = 10;
+        let mut without_collections = base();
+        without_collections.plan.pre_iteration_gc = false;
         let mut other_flags = base();
         other_flags.points[0]
             .config
@@ -762,6 +773,7 @@ mod tests {
         for (other, what) in [
             (other_machine, "machines"),
             (other_warmup, "iterations"),
+            (without_collections, "harnesses"),
             (other_flags, "flags"),
         ] {
             let mut first = base();
@@ -769,6 +781,19 @@ mod tests {
             assert!(error.contains(what), "{error}");
             assert_eq!(first.points[0].runs.len(), 1, "nothing taken");
         }
+    }
+
+    #[test]
+    fn recordings_from_before_the_pre_iteration_collection_read_as_without_it() {
+        let old = r#"{"apps":["h2"],"collectors":["parallel"],"youngs":["tight"],"threads":[2],
+                      "jfr":[false],"warmup":10,"iterations":3,"repeat":1}"#;
+        let plan: Plan = serde_json::from_str(old).unwrap();
+        assert!(!plan.pre_iteration_gc);
+        let rendered = render(&AppsRuns {
+            plan,
+            ..runs(vec![point("h2", STOCK, &[100.0], &[9])])
+        });
+        assert!(rendered.contains("--pre-iteration-gc off` (no collection"), "{rendered}");
     }
 
     #[test]

@@ -19,8 +19,12 @@ import java.util.stream.Stream;
 
 /**
  * The suite's harness, DaCapo-style: {@code APP THREADS [--units N] [--warmup N]
- * [--iterations N]}. Each iteration runs the application's units on THREADS threads; warm-up
- * iterations are untimed. Every iteration's checksum must equal the one recorded for stock
+ * [--iterations N] [--pre-iteration-gc on|off]}. Each iteration runs the application's units on
+ * THREADS threads; warm-up iterations are untimed. Before each iteration a full collection
+ * (System.gc(), untimed and left out of the counts), as DaCapo's harness does by default: an
+ * application that promotes leaves the old generation fuller iteration by iteration, and young
+ * pauses grow with it, so without it an iteration's time depends on how far the old generation
+ * has filled since its last full collection, which differs from run to run. Every iteration's checksum must equal the one recorded for stock
  * HotSpot: an application whose output changed has failed, however fast it ran. The last line
  * on standard output is machine-readable:
  * {@code hab-apps: app=h2 threads=2 ... checksum=0x... checksum_ok=true}. Exit status 1 when a
@@ -48,6 +52,7 @@ public final class Main {
         int units = app.defaultUnits();
         int warmup = 2;
         int iterations = 3;
+        boolean preIterationGc = true;
         for (int i = 2; i < args.length; i += 2) {
             if (i + 1 >= args.length) {
                 usage(args[i] + " needs a value");
@@ -56,12 +61,13 @@ public final class Main {
                 case "--units" -> units = positive("--units", args[i + 1]);
                 case "--warmup" -> warmup = nonNegative("--warmup", args[i + 1]);
                 case "--iterations" -> iterations = positive("--iterations", args[i + 1]);
+                case "--pre-iteration-gc" -> preIterationGc = onOff("--pre-iteration-gc", args[i + 1]);
                 default -> usage("unknown option " + args[i]);
             }
         }
         Path scratch = Files.createTempDirectory("hab-apps-" + app.name());
         try {
-            run(app, threads, units, warmup, iterations, scratch);
+            run(app, threads, units, warmup, iterations, preIterationGc, scratch);
         } finally {
             try (Stream<Path> paths = Files.walk(scratch)) {
                 paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
@@ -69,14 +75,16 @@ public final class Main {
         }
     }
 
-    private static void run(Workload app, int threads, int units, int warmup, int iterations, Path scratch)
-            throws Exception {
+    private static void run(Workload app, int threads, int units, int warmup, int iterations,
+            boolean preIterationGc, Path scratch) throws Exception {
         app.setUp(scratch);
         int rounds = warmup + iterations;
         long[] checksums = new long[rounds];
         long[] elapsedNanos = new long[rounds];
-        long[] collectionsAtStart = new long[2];
-        long[] gcMillisAtStart = new long[1];
+        // The timed iterations' young and full collections and collection time, each
+        // iteration's own (the collections before them left out), and each one's start.
+        long[] timedCounts = new long[3];
+        long[] countsAtStart = new long[3];
         long[] roundStart = new long[1];
         int[] round = new int[1];
         AtomicInteger next = new AtomicInteger();
@@ -92,12 +100,21 @@ public final class Main {
             if (r > 0) {
                 elapsedNanos[r - 1] = now - roundStart[0];
                 checksums[r - 1] = checksum.getAndSet(0);
+                if (r - 1 >= warmup) {
+                    long[] counts = counts();
+                    for (int k = 0; k < counts.length; k++) {
+                        timedCounts[k] += counts[k] - countsAtStart[k];
+                    }
+                }
             }
             if (r == warmup) {
-                collectionsAtStart[0] = collections(true);
-                collectionsAtStart[1] = collections(false);
-                gcMillisAtStart[0] = gcMillis();
                 allocatedBytes.set(0);
+            }
+            if (r < rounds) {
+                if (preIterationGc) {
+                    System.gc();
+                }
+                System.arraycopy(counts(), 0, countsAtStart, 0, countsAtStart.length);
             }
             next.set(0);
             round[0] = r + 1;
@@ -140,9 +157,9 @@ public final class Main {
             first.printStackTrace();
             System.exit(1);
         }
-        long young = collections(true) - collectionsAtStart[0];
-        long full = collections(false) - collectionsAtStart[1];
-        long gcMillis = gcMillis() - gcMillisAtStart[0];
+        long young = timedCounts[0];
+        long full = timedCounts[1];
+        long gcMillis = timedCounts[2];
         long[] timedMillis = new long[iterations];
         long timedNanos = 0;
         for (int i = 0; i < iterations; i++) {
@@ -162,6 +179,7 @@ public final class Main {
             .append(" units=").append(units)
             .append(" warmup=").append(warmup)
             .append(" iterations=").append(iterations)
+            .append(" pre_iteration_gc=").append(preIterationGc ? "on" : "off")
             .append(" iteration_ms=").append(join(timedMillis))
             .append(" median_ms=").append(sorted[sorted.length / 2])
             .append(" young_collections=").append(young)
@@ -182,6 +200,11 @@ public final class Main {
         if (!consistent || (expected != null && !ok)) {
             System.exit(1);
         }
+    }
+
+    /** Young collections, old and full ones, and the collections' milliseconds so far. */
+    private static long[] counts() {
+        return new long[] {collections(true), collections(false), gcMillis()};
     }
 
     /** Young (or old and full) collections so far, from the collectors' own counters. */
@@ -234,9 +257,17 @@ public final class Main {
         return 0;
     }
 
+    private static boolean onOff(String what, String text) {
+        if (text.equals("on") || text.equals("off")) {
+            return text.equals("on");
+        }
+        usage(what + " must be on or off, not '" + text + "'");
+        return false;
+    }
+
     private static void usage(String why) {
         System.err.println("hab.apps.Main: " + why);
-        System.err.println("usage: hab.apps.Main APP THREADS [--units N] [--warmup N] [--iterations N]");
+        System.err.println("usage: hab.apps.Main APP THREADS [--units N] [--warmup N] [--iterations N] [--pre-iteration-gc on|off]");
         System.err.println("applications: " + String.join(", ", APPS.keySet()));
         System.exit(2);
     }

@@ -12,6 +12,7 @@
 
 #include "precompiled.hpp"
 #include "gc/shared/collectedHeap.hpp"
+#include "gc/shared/gcCause.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/threadLocalAllocBuffer.inline.hpp"
@@ -149,8 +150,21 @@ HeapWord* HabCpuLabs::allocate_object(size_t words) {
 // TLAB bump, is not worth it.
 static const uint64_t flip_min_unused_tlab_percent = 10;
 
+// Whether the allocation ended the cycle (eden full, or a JNI critical section's delayed
+// collection), so that its TLABs' tails say what the threads leave. An explicit collection
+// (System.gc(), jcmd, a heap dump or inspection), a metadata threshold, or G1's humongous and
+// preventive collections cut the cycle short with the threads' TLABs just refilled and mostly
+// unused: judged, such a cycle sends the next to per-CPU LABs, and the rule brings it back to
+// TLABs only when per-CPU LABs leave more than a LAB per thread, which they seldom do (one
+// System.gc() before the first iteration kept `jackson` in per-CPU LABs for its whole run).
+static bool ended_by_allocation(GCCause::Cause cause) {
+  return cause == GCCause::_allocation_failure || cause == GCCause::_g1_inc_collection_pause ||
+         cause == GCCause::_gc_locker;
+}
+
 // At a collection, with the lowest level's figures now: applies the flip policy to the cycle
-// that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info).
+// that ends, logging its inputs (gc+tlab=debug) and each flip (gc+tlab=info). A cycle the
+// allocation did not end keeps its mode.
 static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
   bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
   _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)lowest.buffer_bytes);
@@ -166,13 +180,19 @@ static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
   cycle.running_threads = (uint64_t)Threads::number_of_threads();
   cycle.cycle_bytes = HabLevels::eden_bytes();
   cycle.min_unused_tlab_percent = flip_min_unused_tlab_percent;
+  GCCause::Cause cause = Universe::heap()->gc_cause();
+  bool judged = HABFlipEvery != 0 || ended_by_allocation(cause);
   bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
-                                 : HabLevels::flip_next_in_cpu_labs(cycle);
+              : judged          ? HabLevels::flip_next_in_cpu_labs(cycle)
+                                : in_cpu_labs;
   (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
-  log_debug(gc, tlab)("HAB flip: a cycle in %s%s: TLABs left " UINT64_FORMAT "K unused, per-CPU "
-                      "LABs " UINT64_FORMAT "K (LABs of " UINT64_FORMAT "K, " UINT64_FORMAT
-                      " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT "K); the next in %s",
+  log_debug(gc, tlab)("HAB flip: a cycle in %s%s%s%s: TLABs left " UINT64_FORMAT "K unused, "
+                      "per-CPU LABs " UINT64_FORMAT "K (LABs of " UINT64_FORMAT "K, "
+                      UINT64_FORMAT " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT
+                      "K); the next in %s",
                       in_cpu_labs ? "per-CPU LABs" : "TLABs", cycle.first ? " (the first)" : "",
+                      judged ? "" : ", not judged: ended by ",
+                      judged ? "" : GCCause::to_string(cause),
                       cycle.unused_tlab_bytes / K, cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
                       cycle.cpus, cycle.running_threads, cycle.cycle_bytes / K,
                       next ? "per-CPU LABs" : "TLABs");
