@@ -793,7 +793,10 @@ mod tests {
             plan,
             ..runs(vec![point("h2", STOCK, &[100.0], &[9])])
         });
-        assert!(rendered.contains("--pre-iteration-gc off` (no collection"), "{rendered}");
+        assert!(
+            rendered.contains("--pre-iteration-gc off` (no collection"),
+            "{rendered}"
+        );
     }
 
     #[test]
