@@ -24,10 +24,10 @@ import java.util.stream.Stream;
  * (System.gc(), untimed and left out of the counts), as DaCapo's harness does by default: an
  * application that promotes leaves the old generation fuller iteration by iteration, and young
  * pauses grow with it, so without it an iteration's time depends on how far the old generation
- * has filled since its last full collection, which differs from run to run. Every iteration's checksum must equal the one recorded for stock
- * HotSpot: an application whose output changed has failed, however fast it ran. The last line
- * on standard output is machine-readable:
- * {@code hab-apps: app=h2 threads=2 ... checksum=0x... checksum_ok=true}. Exit status 1 when a
+ * has filled since its last full collection, which differs from run to run. Every iteration's
+ * checksum must equal the one recorded for stock HotSpot: an application whose output changed
+ * has failed, however fast it ran. The last line on standard output is machine-readable:
+ * {@code hab-apps: app=h2 threads=2 ... checksum=0x... checksum_status=ok}. Exit status 1 when a
  * checksum differs, 2 on bad arguments.
  */
 public final class Main {
