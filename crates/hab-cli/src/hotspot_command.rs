@@ -60,6 +60,11 @@ pub(crate) struct HotspotHabArgs {
     warmup: usize,
     #[arg(long, default_value_t = report::hotspot_apps::TIMED_ITERATIONS, requires = "apps")]
     iterations: usize,
+    /// Run stock a second time in each round, after the other configurations (--apps): a
+    /// control, stock against stock in the same round, that shows how far a ratio moves with
+    /// nothing changed.
+    #[arg(long, requires = "apps")]
+    control: bool,
     /// `bench/apps`'s build: apps.jar and lib/ (--apps).
     #[arg(long, default_value = "bench/apps/target", requires = "apps")]
     apps_dir: PathBuf,
@@ -328,6 +333,7 @@ fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
         warmup: args.warmup,
         iterations: args.iterations,
         pre_iteration_gc: true,
+        control: args.control,
         repeat: args.repeat,
     };
     let jdk = args

@@ -131,6 +131,7 @@ const CASES: &[(&str, &str)] = &[
         "--iterations 0: must be at least 1",
     ),
     ("hotspot-hab --young tight", "--apps"),
+    ("hotspot-hab --control", "--apps"),
     (
         "hotspot-hab --from a.json,b.json",
         "--from: the javac grid's tables come from one file",

@@ -72,6 +72,11 @@ impl std::str::FromStr for Young {
     }
 }
 
+/// The control: stock run a second time in each round, after the other configurations. Stock
+/// against stock in the same round is what the machine and each run's compilation alone make
+/// of a ratio, the floor under which no configuration is told apart from stock.
+pub const STOCK_AGAIN: &str = "stock again (control)";
+
 /// The configurations: stock, HABs with adaptive TLABs (`-XX:+UseHAB`'s automatic levels)
 /// and with 1 KiB TLABs, per-CPU LABs flipping with TLABs and in every cycle.
 pub fn configs() -> Vec<ChatConfig> {
@@ -101,10 +106,28 @@ pub struct Plan {
     /// recordings made before it was on (false: they ran without).
     #[serde(default)]
     pub pre_iteration_gc: bool,
+    /// Stock a second time in each round, after the other configurations ([`STOCK_AGAIN`]).
+    /// Absent in recordings made before it could be asked for (false).
+    #[serde(default)]
+    pub control: bool,
     pub repeat: usize,
 }
 
 impl Plan {
+    /// The configurations each application runs in each round, in order: [`configs`], and
+    /// the control last where asked for.
+    pub fn configs(&self) -> Vec<ChatConfig> {
+        let mut all = configs();
+        if self.control {
+            let stock = all[0].clone();
+            all.push(ChatConfig {
+                label: STOCK_AGAIN.into(),
+                flags: stock.flags,
+            });
+        }
+        all
+    }
+
     /// The JVM runs the plan takes.
     pub fn run_count(&self) -> usize {
         self.apps.len()
@@ -112,7 +135,7 @@ impl Plan {
             * self.youngs.len()
             * self.threads.len()
             * self.jfr.len()
-            * configs().len()
+            * self.configs().len()
             * self.repeat
     }
 }
@@ -168,8 +191,8 @@ impl AppsRuns {
     /// Takes `other`'s runs in as further rounds: a point both hold gets `other`'s runs after
     /// its own, a point only `other` holds is added, and the plan becomes both plans' union
     /// (`repeat`: the most rounds a point now has). Rounds recorded apart (another evening,
-    /// another setting) are comparable only from the same machine, JVM, iterations and
-    /// harness (with or without a full collection before each iteration), and
+    /// another setting) are comparable only from the same machine, JVM, iterations,
+    /// harness (with or without a full collection before each iteration) and control, and
     /// a configuration must mean the same flags in both: otherwise an error says what differs
     /// and nothing is taken.
     pub fn absorb(&mut self, other: AppsRuns) -> Result<(), String> {
@@ -192,6 +215,12 @@ impl AppsRuns {
                 "harnesses (a full collection before each iteration: {}, {})",
                 on_off(self.plan.pre_iteration_gc),
                 on_off(other.plan.pre_iteration_gc)
+            ))
+        } else if other.plan.control != self.plan.control {
+            Some(format!(
+                "controls (stock again in each round: {}, {})",
+                on_off(self.plan.control),
+                on_off(other.plan.control)
             ))
         } else {
             other.points.iter().find_map(|theirs| {
@@ -388,7 +417,7 @@ pub fn measure(
             for &threads in &plan.threads {
                 for &jfr in &plan.jfr {
                     for app in &plan.apps {
-                        for config in configs() {
+                        for config in plan.configs() {
                             runs.points.push(AppPoint {
                                 app: app.clone(),
                                 collector,

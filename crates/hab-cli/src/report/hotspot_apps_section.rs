@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
 use super::hotspot_apps::{
-    configs, measure, on_off, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP,
+    measure, on_off, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP, STOCK_AGAIN,
     TIMED_ITERATIONS, WARMUP_ITERATIONS,
 };
 use super::hotspot_chat::{CPU_LABS, CPU_LABS_ALWAYS, HABS, STOCK};
@@ -304,7 +304,15 @@ pub fn render(runs: &AppsRuns) -> String {
         },
         rounds(runs)
     );
-    let labels: Vec<String> = configs().into_iter().map(|c| c.label).collect();
+    if plan.control {
+        let _ = writeln!(
+            out,
+            "*{STOCK_AGAIN}* is stock run again in each round after the other configurations: \
+             its ratios are what the machine and each run's compilation alone make of a ratio, \
+             and a configuration no farther from 1 is not told apart from stock.\n"
+        );
+    }
+    let labels: Vec<String> = plan.configs().into_iter().map(|c| c.label).collect();
     for setting in settings(runs) {
         let _ = writeln!(out, "#### {}\n", setting.title());
         let _ = writeln!(
@@ -530,6 +538,7 @@ pub fn report_plan(scale: &super::scale::Scale) -> Option<Plan> {
         warmup: WARMUP_ITERATIONS,
         iterations: TIMED_ITERATIONS,
         pre_iteration_gc: true,
+        control: false,
         repeat: 1,
     };
     match scale.name {
@@ -618,13 +627,21 @@ mod tests {
     use crate::report::hotspot_apps::Young;
 
     fn point(app: &str, label: &str, ms: &[f64], gcs: &[u64]) -> AppPoint {
+        let control = Plan {
+            control: true,
+            ..runs(vec![]).plan
+        };
         AppPoint {
             app: app.into(),
             collector: Collector::Parallel,
             young: Young::Tight,
             threads: 2,
             jfr: false,
-            config: configs().into_iter().find(|c| c.label == label).unwrap(),
+            config: control
+                .configs()
+                .into_iter()
+                .find(|c| c.label == label)
+                .unwrap(),
             runs: ms
                 .iter()
                 .zip(gcs)
@@ -655,6 +672,7 @@ mod tests {
                 warmup: 1,
                 iterations: 1,
                 pre_iteration_gc: true,
+                control: false,
                 repeat: 1,
             },
             points,
@@ -715,6 +733,58 @@ mod tests {
     }
 
     #[test]
+    fn the_control_is_stock_again_last_in_each_round_and_a_column_of_its_own() {
+        let plain = runs(vec![]).plan;
+        let control = Plan {
+            control: true,
+            ..plain.clone()
+        };
+        let configs = control.configs();
+        assert_eq!(configs.len(), plain.configs().len() + 1);
+        let last = configs.last().unwrap();
+        assert_eq!(last.label, STOCK_AGAIN);
+        assert_eq!(
+            last.flags, configs[0].flags,
+            "the control runs stock's flags"
+        );
+        assert_eq!(control.run_count() * 5, plain.run_count() * 6);
+        // Stock again 5 % slower in h2 and 5 % faster in javac, round by round.
+        let mut with_control = runs(vec![
+            point("h2", STOCK, &[100.0, 100.0], &[9, 9]),
+            point("h2", STOCK_AGAIN, &[105.0, 105.0], &[9, 9]),
+            point("javac", STOCK, &[200.0, 200.0], &[4, 4]),
+            point("javac", STOCK_AGAIN, &[190.0, 190.0], &[4, 4]),
+        ]);
+        with_control.plan = control;
+        let relative = relative(&with_control, settings(&with_control)[0], STOCK_AGAIN);
+        let time = relative.time.unwrap();
+        assert!(
+            (time.median - (1.05f64 * 0.95).sqrt()).abs() < 1e-9,
+            "{time:?}"
+        );
+        let table = render(&with_control);
+        assert!(
+            table.contains("*stock again (control)* is stock run again"),
+            "{table}"
+        );
+        assert!(
+            table.contains(" stock again (control): time | collections |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| h2 | 100 (100–100) | 9 (9–9) |"),
+            "{table}"
+        );
+        assert!(
+            table.contains(" 1.05 (1.05–1.05) | 1.00 (1.00–1.00) |"),
+            "{table}"
+        );
+        // Without the control, neither the column nor the sentence.
+        let table = render(&runs(vec![point("h2", STOCK, &[100.0], &[9])]));
+        assert!(!table.contains("stock again"), "{table}");
+    }
+
+    #[test]
     fn a_checksum_that_is_not_stocks_is_listed() {
         let mut bad = point("h2", CPU_LABS, &[110.0], &[4]);
         bad.runs[0].checksum_status = "differs".into();
@@ -765,6 +835,8 @@ mod tests {
         other_warmup.plan.warmup = 10;
         let mut without_collections = base();
         without_collections.plan.pre_iteration_gc = false;
+        let mut with_control = base();
+        with_control.plan.control = true;
         let mut other_flags = base();
         other_flags.points[0]
             .config
@@ -774,6 +846,7 @@ mod tests {
             (other_machine, "machines"),
             (other_warmup, "iterations"),
             (without_collections, "harnesses"),
+            (with_control, "controls"),
             (other_flags, "flags"),
         ] {
             let mut first = base();
@@ -789,6 +862,7 @@ mod tests {
                       "jfr":[false],"warmup":10,"iterations":3,"repeat":1}"#;
         let plan: Plan = serde_json::from_str(old).unwrap();
         assert!(!plan.pre_iteration_gc);
+        assert!(!plan.control, "recorded before the control: without it");
         let rendered = render(&AppsRuns {
             plan,
             ..runs(vec![point("h2", STOCK, &[100.0], &[9])])
