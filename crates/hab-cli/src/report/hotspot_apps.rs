@@ -118,8 +118,8 @@ impl Plan {
     /// the control last where asked for.
     pub fn configs(&self) -> Vec<ChatConfig> {
         let mut all = configs();
-        if self.control {
-            let stock = all[0].clone();
+        let stock = all.iter().find(|c| c.label == STOCK).cloned();
+        if let (true, Some(stock)) = (self.control, stock) {
             all.push(ChatConfig {
                 label: STOCK_AGAIN.into(),
                 flags: stock.flags,
