@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 9
+#define HAB_ABI_VERSION 10
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -448,13 +448,26 @@ typedef struct hab_flip_cycle {
     uint64_t cycle_bytes;       /* what it took from the space (eden, where a cycle fills it) */
     uint64_t min_unused_tlab_percent; /* the least TLAB tails, in percent of cycle_bytes, worth
                                  * per-CPU LABs' longer path (0: no such bound) */
+    uint64_t previous_cycles_over_bound; /* the judged cycles in TLABs in a row right before
+                                 * this one that left tails over the bound: what
+                                 * hab_flip_cycles_over_bound said of the cycle before (0 at
+                                 * first) */
 } hab_flip_cycle;
 
+/* The cycles in TLABs, in a row, that left tails over the bound (more than lab_bytes per CPU
+ * and more than min_unused_tlab_percent of cycle_bytes unused), this one included: 0 when it
+ * did not, was in per-CPU LABs or is the first; else previous_cycles_over_bound + 1. The next
+ * judged cycle's previous_cycles_over_bound. 0 for a NULL cycle (HAB_INVALID_ARGUMENT). */
+uint64_t hab_flip_cycles_over_bound(const hab_flip_cycle *cycle);
+
+/* How many cycles in a row over the bound send the next to per-CPU LABs: fewer can be threads
+ * that just started, in TLABs sized for the fewer before them (hab::CYCLES_OVER_BOUND_TO_FLIP). */
+#define HAB_FLIP_CYCLES_OVER_BOUND 3
+
 /* Whether the next cycle allocates in per-CPU LABs: 1 or 0 (-1 for a NULL cycle,
- * HAB_INVALID_ARGUMENT). After a cycle in TLABs (not the first), per-CPU LABs when the TLABs
- * left more than lab_bytes per CPU and more than min_unused_tlab_percent of cycle_bytes
- * unused; after a cycle in per-CPU LABs, TLABs again when those left more than lab_bytes per
- * running thread. */
+ * HAB_INVALID_ARGUMENT). After a cycle in TLABs, per-CPU LABs when hab_flip_cycles_over_bound
+ * reaches HAB_FLIP_CYCLES_OVER_BOUND; after a cycle in per-CPU LABs, TLABs again when those
+ * left more than lab_bytes per running thread. */
 int hab_flip_next_in_cpu_labs(const hab_flip_cycle *cycle);
 
 /* The process's per-CPU support, the one answer Hab's command, logs and this ABI give:

@@ -18,6 +18,7 @@ pub struct hab_flip_cycle {
     pub running_threads: u64,
     pub cycle_bytes: u64,
     pub min_unused_tlab_percent: u64,
+    pub previous_cycles_over_bound: u64,
 }
 
 /// Whether the next cycle allocates in per-CPU LABs: 1 or 0; -1 for a NULL `cycle`
@@ -35,7 +36,31 @@ pub unsafe extern "C" fn hab_flip_next_in_cpu_labs(cycle: *const hab_flip_cycle)
         );
         return -1;
     };
-    let decision = hab::FlipCycle {
+    c_int::from(flip_cycle(cycle).next_in_cpu_labs())
+}
+
+/// The judged cycles in TLABs in a row, `cycle` included, that left tails over the bound
+/// (`hab::FlipCycle::cycles_over_bound`): what the next judged cycle passes as
+/// `previous_cycles_over_bound`. 0 for a NULL `cycle` (`HAB_INVALID_ARGUMENT`).
+///
+/// # Safety
+/// `cycle` is NULL or points to a readable `hab_flip_cycle`.
+#[no_mangle]
+pub unsafe extern "C" fn hab_flip_cycles_over_bound(cycle: *const hab_flip_cycle) -> u64 {
+    // SAFETY: the caller's contract: NULL or a readable struct.
+    let Some(cycle) = (unsafe { cycle.as_ref() }) else {
+        fail(
+            HAB_INVALID_ARGUMENT,
+            "hab_flip_cycles_over_bound: cycle is NULL",
+        );
+        return 0;
+    };
+    flip_cycle(cycle).cycles_over_bound()
+}
+
+/// The library's view of a C cycle.
+fn flip_cycle(cycle: &hab_flip_cycle) -> hab::FlipCycle {
+    hab::FlipCycle {
         in_cpu_labs: cycle.in_cpu_labs != 0,
         first: cycle.first != 0,
         unused_tlab_bytes: cycle.unused_tlab_bytes,
@@ -45,9 +70,8 @@ pub unsafe extern "C" fn hab_flip_next_in_cpu_labs(cycle: *const hab_flip_cycle)
         running_threads: cycle.running_threads,
         cycle_bytes: cycle.cycle_bytes,
         min_unused_tlab_percent: cycle.min_unused_tlab_percent,
+        previous_cycles_over_bound: cycle.previous_cycles_over_bound,
     }
-    .next_in_cpu_labs();
-    c_int::from(decision)
 }
 
 #[cfg(test)]
@@ -63,13 +87,27 @@ mod tests {
             running_threads: 1000,
             cycle_bytes: 64 << 20,
             min_unused_tlab_percent: 10,
+            previous_cycles_over_bound: 2,
             ..Default::default()
         };
         // SAFETY: a live struct.
         assert_eq!(unsafe { hab_flip_next_in_cpu_labs(&cycle) }, 1);
+        // SAFETY: as above.
+        assert_eq!(unsafe { hab_flip_cycles_over_bound(&cycle) }, 3);
+        let once = hab_flip_cycle {
+            previous_cycles_over_bound: 0,
+            ..cycle
+        };
+        // SAFETY: as above.
+        assert_eq!(unsafe { hab_flip_next_in_cpu_labs(&once) }, 0);
         let first = hab_flip_cycle { first: 1, ..cycle };
         // SAFETY: as above.
         assert_eq!(unsafe { hab_flip_next_in_cpu_labs(&first) }, 0);
+        // SAFETY: as above.
+        assert_eq!(unsafe { hab_flip_cycles_over_bound(&first) }, 0);
+        // SAFETY: NULL is allowed, and refused.
+        assert_eq!(unsafe { hab_flip_cycles_over_bound(std::ptr::null()) }, 0);
+        assert_eq!(hab_last_status(), HAB_INVALID_ARGUMENT);
         // SAFETY: NULL is allowed, and refused.
         assert_eq!(unsafe { hab_flip_next_in_cpu_labs(std::ptr::null()) }, -1);
         assert_eq!(hab_last_status(), HAB_INVALID_ARGUMENT);

@@ -339,6 +339,7 @@ fn check_source(abi: &Abi) -> (String, BTreeSet<String>) {
             u64::from(hab_capi::CPU_LAB_INACTIVE),
         ),
         ("HAB_ABI_VERSION", u64::from(hab_capi::HAB_ABI_VERSION)),
+        ("HAB_FLIP_CYCLES_OVER_BOUND", hab::CYCLES_OVER_BOUND_TO_FLIP),
         (
             "HAB_RSEQ_UNAVAILABLE",
             hab_capi::HAB_RSEQ_UNAVAILABLE as u64,

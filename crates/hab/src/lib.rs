@@ -150,7 +150,7 @@ pub use heap::error::HeapError;
 pub use heap::mutator_handle::{alloc_slow_from_compiled_code, Mutator, ParkedMutator};
 pub use heap::stats::HeapStats;
 pub use heap::{Heap, MiddleLevelInfo};
-pub use labs::flip::FlipCycle;
+pub use labs::flip::{FlipCycle, CYCLES_OVER_BOUND_TO_FLIP};
 pub use labs::stats::CpuLabStats;
 pub use labs::tlab::{TLAB_SOFT_END_OFFSET, TLAB_TOP_OFFSET};
 pub use levels::component::{

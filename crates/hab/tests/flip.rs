@@ -1,7 +1,7 @@
 //! The `flip` mode's policy (Garthwaite et al. §5.2, `FlipCycle`), step by step: it starts
-//! with TLABs and keeps them after the first cycle, switches to per-CPU LABs after a cycle
-//! whose TLABs left more than the largest LAB × the CPUs unused (Hab's own paths set no
-//! share of the cycle as a bound), and back after a cycle whose per-CPU LABs left more than
+//! with TLABs and keeps them after the first cycle, switches to per-CPU LABs after three cycles
+//! in a row whose TLABs left more than the largest LAB × the CPUs unused (Hab's own paths set
+//! no share of the cycle as a bound), and back after a cycle whose per-CPU LABs left more than
 //! the largest LAB × the threads that ran unused.
 
 mod common;
@@ -39,7 +39,7 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
 
     let mut mutators: Vec<Mutator> = (0..threads).map(|_| heap.attach()).collect();
     let mut parked = Vec::new();
-    for cycle in ["the first", "the second"] {
+    for cycle in ["the first", "the second", "the third", "the fourth"] {
         for mutator in &mut mutators {
             alloc(mutator, 16);
         }
@@ -47,11 +47,9 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
         let collection = heap.collection();
         collection.verify().expect("walkable");
         collection.finish();
-        if cycle == "the first" {
-            assert!(
-                !heap.allocates_in_cpu_labs(),
-                "no flip after the first cycle"
-            );
+        if cycle != "the fourth" {
+            // The first cycle does not count; the next are over the bound, too few in a row.
+            assert!(!heap.allocates_in_cpu_labs(), "no flip after {cycle} cycle");
             mutators = parked.drain(..).map(|p| p.unpark()).collect();
         } else {
             mutators = Vec::new();
@@ -94,5 +92,5 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
     // Back in TLABs.
     let mut runner = runner.unpark();
     alloc(&mut runner, 16);
-    assert_eq!(heap.stats().totals.refills, 2 * threads as u64 + 1);
+    assert_eq!(heap.stats().totals.refills, 4 * threads as u64 + 1);
 }

@@ -190,11 +190,12 @@ fn every_mode_under_migrations_and_signals() {
         ("flip", Mode::Flip, None),
     ];
     let per_round = (THREADS * ALLOCS_PER_ROUND) as u64;
-    // At least three: `flip` keeps TLABs after the first cycle, flips after the second, and
-    // runs the third in per-CPU LABs.
+    // At least five: `flip` keeps TLABs after the first cycle (its tails do not count),
+    // flips after the next three (over the bound in a row), and runs the fifth in per-CPU
+    // LABs.
     let rounds = total_allocs()
         .div_ceil(per_round * modes.len() as u64)
-        .max(3) as usize;
+        .max(5) as usize;
     let started = Instant::now();
     let timer = SignalTimer::start(TIMER_PERIOD_NS);
     let mut total = Figures::default();

@@ -314,17 +314,26 @@ static void levels(void) {
     hab_levels_free(NULL);
 }
 
-/* The flip rule: a NULL cycle refused; the first cycle keeps TLABs; tails past a tenth of
- * the cycle and a LAB per CPU flip to per-CPU LABs, and LABs' tails past one per running
- * thread flip back. */
+/* The flip rule: a NULL cycle refused; the first cycle keeps TLABs and its tails do not
+ * count; tails past a tenth of the cycle and a LAB per CPU in HAB_FLIP_CYCLES_OVER_BOUND
+ * cycles running flip to per-CPU LABs, and LABs' tails past one per running thread flip
+ * back. */
 static void flip(void) {
     CHECK(hab_flip_next_in_cpu_labs(NULL) == -1 && hab_last_status() == HAB_INVALID_ARGUMENT);
-    hab_flip_cycle cycle = {0, 1, 40u << 20, 0, 64u << 10, 2, 1000, 64u << 20, 10};
+    CHECK(hab_flip_cycles_over_bound(NULL) == 0 && hab_last_status() == HAB_INVALID_ARGUMENT);
+    hab_flip_cycle cycle = {0, 1, 40u << 20, 0, 64u << 10, 2, 1000, 64u << 20, 10, 0};
     CHECK(hab_flip_next_in_cpu_labs(&cycle) == 0);
+    CHECK(hab_flip_cycles_over_bound(&cycle) == 0);
     cycle.first = 0;
-    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 1);
+    for (uint64_t n = 1; n < HAB_FLIP_CYCLES_OVER_BOUND; n++) { /* over the bound, too few */
+        CHECK(hab_flip_next_in_cpu_labs(&cycle) == 0);
+        cycle.previous_cycles_over_bound = hab_flip_cycles_over_bound(&cycle);
+        CHECK(cycle.previous_cycles_over_bound == n);
+    }
+    CHECK(hab_flip_next_in_cpu_labs(&cycle) == 1); /* enough */
     cycle.unused_tlab_bytes = 6u << 20; /* under a tenth of 64 MiB */
     CHECK(hab_flip_next_in_cpu_labs(&cycle) == 0);
+    CHECK(hab_flip_cycles_over_bound(&cycle) == 0);
     cycle.in_cpu_labs = 1;
     cycle.unused_lab_bytes = (64u << 10) * 1000; /* a LAB per running thread: stay */
     CHECK(hab_flip_next_in_cpu_labs(&cycle) == 1);

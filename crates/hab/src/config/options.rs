@@ -39,9 +39,11 @@ pub enum Mode {
     /// heap, sidelined ones first. Where rseq does not work, per-CPU compare-and-swap buffers.
     /// Named `cpu-lab`; `cpu-lab`, the seed's term, is accepted as an alias.
     CpuLab,
-    /// Starts as [`Mode::Tlab`]; at each collection switches to [`Mode::CpuLab`] when the memory
-    /// left unused in TLABs exceeded the largest LAB × the CPUs, and back when the memory left
-    /// unused in per-CPU LABs exceeded the largest LAB × the allocating threads (§5.2).
+    /// Starts as [`Mode::Tlab`]; at a collection switches to [`Mode::CpuLab`] when the memory
+    /// left unused in TLABs exceeded the largest LAB × the CPUs in
+    /// [`CYCLES_OVER_BOUND_TO_FLIP`](crate::CYCLES_OVER_BOUND_TO_FLIP) cycles in a row (the
+    /// first cycle apart), and back when the memory left unused in per-CPU LABs exceeded the
+    /// largest LAB × the allocating threads (§5.2; the rule: [`FlipCycle`](crate::FlipCycle)).
     Flip,
 }
 

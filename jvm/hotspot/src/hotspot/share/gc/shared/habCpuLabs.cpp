@@ -67,6 +67,9 @@ static size_t _largest_lab_bytes = 0;
 static size_t _cycles_in_cpu_labs = 0;
 static size_t _cycles_in_tlabs = 0;
 static size_t _flips = 0;
+// The judged cycles in TLABs in a row, up to the last, whose tails were over the flip's bound:
+// the rule flips after HAB_FLIP_CYCLES_OVER_BOUND of them.
+static uint64_t _cycles_over_bound = 0;
 
 void HabCpuLabs::initialize() {
   if (!UseHABCPULABs) {
@@ -169,7 +172,10 @@ static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
   bool in_cpu_labs = HabCpuLabs::in_cpu_labs();
   _largest_lab_bytes = MAX2(_largest_lab_bytes, (size_t)lowest.buffer_bytes);
   // libhab's flip policy, the one Hab's flip mode follows (hab_flip_next_in_cpu_labs); the
-  // first cycle's TLABs were sized before any thread had allocated, so it stays in TLABs.
+  // first cycle's TLABs were sized before any thread had allocated, so it stays in TLABs, and
+  // a cycle or two with tails over the bound are not enough: threads that just started leave
+  // large tails for a few collections, in TLABs sized from the fewer threads that ran before
+  // (16 threads of `h2` left 1.9 MiB of 18 MiB in the cycle they started in, 2-3 % later).
   hab_flip_cycle cycle;
   cycle.in_cpu_labs = in_cpu_labs ? 1 : 0;
   cycle.first = _collections == 1 ? 1 : 0;
@@ -180,20 +186,27 @@ static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
   cycle.running_threads = (uint64_t)Threads::number_of_threads();
   cycle.cycle_bytes = HabLevels::eden_bytes();
   cycle.min_unused_tlab_percent = flip_min_unused_tlab_percent;
+  cycle.previous_cycles_over_bound = _cycles_over_bound;
   GCCause::Cause cause = Universe::heap()->gc_cause();
   bool judged = HABFlipEvery != 0 || ended_by_allocation(cause);
   bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
               : judged          ? HabLevels::flip_next_in_cpu_labs(cycle)
                                 : in_cpu_labs;
+  uint64_t cycles_over_bound = HabLevels::flip_cycles_over_bound(cycle);
+  if (judged) {
+    _cycles_over_bound = cycles_over_bound;
+  }
   (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
-  log_debug(gc, tlab)("HAB flip: a cycle in %s%s%s%s: TLABs left " UINT64_FORMAT "K unused, "
+  log_debug(gc, tlab)("HAB flip: a cycle in %s%s%s%s: TLABs left " UINT64_FORMAT "K unused ("
+                      UINT64_FORMAT " of %d cycles in a row over the bound), "
                       "per-CPU LABs " UINT64_FORMAT "K (LABs of " UINT64_FORMAT "K, "
                       UINT64_FORMAT " CPUs, " UINT64_FORMAT " threads, eden " UINT64_FORMAT
                       "K); the next in %s",
                       in_cpu_labs ? "per-CPU LABs" : "TLABs", cycle.first ? " (the first)" : "",
                       judged ? "" : ", not judged: ended by ",
                       judged ? "" : GCCause::to_string(cause),
-                      cycle.unused_tlab_bytes / K, cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
+                      cycle.unused_tlab_bytes / K, cycles_over_bound, HAB_FLIP_CYCLES_OVER_BOUND,
+                      cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
                       cycle.cpus, cycle.running_threads, cycle.cycle_bytes / K,
                       next ? "per-CPU LABs" : "TLABs");
   if (next != in_cpu_labs) {

@@ -44,6 +44,7 @@
   f(hab_levels_tlabs_past_levels)  \
   f(hab_levels_cpu_buffer_path)  \
   f(hab_flip_next_in_cpu_labs)   \
+  f(hab_flip_cycles_over_bound)  \
   f(hab_per_cpu_support_get)     \
   f(hab_rseq_register_thread)    \
   f(hab_rseq_provide_area)
@@ -400,6 +401,10 @@ size_t HabLevels::eden_bytes() {
 
 bool HabLevels::flip_next_in_cpu_labs(const hab_flip_cycle& cycle) {
   return _hab_flip_next_in_cpu_labs(&cycle) == 1;
+}
+
+uint64_t HabLevels::flip_cycles_over_bound(const hab_flip_cycle& cycle) {
+  return _hab_flip_cycles_over_bound(&cycle);
 }
 
 // Reads every level's figures into `stats`; returns how many.

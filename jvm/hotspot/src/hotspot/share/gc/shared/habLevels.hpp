@@ -109,6 +109,11 @@ class HabLevels : AllStatic {
   // per-CPU LABs.
   static bool flip_next_in_cpu_labs(const hab_flip_cycle& cycle);
 
+  // libhab's hab_flip_cycles_over_bound: the judged cycles in TLABs in a row, `cycle`
+  // included, whose tails were over the flip's bound (the next one's
+  // previous_cycles_over_bound).
+  static uint64_t flip_cycles_over_bound(const hab_flip_cycle& cycle);
+
   // The largest TLAB the levels carve (words): larger ones come from the collector.
   static size_t max_tlab_words();
 
