@@ -38,7 +38,11 @@ fn flip_mode_switches_to_per_cpu_labs_and_back() {
     assert!(!heap.allocates_in_cpu_labs(), "starts with TLABs");
 
     let mut mutators: Vec<Mutator> = (0..threads).map(|_| heap.attach()).collect();
-    let mut parked = Vec::new();
+    // A collection before anything was allocated (an embedder's at start-up) is not the
+    // first cycle: that is the first that allocates, whose TLABs were sized before it.
+    let mut parked: Vec<_> = mutators.into_iter().map(Mutator::park).collect();
+    heap.collection().finish();
+    mutators = parked.drain(..).map(|p| p.unpark()).collect();
     for cycle in ["the first", "the second", "the third", "the fourth"] {
         for mutator in &mut mutators {
             alloc(mutator, 16);

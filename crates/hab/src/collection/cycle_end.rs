@@ -54,9 +54,13 @@ struct ThreadsCycle {
 pub(super) fn end_cycle(heap: &Heap, ranges: Ranges) {
     let threads = close_threads_cycles(heap, &ranges);
     let totals = heap.stats().totals;
-    let cycle = totals.since(&heap.swap_totals_at_last_collection(totals));
+    let before = heap.swap_totals_at_last_collection(totals);
+    let cycle = totals.since(&before);
+    // The first cycle is the first that allocated: a collection before any allocation (an
+    // embedder's at start-up) leaves the threads' TLABs as unsized as they were.
+    let first = before.allocated_bytes() + before.waste_bytes() == 0;
     let cycle_in_cpu_labs = heap.allocator().allocates_in_cpu_labs();
-    choose_next_mode(heap, &cycle, threads.running_threads);
+    choose_next_mode(heap, &cycle, threads.running_threads, first);
     if heap.config().buffers_follow_allocation() {
         resize_level_buffers(heap, &cycle.levels, &threads, ranges.next_bytes());
     }
@@ -145,13 +149,13 @@ fn close_threads_cycles(heap: &Heap, ranges: &Ranges) -> ThreadsCycle {
 
 /// Step 2: the flip policy, from what TLABs and per-CPU LABs (with, for threads without
 /// rseq, the per-CPU compare-and-swap buffers) left unused over the cycle.
-fn choose_next_mode(heap: &Heap, cycle: &AllocationStats, running_threads: u64) {
+fn choose_next_mode(heap: &Heap, cycle: &AllocationStats, running_threads: u64, first: bool) {
     heap.allocator().end_cycle(CycleWaste {
         unused_tlab_bytes: cycle.tlab_waste_bytes(),
         unused_lab_bytes: cycle.cpu_lab.unused_bytes() + cycle.middle_waste_bytes(),
         running_threads,
         cycle_bytes: cycle.allocated_bytes() + cycle.waste_bytes(),
-        first: heap.collections() == 0,
+        first,
     });
 }
 

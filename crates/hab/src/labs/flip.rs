@@ -133,7 +133,7 @@ pub(crate) struct CycleWaste {
     pub(crate) running_threads: u64,
     /// The bytes the cycle took: its objects and what its LABs left.
     pub(crate) cycle_bytes: u64,
-    /// Whether it is the heap's first cycle.
+    /// Whether it is the heap's first cycle that allocated.
     pub(crate) first: bool,
 }
 
