@@ -192,9 +192,8 @@ static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
   bool next = HABFlipEvery != 0 ? (in_cpu_labs != (_collections % HABFlipEvery == 0))
               : judged          ? HabLevels::flip_next_in_cpu_labs(cycle)
                                 : in_cpu_labs;
-  uint64_t cycles_over_bound = HabLevels::flip_cycles_over_bound(cycle);
   if (judged) {
-    _cycles_over_bound = cycles_over_bound;
+    _cycles_over_bound = HabLevels::flip_cycles_over_bound(cycle);
   }
   (in_cpu_labs ? _cycles_in_cpu_labs : _cycles_in_tlabs)++;
   log_debug(gc, tlab)("HAB flip: a cycle in %s%s%s%s: TLABs left " UINT64_FORMAT "K unused ("
@@ -205,7 +204,7 @@ static void flip(const hab_level_stats& lowest, size_t tlab_waste_words) {
                       in_cpu_labs ? "per-CPU LABs" : "TLABs", cycle.first ? " (the first)" : "",
                       judged ? "" : ", not judged: ended by ",
                       judged ? "" : GCCause::to_string(cause),
-                      cycle.unused_tlab_bytes / K, cycles_over_bound, HAB_FLIP_CYCLES_OVER_BOUND,
+                      cycle.unused_tlab_bytes / K, _cycles_over_bound, HAB_FLIP_CYCLES_OVER_BOUND,
                       cycle.unused_lab_bytes / K, cycle.lab_bytes / K,
                       cycle.cpus, cycle.running_threads, cycle.cycle_bytes / K,
                       next ? "per-CPU LABs" : "TLABs");
