@@ -5,10 +5,15 @@
 # If the path is the cost, the slow call adds about as much again; if the compilation is, it
 # does not. `limit16k` is every cycle with objects up to 16 KiB in per-CPU LABs
 # (-XX:HABCPULABObjectLimit=16384): fewer objects the runtime leaves to the collector, each
-# after a runtime call. Configurations alternate within a round; prints each run's harness
-# line and the per-CPU LAB summary, then per round the mutator's milliseconds per GB allocated
-# ((timed total - gc_ms) / GB) and each configuration's ratio to the stock run beside it.
-#   ROUNDS=5 THREADS=16 [CONFIGS="stock fast slow"] docs/results/apps/jackson-path.sh > LOG
+# after a runtime call. `habs` is -XX:+UseHAB, `flip` the per-CPU LAB mode flipping (TLABs
+# while they leave little), `flip-slow` the same with C2's slow call only: under JFR
+# (JFR=on, its default recording) they tell whether the flip's cycles in TLABs pay for the
+# per-CPU LAB stub that C2 calls first. COLLECTOR=parallel|g1. Configurations alternate within
+# a round; prints each run's harness line and the per-CPU LAB summary, then per round the
+# mutator's milliseconds per GB allocated ((timed total - gc_ms) / GB) and each
+# configuration's ratio to the stock run beside it.
+#   ROUNDS=5 THREADS=16 [CONFIGS="stock fast slow"] [COLLECTOR=g1] [JFR=on] \
+#     docs/results/apps/jackson-path.sh > LOG
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/../../.." && pwd)"
 java="$repo/target/hotspot-hab/jdk/bin/java"
@@ -16,28 +21,42 @@ apps="$repo/bench/apps/target"
 [ -x "$java" ] || { echo "$java: not built (jvm/hotspot/build.sh builds it)" >&2; exit 2; }
 [ -f "$apps/apps.jar" ] || { echo "$apps/apps.jar: not built (mvn -q -B package in bench/apps)" >&2; exit 2; }
 rounds=${ROUNDS:-5}; threads=${THREADS:-16}; app=${APP:-jackson}
+case ${COLLECTOR:-parallel} in
+  parallel) collector=-XX:+UseParallelGC ;;
+  g1) collector=-XX:+UseG1GC ;;
+  *) echo "COLLECTOR=$COLLECTOR: parallel or g1" >&2; exit 2 ;;
+esac
+observer=()
+case ${JFR:-off} in
+  off) ;;
+  on) observer=("-XX:StartFlightRecording:filename=$(mktemp -d)/jackson.jfr,settings=default") ;;
+  *) echo "JFR=$JFR: on or off" >&2; exit 2 ;;
+esac
 declare -A flags=(
   [stock]="-XX:-UseHAB"
+  [habs]="-XX:+UseHAB"
+  [flip]="-XX:+UseHABCPULABs"
+  [flip-slow]="-XX:+UseHABCPULABs -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath"
   [fast]="-XX:+UseHABCPULABs -XX:-HABFlip"
   [slow]="-XX:+UseHABCPULABs -XX:-HABFlip -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath"
   [limit16k]="-XX:+UseHABCPULABs -XX:-HABFlip -XX:HABCPULABObjectLimit=16384"
 )
 read -r -a configs <<<"${CONFIGS:-stock fast slow}"
 for config in "${configs[@]}"; do
-  [ -n "${flags[$config]:-}" ] || { echo "unknown configuration $config (stock fast slow limit16k)" >&2; exit 2; }
+  [ -n "${flags[$config]:-}" ] || { echo "unknown configuration $config (${!flags[*]})" >&2; exit 2; }
 done
 [ "${configs[0]}" = stock ] || { echo "CONFIGS must start with stock" >&2; exit 2; }
-echo "# $app, $threads threads, Parallel, -Xms2g -Xmx2g -Xmn24m, --warmup 10 --iterations 8, $(nproc) CPUs"
+echo "# $app, $threads threads, $collector, JFR ${JFR:-off}, -Xms2g -Xmx2g -Xmn24m, --warmup 10 --iterations 8, $(nproc) CPUs"
 for config in "${configs[@]}"; do echo "# $config: ${flags[$config]}"; done
 runs=$(mktemp)
 for round in $(seq "$rounds"); do
   for config in "${configs[@]}"; do
     # shellcheck disable=SC2086
-    out=$("$java" -XX:+UseParallelGC -Xms2g -Xmx2g -Xmn24m ${flags[$config]} -Xlog:gc+tlab=info:stderr \
+    out=$("$java" "$collector" -Xms2g -Xmx2g -Xmn24m ${flags[$config]} "${observer[@]}" -Xlog:gc+tlab=info:stderr \
           -cp "$apps/apps.jar:$apps/lib/*" hab.apps.Main "$app" "$threads" --warmup 10 --iterations 8 2>&1)
     line=$(echo "$out" | grep '^hab-apps: ' | tail -1)
     echo "$round $config $line"
-    echo "$out" | grep -E 'HAB CPU LABs: ' | sed "s/^.*HAB CPU LABs/$round $config   HAB CPU LABs/"
+    echo "$out" | grep -E 'HAB CPU LABs: |HAB flip: [0-9]+ cycles' | sed "s/^.*\] HAB /$round $config   HAB /"
     echo "$round $config $line" >>"$runs"
   done
 done
