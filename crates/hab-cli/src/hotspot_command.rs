@@ -101,6 +101,11 @@ pub(crate) struct HotspotHabArgs {
     /// then writes them as one file.
     #[arg(long, conflicts_with = "out", value_delimiter = ',')]
     from: Vec<PathBuf>,
+    /// With --apps: pool the rounds of these recordings (--apps-out files of any settings,
+    /// comma-separated), each round of each setting one figure of the suite × stock, into
+    /// each configuration's geometric mean with its 95 % confidence interval; run nothing.
+    #[arg(long, requires = "apps", conflicts_with_all = ["from", "apps_out"], value_delimiter = ',')]
+    pool: Vec<PathBuf>,
     /// Where to write the runs as JSON, after every run (`hab report` renders docs/results/hotspot-hab-*.json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -289,6 +294,26 @@ fn on_off(text: &str) -> Result<bool, String> {
 fn hotspot_apps(args: &HotspotHabArgs) -> Result<(), String> {
     use report::hotspot_apps::{self, AppsRuns, Plan, Young, APPS};
     use report::hotspot_apps_section::{checksum_failures, render};
+    if !args.pool.is_empty() {
+        let mut recordings = vec![];
+        for path in &args.pool {
+            let runs = read_json::<AppsRuns>(path).map_err(|e| format!("--pool {e}"))?;
+            let name = path.file_stem().map_or_else(
+                || path.display().to_string(),
+                |stem| stem.to_string_lossy().into_owned(),
+            );
+            recordings.push((name, runs));
+        }
+        let pooled = report::hotspot_apps_pool::pool(&recordings);
+        if pooled.is_empty() {
+            return Err("--pool: no configuration ran in the same rounds as stock".into());
+        }
+        print!(
+            "{}",
+            report::hotspot_apps_pool::render(&pooled, recordings.len())
+        );
+        return Ok(());
+    }
     if let Some((first, rest)) = args.from.split_first() {
         let read = |path: &PathBuf| read_json::<AppsRuns>(path).map_err(|e| format!("--from {e}"));
         let mut runs = read(first)?;

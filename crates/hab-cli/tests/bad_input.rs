@@ -140,6 +140,15 @@ const CASES: &[(&str, &str)] = &[
         "hotspot-hab --apps --from /nonexistent/runs.json",
         "--from /nonexistent/runs.json: No such file",
     ),
+    (
+        "hotspot-hab --apps --pool /nonexistent/runs.json",
+        "--pool /nonexistent/runs.json: No such file",
+    ),
+    ("hotspot-hab --pool a.json", "--apps"),
+    (
+        "hotspot-hab --apps --pool a.json --from b.json",
+        "cannot be used with",
+    ),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
     ("run --tlab-size 0", "--tlab-size: 0 bytes"),

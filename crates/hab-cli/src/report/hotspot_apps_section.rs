@@ -110,7 +110,7 @@ impl Setting {
             && point.jfr == self.jfr
     }
 
-    fn title(self) -> String {
+    pub(crate) fn title(self) -> String {
         format!(
             "{}, {}, {} threads, {}",
             self.collector.name(),
@@ -622,11 +622,12 @@ impl Experiment for HotSpotApps {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::report::hotspot_apps::Young;
 
-    fn point(app: &str, label: &str, ms: &[f64], gcs: &[u64]) -> AppPoint {
+    /// An application's point in Parallel, tight young generation, 2 threads, no observer.
+    pub(crate) fn point(app: &str, label: &str, ms: &[f64], gcs: &[u64]) -> AppPoint {
         let control = Plan {
             control: true,
             ..runs(vec![]).plan
@@ -659,7 +660,8 @@ mod tests {
         }
     }
 
-    fn runs(points: Vec<AppPoint>) -> AppsRuns {
+    /// `points` as runs of a plan of h2 and javac in that one setting.
+    pub(crate) fn runs(points: Vec<AppPoint>) -> AppsRuns {
         AppsRuns {
             machine: "test".into(),
             jvm: "test".into(),

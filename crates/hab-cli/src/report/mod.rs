@@ -17,6 +17,7 @@ mod end_of_cycle;
 mod experiment;
 mod hotspot;
 pub mod hotspot_apps;
+pub mod hotspot_apps_pool;
 pub mod hotspot_apps_section;
 pub mod hotspot_chat;
 pub mod hotspot_hab;
