@@ -7,15 +7,21 @@
 #   docs/results/apps/flip-verify.sh > docs/results/apps/flip-verify.log
 cd "$(dirname "$0")/../../.."
 java=target/hotspot-hab/jdk/bin/java
+# The tiers and production conditions each program runs in.
+variants=("-Xint" "-XX:TieredStopAtLevel=1" "-XX:-TieredCompilation" "default" "jfr" "rseq0")
+# Sets extra (JVM flags) and envs (environment) for one of those variants.
+condition() {
+  extra=(); envs=()
+  case "$1" in
+    default) ;;
+    jfr) extra=(-XX:StartFlightRecording:filename="${TMPDIR:-/tmp}/flip-verify.jfr",settings=default) ;;
+    rseq0) envs=(GLIBC_TUNABLES=glibc.pthread.rseq=0) ;;
+    *) extra=("$1") ;;
+  esac
+}
 for collector in Parallel G1; do
-  for variant in "-Xint" "-XX:TieredStopAtLevel=1" "-XX:-TieredCompilation" "default" "jfr" "rseq0"; do
-    extra=(); envs=()
-    case "$variant" in
-      default) ;;
-      jfr) extra=(-XX:StartFlightRecording:filename="${TMPDIR:-/tmp}/flip-verify.jfr",settings=default) ;;
-      rseq0) envs=(GLIBC_TUNABLES=glibc.pthread.rseq=0) ;;
-      *) extra=("$variant") ;;
-    esac
+  for variant in "${variants[@]}"; do
+    condition "$variant"
     out="$(env "${envs[@]}" timeout 150 "$java" -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:TLABSize=128k -XX:-ResizeTLAB \
       -XX:+UseHABCPULABs -XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC \
       -Xlog:gc+tlab=info "${extra[@]}" jvm/hotspot/test/ExplicitCollections.java 200 1 3000 2>&1)"
@@ -27,14 +33,8 @@ done
 # per connection: 190 000 deliveries, each counted by its receiver), -Xmn4m, flipping to per-CPU
 # LABs after three cycles, every heap verified, the same tiers and conditions.
 for collector in Parallel G1; do
-  for variant in "-Xint" "-XX:TieredStopAtLevel=1" "-XX:-TieredCompilation" "default" "jfr" "rseq0"; do
-    extra=(); envs=()
-    case "$variant" in
-      default) ;;
-      jfr) extra=(-XX:StartFlightRecording:filename="${TMPDIR:-/tmp}/flip-verify.jfr",settings=default) ;;
-      rseq0) envs=(GLIBC_TUNABLES=glibc.pthread.rseq=0) ;;
-      *) extra=("$variant") ;;
-    esac
+  for variant in "${variants[@]}"; do
+    condition "$variant"
     out="$(env "${envs[@]}" timeout 300 "$java" -XX:+Use${collector}GC -Xms64m -Xmx64m -Xmn4m \
       -XX:+UseHABCPULABs -XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC \
       -Xlog:gc+tlab=info "${extra[@]}" -cp bench/jvm/target/benchmarks.jar hab.bench.Chat 50 10 2>&1)"
