@@ -10,9 +10,13 @@
 
 use std::fmt::Write as _;
 
+use super::claims::Verdict;
 use super::hotspot_apps::AppsRuns;
-use super::hotspot_apps_section::{relative, settings};
+use super::hotspot_apps_section::{
+    relative, settings, FEWER_BOUND, NO_MORE_BOUND, THROUGHPUT_BOUND,
+};
 use super::hotspot_chat::STOCK;
+use crate::figures::Spread;
 
 /// One round of one setting of one recording: the suite's geometric means × stock.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,24 +107,22 @@ pub fn pool(recordings: &[(String, AppsRuns)]) -> Vec<Pooled> {
     pooled
 }
 
-/// Whether a ratio × stock is at most `bound`, judged on its interval: shown where the whole
-/// interval is at or below it, refuted where the whole interval is above it.
+/// The claim "`ratio` is at most `bound`" judged on its interval as the report judges a
+/// figure on its range ([`Verdict::at_most`]), in this table's words: shown where the whole
+/// interval is at or below the bound, refuted where it is wholly above, undecided otherwise.
 fn verdict(ratio: Option<Interval>, bound: f64) -> &'static str {
-    match ratio {
-        None => "—",
-        Some(r) if r.high <= bound => "shown",
-        Some(r) if r.low > bound => "refuted",
-        Some(_) => "undecided",
+    let Some(r) = ratio else { return "—" };
+    let range = Spread {
+        median: r.mean,
+        min: r.low,
+        max: r.high,
+    };
+    match Verdict::at_most(range, bound) {
+        Verdict::Yes => "shown",
+        Verdict::No => "refuted",
+        Verdict::Inconclusive => "undecided",
     }
 }
-
-/// The claims the report judges on one setting, here on the pooled rounds: time at most
-/// 1/0.98 of stock's (at least 0.98× its throughput); collections per GB no more than stock's;
-/// at least 1 % fewer (the claim for per-CPU LABs with 8 threads per CPU in a tight young
-/// generation, meaningful where the recordings pooled are of that setting).
-const THROUGHPUT_BOUND: f64 = 1.0 / 0.98;
-const NO_MORE_BOUND: f64 = 1.0;
-const FEWER_BOUND: f64 = 0.99;
 
 fn interval_cells(interval: Option<Interval>) -> String {
     interval.map_or("— | —".into(), |i| {

@@ -439,6 +439,13 @@ pub fn render(runs: &AppsRuns) -> String {
     out
 }
 
+/// The claims' bounds on a configuration's geometric mean × stock: time at most 1/0.98 of
+/// stock's (at least 0.98× its throughput), collections per GB no more than stock's, and at
+/// least 1 % fewer (per-CPU LABs at the most threads in the tight young generation).
+pub(crate) const THROUGHPUT_BOUND: f64 = 1.0 / 0.98;
+pub(crate) const NO_MORE_BOUND: f64 = 1.0;
+pub(crate) const FEWER_BOUND: f64 = 0.99;
+
 /// The report's claims on `runs` (those without an observer): the checksums everywhere; at
 /// the fewest threads, HABs (automatic levels) and per-CPU LABs flipping at least 0.98× stock's
 /// throughput with no more young collections, as geometric means over the suite; at the most
@@ -462,14 +469,14 @@ pub fn judge(runs: &AppsRuns, claims: &mut Claims) {
                     claims.judge(
                         SOURCE,
                         &format!("{label}: at least 0.98× stock's throughput, geometric mean over the suite ({title})"),
-                        Verdict::at_most(time, 1.0 / 0.98),
+                        Verdict::at_most(time, THROUGHPUT_BOUND),
                     );
                 }
                 if let Some(collections) = relative.collections {
                     claims.judge(
                         SOURCE,
                         &format!("{label}: no more young collections per GB allocated than stock, geometric mean over the suite ({title})"),
-                        Verdict::at_most(collections, 1.0),
+                        Verdict::at_most(collections, NO_MORE_BOUND),
                     );
                 }
             }
@@ -480,7 +487,7 @@ pub fn judge(runs: &AppsRuns, claims: &mut Claims) {
                     claims.judge(
                         SOURCE,
                         &format!("{label}: at least 1 % fewer young collections per GB allocated than stock, geometric mean over the suite ({title})"),
-                        Verdict::at_most(collections, 0.99),
+                        Verdict::at_most(collections, FEWER_BOUND),
                     );
                 }
             }
