@@ -82,6 +82,20 @@ cases=$(cat <<'CASES'
 CASES
 )
 
+# JDK 25 refuses HAB flags where HABs cannot work (JDK 17 warns and turns HABs off), with each
+# collector it has.
+if "$java" -version 2>&1 | grep -q 'version "25'; then
+  gcs="HABs work with the Parallel and G1 collectors (-XX:+UseParallelGC, -XX:+UseG1GC), not"
+  cases=$(grep -v -- '-XX:+UseSerialGC\|-XX:-UseTLAB' <<<"$cases")
+  for gc in "SerialGC	serial gc" "ShenandoahGC	shenandoah gc" "ZGC	z gc" "EpsilonGC	epsilon gc"; do
+    cases+=$'\n'"-XX:+Use${gc%%	*}"$'\t'"fail"$'\t'"Error: -XX:+UseHAB: $gcs ${gc#*	}"
+    cases+=$'\n'"-XX:+UseHABCPULABs -XX:+Use${gc%%	*}"$'\t'"fail"$'\t'"Error: -XX:+UseHABCPULABs: $gcs ${gc#*	}"
+  done
+  cases+=$'\n'"-XX:-UseTLAB"$'\t'"fail"$'\t'"Error: -XX:+UseHAB: HABs refill TLABs, and -XX:-UseTLAB turns them off"
+  cases+=$'\n'"-XX:+UseHABCPULABs -XX:-UseTLAB"$'\t'"fail"$'\t'"Error: -XX:+UseHABCPULABs: HABs refill TLABs"
+  cases+=$'\n'"-XX:+UseHABCPULABs -XX:+UseCompactObjectHeaders"$'\t'"run"$'\t'"cycles flip between them and TLABs"
+fi
+
 # Values longer than any buffer the start-up code keeps (a path, the auto list).
 long=$(printf 'x%.0s' $(seq 5000))
 cases+=$'\n'"-XX:HABLibrary=/$long"$'\t'"fail"$'\t'"UseHAB: cannot load"
@@ -102,7 +116,7 @@ environments() {
   echo "| --- | --- | --- | --- | --- | --- | --- |"
   for gc in -XX:+UseParallelGC -XX:+UseG1GC; do
     local stock
-    stock=$("$java" "$gc" "${program[@]}" 2>&1 | grep -o 'checksum 0x[0-9a-f]*' | sort -u | tr '\n' ' ')
+    stock=$("$java" -XX:+UnlockExperimentalVMOptions "$gc" "${program[@]}" 2>&1 | grep -o 'checksum 0x[0-9a-f]*' | sort -u | tr '\n' ' ')
     for environment in ${ENVIRONMENTS:-glibc own enosys eperm}; do
       local wrap=() expect
       case "$environment" in
@@ -125,7 +139,7 @@ environments() {
           local output status problem="" sum
           local hab_flags
           read -r -a hab_flags <<<"$hab"
-          output=$(cd "$work" && "${wrap[@]}" "$java" "$gc" "${hab_flags[@]}" "${tier_flags[@]}" "${verify[@]}" \
+          output=$(cd "$work" && "${wrap[@]}" "$java" -XX:+UnlockExperimentalVMOptions "$gc" "${hab_flags[@]}" "${tier_flags[@]}" "${verify[@]}" \
             -Xlog:gc+init "${program[@]}" 2>&1)
           status=$?
           sum=$(grep -o 'checksum 0x[0-9a-f]*' <<<"$output" | sort -u | tr '\n' ' ')
@@ -162,7 +176,7 @@ environments() {
         enosys | eperm) wrap=("$wrapper" "$environment") ;;
       esac
       local output status
-      output=$(cd "$work" && "${wrap[@]}" "$attach" 8 4 20000 "$gc" -XX:+UseHABCPULABs -XX:-HABFlip \
+      output=$(cd "$work" && "${wrap[@]}" "$attach" 8 4 20000 "$gc" -XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip \
         -Xmx256m -Xmn8m "${verify[@]}" 2>&1)
       status=$?
       local result
@@ -178,7 +192,7 @@ environments() {
   # An explicit -XX:HABCpuId=rseq the kernel cannot honour is the one refusal, with its reason.
   for error in enosys eperm; do
     local output status
-    output=$("$wrapper" "$error" "$java" -XX:+UseHAB -XX:HABCpuId=rseq -version 2>&1)
+    output=$("$wrapper" "$error" "$java" -XX:+UnlockExperimentalVMOptions -XX:+UseHAB -XX:HABCpuId=rseq -version 2>&1)
     status=$?
     if [ "$status" = 0 ] || ! grep -qF "refused Hab's own registration" <<<"$output"; then
       echo "| $error | Parallel | \`-XX:+UseHAB -XX:HABCpuId=rseq\` | - | $status | - | **not refused with its reason** |"
@@ -203,7 +217,7 @@ while IFS=$'\t' read -r flag expected text; do
   rm -f "$work"/hs_err*
   read -r -a flags <<<"$flag"
   grep -qE -- '-XX:\+Use[A-Za-z0-9]+GC' <<<"$flag" || flags=(-XX:+UseParallelGC "${flags[@]}")
-  output=$(cd "$work" && "$java" -XX:+UseHAB -Xlog:gc+init "${flags[@]}" -version 2>&1)
+  output=$(cd "$work" && "$java" -XX:+UnlockExperimentalVMOptions -XX:+UseHAB -Xlog:gc+init "${flags[@]}" -version 2>&1)
   status=$?
   problem=""
   if [ "$status" -gt 128 ] || ls "$work"/hs_err* >/dev/null 2>&1 || grep -q "SIGSEGV\|fatal error" <<<"$output"; then

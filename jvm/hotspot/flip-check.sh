@@ -28,7 +28,7 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 failed=0
 for collector in Parallel G1; do
-  out="$("$java" -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:TLABSize=512k -XX:-ResizeTLAB \
+  out="$("$java" -XX:+UnlockExperimentalVMOptions -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:TLABSize=512k -XX:-ResizeTLAB \
     -XX:+UseHABCPULABs -Xlog:gc+tlab=debug:file="$log" -Xlog:gc+tlab=info \
     "$repo/jvm/hotspot/test/ExplicitCollections.java" 16 "$collections" 2 2>&1 || true)"
   flips="$(grep -o ' flips=[0-9]*' <<<"$out" | cut -d= -f2 || true)"
@@ -39,7 +39,7 @@ for collector in Parallel G1; do
     echo "  FAILED${flipped_at:+: $flipped_at}" >&2
     failed=1
   fi
-  out="$("$java" -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:TLABSize=128k -XX:-ResizeTLAB \
+  out="$("$java" -XX:+UnlockExperimentalVMOptions -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:TLABSize=128k -XX:-ResizeTLAB \
     -XX:+UseHABCPULABs -Xlog:gc+tlab=info \
     "$repo/jvm/hotspot/test/ExplicitCollections.java" 200 1 3000 2>&1 || true)"
   flips="$(grep -o ' flips=[0-9]*' <<<"$out" | cut -d= -f2 || true)"
@@ -49,7 +49,7 @@ for collector in Parallel G1; do
     failed=1
   fi
   for run in 1 2; do
-    out="$("$java" -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:+UseHABCPULABs \
+    out="$("$java" -XX:+UnlockExperimentalVMOptions -XX:+Use${collector}GC -Xmx512m -Xmn24m -XX:+UseHABCPULABs \
       -Xlog:gc+tlab=debug:file="$log" -Xlog:gc+tlab=info \
       "$repo/jvm/hotspot/test/ThreadsStart.java" 16 1000 2000 2>&1 || true)"
     flips="$(grep -o ' flips=[0-9]*' <<<"$out" | cut -d= -f2 || true)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs a selection of HotSpot's own jtreg tests (from the source that build.sh unpacked) on the
-# JVM that build.sh built, under the Parallel GC and under G1, each in four configurations: as
+# Runs a selection of HotSpot's own jtreg tests (from the source that build.sh --jdk 17 unpacked)
+# on the JDK 17 JVM that build.sh --jdk 17 built (JDK 25's tests need jtreg 8: not yet here), under the Parallel GC and under G1, each in four configurations: as
 # shipped (-XX:-UseHAB), with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB
 # -XX:HABLevels=cpu:256K,core:2M, and with -XX:+UseHAB and heap verification before and after
 # every collection; and with -XX:+UseHABCPULABs, without and with verification, and with every
@@ -20,9 +20,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 work="${HAB_HOTSPOT_DIR:-$repo/target/hotspot-hab}"
-jdk="$work/jdk"
+jdk="$work/jdk17"
 tests_root="$work/jdk17u/test/hotspot/jtreg"
-[ -x "$jdk/bin/java" ] || { echo "no $jdk: run jvm/hotspot/build.sh first" >&2; exit 1; }
+[ -x "$jdk/bin/java" ] || { echo "no $jdk: run jvm/hotspot/build.sh --jdk 17 first" >&2; exit 1; }
 if ! command -v jtreg >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then apt-get install -y -q jtreg7 >/dev/null; else sudo apt-get install -y -q jtreg7 >/dev/null; fi
 fi
@@ -118,9 +118,9 @@ for collector in ${COLLECTORS:-parallel g1}; do
       hab) options="$gc -XX:+UseHAB" ;;
       hab-cpu) options="$gc -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M" ;;
       hab-verify) options="$gc -XX:+UseHAB $verify" ;;
-      cpu-labs) options="$gc -XX:+UseHABCPULABs" ;;
-      cpu-labs-always) options="$gc -XX:+UseHABCPULABs -XX:-HABFlip" ;;
-      cpu-labs-verify) options="$gc -XX:+UseHABCPULABs $verify" ;;
+      cpu-labs) options="$gc -XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs" ;;
+      cpu-labs-always) options="$gc -XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip" ;;
+      cpu-labs-verify) options="$gc -XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs $verify" ;;
       *) echo "unknown configuration $config" >&2; exit 2 ;;
     esac
     run "$collector" "$config" "$options" "${tests[@]}"

@@ -22,7 +22,7 @@ for gc in -XX:+UseParallelGC -XX:+UseG1GC; do
                "-XX:+UseHABCPULABs" "-XX:+UseHABCPULABs -XX:-HABFlip"; do
     for app in "${names[@]}"; do
       # shellcheck disable=SC2086
-      out=$("$java" "$gc" -Xms2g -Xmx2g -Xmn64m $flags "${verify[@]}" -Xlog:gc+init \
+      out=$("$java" -XX:+UnlockExperimentalVMOptions "$gc" -Xms2g -Xmx2g -Xmn64m $flags "${verify[@]}" -Xlog:gc+init \
             -cp "$apps/apps.jar:$apps/lib/*" hab.apps.Main "$app" 2 --warmup 0 --iterations 1 2>&1)
       line=$(echo "$out" | grep '^hab-apps: ' | tail -1)
       status=$(echo "$line" | grep -o 'checksum_status=[a-z]*'); status=${status#checksum_status=}

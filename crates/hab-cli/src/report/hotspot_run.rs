@@ -11,6 +11,9 @@ use std::process::{Command, ExitStatus};
 /// The word that starts the JVM's exit line.
 const EXIT_LINE: &str = "hab-exit:";
 
+/// The flag of per-CPU LABs, which JDK 25 lists as experimental.
+const CPU_LABS_FLAG: &str = "-XX:+UseHABCPULABs";
+
 /// A JVM to run: its options, then a program with its arguments.
 #[derive(Clone, Debug)]
 pub(crate) struct JavaRun {
@@ -57,6 +60,10 @@ impl JavaRun {
     pub(crate) fn run(&self, log_file: &Path) -> Result<JavaOutput, String> {
         let _ = std::fs::remove_file(log_file);
         let mut command = Command::new(&self.java);
+        if self.options.iter().any(|o| o == CPU_LABS_FLAG) {
+            // An experimental flag on JDK 25; JDK 17 accepts the unlock too.
+            command.arg("-XX:+UnlockExperimentalVMOptions");
+        }
         command
             .args(&self.options)
             .arg(format!("-Xlog:gc+tlab=info:file={}", log_file.display()))
