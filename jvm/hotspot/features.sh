@@ -28,7 +28,7 @@ trap 'rm -rf "$work"' EXIT
 "$(dirname "$java")/javac" -d "$work/classes" "$here/test/Headers.java" || exit 1
 
 # What each kind of thread runs: THREADS OBJECTS_PER_THREAD YIELD_EVERY.
-declare -A shape=([platform]="4 150000 0" [virtual]="5000 300 25")
+declare -A shape=([platform]="4 120000 0" [virtual]="3000 150 20")
 declare -A expected
 for threads in ${THREADS:-platform virtual}; do
   # shellcheck disable=SC2086
@@ -58,7 +58,7 @@ for collector in ${COLLECTORS:-Parallel G1}; do
           rm -f "$work"/hs_err*
           # shellcheck disable=SC2086
           output=$(cd "$work" && "$java" -XX:+UnlockExperimentalVMOptions -XX:+UnlockDiagnosticVMOptions \
-            "-XX:+Use${collector}GC" -Xmx256m -Xmn8m "${hab_flags[@]}" "$header_flag" "${tier_flags[@]}" \
+            "-XX:+Use${collector}GC" -Xmx256m -Xmn4m "${hab_flags[@]}" "$header_flag" "${tier_flags[@]}" \
             -XX:+VerifyBeforeGC -XX:+VerifyAfterGC -XX:+HABVerifyCompiledRefills -Xlog:gc+tlab=info \
             -cp "$work/classes" Headers "$threads" ${shape[$threads]} 2>&1)
           status=$?

@@ -1,31 +1,59 @@
 #!/usr/bin/env bash
-# Runs a selection of HotSpot's own jtreg tests (from the source that build.sh --jdk 17 unpacked)
-# on the JDK 17 JVM that build.sh --jdk 17 built (JDK 25's tests need jtreg 8: not yet here), under the Parallel GC and under G1, each in four configurations: as
-# shipped (-XX:-UseHAB), with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB
-# -XX:HABLevels=cpu:256K,core:2M, and with -XX:+UseHAB and heap verification before and after
-# every collection; and with -XX:+UseHABCPULABs, without and with verification, and with every
-# cycle in per-CPU LABs (-XX:-HABFlip).
+# Runs a selection of HotSpot's own jtreg tests (from the source that build.sh unpacked) on the
+# JVM that build.sh built — JDK 25 (jtreg 8) by default, JDK 17 (jtreg 7) with JDK_VERSION=17 —
+# under the Parallel GC and under G1, each in these configurations: as shipped (-XX:-UseHAB),
+# with -XX:+UseHAB (HABLevels=auto), with -XX:+UseHAB -XX:HABLevels=cpu:256K,core:2M, and with
+# -XX:+UseHAB and heap verification before and after every collection; and with
+# -XX:+UseHABCPULABs, without and with verification, and with every cycle in per-CPU LABs
+# (-XX:-HABFlip).
 # Builds the native library of the HeapMonitor tests. Writes
-# target/hotspot-hab/jtreg/summary.md (tests run, passed, failed, errors, seconds per collector
-# and configuration) and keeps jtreg's reports beside it.
+# target/hotspot-hab/jtreg[-17]/summary.md (tests run, passed, failed, errors, seconds per
+# collector and configuration) and keeps jtreg's reports beside it.
 #
 #   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
 #
-# Environment: COLLECTORS (default "parallel g1"); CONFIGS (default every configuration: stock
-# hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always); ENVIRONMENT: glibc (the
-# default: glibc's rseq registration), own (GLIBC_TUNABLES=glibc.pthread.rseq=0 for every test
-# JVM: Hab registers its own areas), enosys or eperm (jtreg and every JVM it starts under
-# tools/without-rseq, a seccomp filter that refuses rseq so).
+# Environment: JDK_VERSION (25 or 17); COLLECTORS (default "parallel g1"); CONFIGS (default every
+# configuration: stock hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always);
+# ENVIRONMENT: glibc (the default: glibc's rseq registration), own
+# (GLIBC_TUNABLES=glibc.pthread.rseq=0 for every test JVM: Hab registers its own areas), enosys or
+# eperm (jtreg and every JVM it starts under tools/without-rseq, a seccomp filter that refuses
+# rseq so).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 work="${HAB_HOTSPOT_DIR:-$repo/target/hotspot-hab}"
-jdk="$work/jdk17"
-tests_root="$work/jdk17u/test/hotspot/jtreg"
-[ -x "$jdk/bin/java" ] || { echo "no $jdk: run jvm/hotspot/build.sh --jdk 17 first" >&2; exit 1; }
-if ! command -v jtreg >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then apt-get install -y -q jtreg7 >/dev/null; else sudo apt-get install -y -q jtreg7 >/dev/null; fi
-fi
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+case "${JDK_VERSION:-25}" in
+  25)
+    jdk="$work/jdk"
+    tests_root="$work/jdk25u/test/hotspot/jtreg"
+    out="$work/jtreg"
+    [ -x "$jdk/bin/java" ] || { echo "no $jdk: run jvm/hotspot/build.sh first" >&2; exit 1; }
+    # jtreg 8 (JDK 25's tests ask for 8+2): Debian trixie's jtreg8, unpacked beside the tree.
+    jtreg_home="$work/jtreg8"
+    if [ ! -x "$jtreg_home/usr/share/jtreg/bin/jtreg" ]; then
+      lists="$work/jtreg8-apt"
+      mkdir -p "$lists/lists/partial"
+      echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" >"$lists/trixie.list"
+      apt_private=(-o Dir::Etc::sourcelist="$lists/trixie.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$lists/lists")
+      as_root apt-get "${apt_private[@]}" update -q >/dev/null
+      (cd "$lists" && as_root apt-get "${apt_private[@]}" download jtreg8 >/dev/null 2>&1)
+      dpkg -x "$(ls "$lists"/jtreg8_*_all.deb)" "$jtreg_home"
+    fi
+    jtreg=("env" "JT_JAVA=$jdk" "$jtreg_home/usr/share/jtreg/bin/jtreg")
+    # The archive's test/jdk/TEST.groups names tests it does not hold; jtreg checks every group.
+    : >"$work/jdk25u/test/jdk/TEST.groups"
+    ;;
+  17)
+    jdk="$work/jdk17"
+    tests_root="$work/jdk17u/test/hotspot/jtreg"
+    out="$work/jtreg-17"
+    [ -x "$jdk/bin/java" ] || { echo "no $jdk: run jvm/hotspot/build.sh --jdk 17 first" >&2; exit 1; }
+    command -v jtreg >/dev/null 2>&1 || as_root apt-get install -y -q jtreg7 >/dev/null
+    jtreg=(jtreg)
+    ;;
+  *) echo "JDK_VERSION=$JDK_VERSION: 25 or 17" >&2; exit 2 ;;
+esac
 # Tests of either collector: heap shape, verification, TLABs in every tier (the JITs'
 # allocation and escape analysis), allocation sampling (JVMTI, with its native library) and
 # JFR's allocation events (test/jdk, a second test suite, by its path from this one).
@@ -56,7 +84,6 @@ g1=(
   gc/stress/gcold/TestGCOldWithG1.java gc/stress/gcbasher/TestGCBasherWithG1.java
   gc/stress/systemgc/TestSystemGCWithG1.java gc/arguments/TestG1HeapSizeFlags.java
 )
-out="$work/jtreg"
 mkdir -p "$out/native"
 environment=${ENVIRONMENT:-glibc}
 wrap=()
@@ -90,7 +117,7 @@ run() {
   [ "$environment" = glibc ] || name="$name-$environment"
   started=$(date +%s)
   status=0
-  (cd "$tests_root" && "${wrap[@]}" jtreg "${test_env[@]}" -jdk:"$jdk" -w:"$out/$name/work" -r:"$out/$name/report" \
+  (cd "$tests_root" && "${wrap[@]}" "${jtreg[@]}" "${test_env[@]}" -jdk:"$jdk" -w:"$out/$name/work" -r:"$out/$name/report" \
     -conc:"$(nproc)" -timeoutFactor:4 -ignore:quiet -nativepath:"$out/native" \
     -javaoptions:"$options" "$@" >"$out/$name.log" 2>&1) || status=$?
   local seconds=$(( $(date +%s) - started ))

@@ -35,11 +35,11 @@ esac
 declare -A flags=(
   [stock]="-XX:-UseHAB"
   [habs]="-XX:+UseHAB"
-  [flip]="-XX:+UseHABCPULABs"
-  [flip-slow]="-XX:+UseHABCPULABs -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath"
-  [fast]="-XX:+UseHABCPULABs -XX:-HABFlip"
-  [slow]="-XX:+UseHABCPULABs -XX:-HABFlip -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath"
-  [limit16k]="-XX:+UseHABCPULABs -XX:-HABFlip -XX:HABCPULABObjectLimit=16384"
+  [flip]="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs"
+  [flip-slow]="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath"
+  [fast]="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip"
+  [slow]="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath"
+  [limit16k]="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip -XX:HABCPULABObjectLimit=16384"
 )
 read -r -a configs <<<"${CONFIGS:-stock fast slow}"
 for config in "${configs[@]}"; do

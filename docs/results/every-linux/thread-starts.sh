@@ -22,7 +22,7 @@ for round in $(seq "${ROUNDS:-5}"); do
     case ${config%-o*} in
       stock) flags=-XX:-UseHAB ;;
       hab) flags=-XX:+UseHAB ;;
-      cpu-labs) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
+      cpu-labs) flags="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip" ;;
     esac
     out=$("${wrap[@]}" "$java" -XX:+UseParallelGC $flags -cp "$jar" hab.bench.ThreadStarts \
       "${THREADS:-2000}" 5 2>&1)

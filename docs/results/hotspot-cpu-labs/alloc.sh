@@ -27,9 +27,9 @@ for round in $(seq "${ROUNDS:-3}"); do
       case $config in
         stock) flags="-XX:-UseHAB" ;;
         no-tlab) flags="-XX:-UseHAB -XX:-UseTLAB" ;;
-        cpu-labs) flags="-XX:+UseHABCPULABs" ;;
-        cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
-        cpu-labs-slow-call) flags="-XX:+UseHABCPULABs -XX:-HABFlip -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath" ;;
+        cpu-labs) flags="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs" ;;
+        cpu-labs-always) flags="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip" ;;
+        cpu-labs-slow-call) flags="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip -XX:+UnlockDiagnosticVMOptions -XX:-HABCompiledCPULABPath" ;;
       esac
       "$java" -jar "$jar" "${BENCHMARK:-AllocObject.bytes16}" -f 1 -wi 3 -w 1s -i 5 -r 1s -t 1 \
         -jvm "$java" -jvmArgs "$heap $tier_flags $flags" -rf csv -rff "$csv" >/dev/null 2>&1

@@ -18,8 +18,8 @@ for round in $(seq "${ROUNDS:-3}"); do
     for config in ${CONFIGS:-stock cpu-labs cpu-labs-always}; do
       case $config in
         stock) flags=-XX:-UseHAB ;;
-        cpu-labs) flags=-XX:+UseHABCPULABs ;;
-        cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
+        cpu-labs) flags=-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs ;;
+        cpu-labs-always) flags="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip" ;;
         *) echo "unknown config $config" >&2; exit 2 ;;
       esac
       out=$(timeout 600 "$java" -XX:+UseParallelGC $flags -Xms2g -Xmx2g -Xmn1g \

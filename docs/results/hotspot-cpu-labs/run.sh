@@ -38,10 +38,10 @@ for round in $(seq "${ROUNDS:-2}"); do
           stock) flags=-XX:-UseHAB ;;
           no-tlab) flags=-XX:-UseTLAB ;;
           hab) flags=-XX:+UseHAB ;;
-          cpu-labs) flags=-XX:+UseHABCPULABs ;;
-          cpu-labs-always) flags="-XX:+UseHABCPULABs -XX:-HABFlip" ;;
+          cpu-labs) flags=-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs ;;
+          cpu-labs-always) flags="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip" ;;
           hab-enosys) flags=-XX:+UseHAB ;;
-          cpu-labs-enosys) flags=-XX:+UseHABCPULABs ;;
+          cpu-labs-enosys) flags=-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs ;;
           *) echo "unknown configuration $config" >&2; exit 2 ;;
         esac
         out=$(timeout 120 "${wrap[@]}" "$java" $gc $flags -Xms${HEAP:-256}m -Xmx${HEAP:-256}m -Xmn${young}m \

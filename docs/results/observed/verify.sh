@@ -18,7 +18,7 @@ for gc in -XX:+UseParallelGC -XX:+UseG1GC; do
   stock=$("$java" "$gc" "${program[@]}" 2>&1 | grep -o 'checksum 0x[0-9a-f]*' | sort -u)
   for tier in -Xint -XX:TieredStopAtLevel=1 -XX:-TieredCompilation; do
     for flags in "-XX:+UseHAB -XX:TLABSize=1k -XX:MinTLABSize=1k -XX:-ResizeTLAB" \
-                 "-XX:+UseHABCPULABs" "-XX:+UseHABCPULABs -XX:-HABFlip"; do
+                 "-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs" "-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs -XX:-HABFlip"; do
       for observer in jfr jvmti; do
         for rseq in glibc off; do
           obs=(-XX:StartFlightRecording:filename=/tmp/hab-verify.jfr,settings=default)

@@ -25,7 +25,6 @@
 #include "asm/macroAssembler.inline.hpp"
 #include "code/codeBlob.hpp"
 #include "code/codeCache.hpp"
-#include "compiler/disassembler.hpp"
 #include "gc/shared/gc_globals.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habLevels.hpp"
@@ -39,9 +38,8 @@
 #include "oops/instanceKlass.hpp"
 #include "oops/klass.inline.hpp"
 #include "oops/markWord.hpp"
-#include "prims/forte.hpp"
-#include "prims/jvmtiExport.hpp"
 #include "runtime/os.hpp"
+#include "runtime/stubCodeGenerator.hpp"
 #include "runtime/javaThread.hpp"
 #include "runtime/threadHeapSampler.hpp"
 #include "utilities/powerOfTwo.hpp"
@@ -51,6 +49,12 @@
 #include "gc/shared/hab.h"
 
 #define __ _masm->
+
+#ifdef PRODUCT
+#define BLOCK_COMMENT(str) /* nothing */
+#else
+#define BLOCK_COMMENT(str) __ block_comment(str)
+#endif
 
 #if HAB_PLATFORM
 
@@ -118,26 +122,34 @@ struct BumpExtension {
   Register delta;
 };
 
+// The code buffer over a stub's blob, made before the StubCodeGenerator that emits into it.
+class HabStubBuffer {
+ protected:
+  CodeBuffer _buffer;
+  explicit HabStubBuffer(BufferBlob* blob) : _buffer(blob) {}
+};
+
 // One stub in a code blob of its own, never freed (the kernel reads a section's descriptor
-// at any preemption, for the VM's life): the descriptor first, then the code. The rseq
+// at any preemption, for the VM's life): the descriptor first, then the code, under a
+// StubCodeMark named as the blob ("HAB new_instance refill (observed)" and the like), so that
+// -XX:+PrintStubCode, profilers (Forte) and JVMTI's DynamicCodeGenerated see it. The rseq
 // framing and the emitters every stub shares; each stub names its own registers. The
 // interpreter's and C1's stub and C2's fast-path stub are made here (generate_tiers_stub,
 // generate_c2_stub); the stubs that wrap C2's slow calls in SlowCallStub.
-class HabStub {
+class HabStub : private HabStubBuffer, public StubCodeGenerator {
  protected:
   BufferBlob* _blob;
-  CodeBuffer _buffer;
-  MacroAssembler* _masm;
   RseqDescriptor* _descriptor;
   address _start;
   address _commit;
-  Label _miss;
+  Label L_miss;
 
  public:
   address entry;
 
-  explicit HabStub(BufferBlob* blob) : _blob(blob), _buffer(blob), _start(nullptr), _commit(nullptr) {
-    _masm = new MacroAssembler(&_buffer);
+  explicit HabStub(BufferBlob* blob)
+      : HabStubBuffer(blob), StubCodeGenerator(&_buffer), _blob(blob), _start(nullptr),
+        _commit(nullptr) {
     __ align(32);
     _descriptor = (RseqDescriptor*)__ pc();
     for (size_t i = 0; i < sizeof(RseqDescriptor) / sizeof(int64_t); i++) {
@@ -153,10 +165,11 @@ class HabStub {
   // thread's allocated bytes to its sample mark (HabSampling), through `tmp`. A load, an add,
   // a compare with the mark and a branch.
   void check_sample_mark(Register size, Register tmp) {
+    assert_different_registers(size, tmp);
     __ movq(tmp, Address(r15_thread, in_bytes(Thread::allocated_bytes_offset())));
     __ addq(tmp, size);
     __ cmpq(tmp, thread_word(HabSampling::mark_offset()));
-    __ jcc(Assembler::aboveEqual, _miss);
+    __ jcc(Assembler::aboveEqual, L_miss);
   }
 
   // The first test of the interpreter's, C1's and C2's stubs. The observed copy
@@ -200,12 +213,13 @@ class HabStub {
   // then, from the section's first instruction, the thread's index read into `slot` and turned
   // into the address of its buffer's word; an index without a buffer misses.
   void enter_section(const hab_cpu_buffer_path& path, Register slot, Register scratch) {
+    assert_different_registers(slot, scratch);
     __ mov64(scratch, (int64_t)_descriptor);
     __ movq(thread_word(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET), scratch);
     _start = __ pc();
     __ movl(slot, thread_word(path.rseq_index_offset));
     __ cmpq(slot, (int32_t)path.slot_count);
-    __ jcc(Assembler::aboveEqual, _miss);
+    __ jcc(Assembler::aboveEqual, L_miss);
     __ shlq(slot, HAB_CPU_LAB_SLOT_SHIFT);
     __ mov64(scratch, (int64_t)path.slots);
     __ addq(slot, scratch);
@@ -213,6 +227,7 @@ class HabStub {
 
   // packed_delta of `count` words, in a register.
   void delta_of(Register delta_out, Register count) {
+    assert_different_registers(delta_out, count);
     __ movq(delta_out, count);
     __ shlq(delta_out, HAB_CPU_BUFFER_TOP_BITS);
     __ subq(delta_out, count);
@@ -228,6 +243,12 @@ class HabStub {
   // field is the extension's old hard end is bumped by the extension's delta instead.
   void restartable_bump(const hab_cpu_buffer_path& path, Register slot, Register delta,
                         const BumpExtension* extension = nullptr) {
+    assert_different_registers(rax, slot, delta);
+    if (extension != nullptr) {
+      assert_different_registers(rax, slot, delta, extension->top_field, extension->old_hard_end,
+                                 extension->delta);
+    }
+    BLOCK_COMMENT("restartable section {");
     enter_section(path, slot, rax);
     __ movq(rax, Address(slot, 0));
     if (extension != nullptr) {
@@ -238,9 +259,10 @@ class HabStub {
       __ cmovq(Assembler::equal, delta, extension->delta);
     }
     __ subq(rax, delta);
-    __ jcc(Assembler::below, _miss);
+    __ jcc(Assembler::below, L_miss);
     __ movq(Address(slot, 0), rax);
     _commit = __ pc();
+    BLOCK_COMMENT("} restartable section");
     // The old word again, and from its top field (words from the levels' base) the chunk.
     __ addq(rax, delta);
     __ shlq(rax, 64 - HAB_CPU_BUFFER_TOP_BITS);
@@ -259,14 +281,15 @@ class HabStub {
   // sample mark.
   address generate_tiers_stub(const hab_cpu_buffer_path& path, address state,
                              int32_t limit_bytes, address observed_copy, int observed_state) {
-    Label zero;
-    const Register count = r10;   // the object's words, then its bytes
-    const Register change = r11;  // the packed word's delta
+    Label L_zero;
+    const Register count = rcx;   // the object's words, then its bytes
+    const Register change = rdx;  // the packed word's delta
     const Register index = rdi;   // the thread's index, then its buffer
     const bool observed = observed_state != 0;
-    state_test(state, observed_state, observed_copy, zero, index, true);
+    StubCodeMark mark(this, "HAB", _blob->name());
+    state_test(state, observed_state, observed_copy, L_zero, index, true);
     __ cmpq(rax, limit_bytes);
-    __ jcc(Assembler::above, zero);
+    __ jcc(Assembler::above, L_zero);
     __ push(index);
     __ push(count);
     __ push(change);
@@ -283,11 +306,11 @@ class HabStub {
     __ pop(count);
     __ pop(index);
     __ ret(0);
-    __ bind(_miss);
+    __ bind(L_miss);
     __ pop(change);
     __ pop(count);
     __ pop(index);
-    __ bind(zero);
+    __ bind(L_zero);
     __ xorl(rax, rax);
     __ ret(0);
     close_section();
@@ -309,18 +332,19 @@ class HabStub {
   // misses at the thread's sample mark.
   address generate_c2_stub(const hab_cpu_buffer_path& path, address state, int32_t limit_bytes,
                           address* sized_entry, address observed_copy, int observed_state) {
-    Label zero;
+    Label L_zero;
     const Register size = rcx;    // the object's bytes
     const Register change = rdx;  // the packed word's delta
     const Register index = rdi;   // the thread's index, then its buffer
+    StubCodeMark mark(this, "HAB", _blob->name());
     __ cmpq(size, limit_bytes);
-    __ jcc(Assembler::above, zero);
+    __ jcc(Assembler::above, L_zero);
     __ movq(index, size);
     __ shrq(index, LogHeapWordSize);
     delta_of(change, index);
     *sized_entry = __ pc();
     const bool observed = observed_state != 0;
-    state_test(state, observed_state, observed_copy, zero, index, false);
+    state_test(state, observed_state, observed_copy, L_zero, index, false);
     if (observed) {
       check_sample_mark(size, index);
     }
@@ -338,8 +362,8 @@ class HabStub {
     }
     count_outside_tlab(_masm, size);
     __ ret(0);
-    __ bind(_miss);
-    __ bind(zero);
+    __ bind(L_miss);
+    __ bind(L_zero);
     __ xorl(rax, rax);
     __ ret(0);
     close_section();
@@ -351,35 +375,13 @@ class HabStub {
 
  protected:
   // Ends the stub: the signature the kernel checks before an abort handler, the handler (a
-  // miss), and the section's descriptor, now that the code is there.
+  // miss), and the section's descriptor, now that the code is there. The StubCodeMark's end
+  // flushes the code and names it.
   void close_section() {
     __ emit_int32((int32_t)HAB_RSEQ_SIGNATURE);
     address abort_handler = __ pc();
-    __ jmp(_miss);
-    __ flush();
+    __ jmp(L_miss);
     describe(abort_handler);
-    announce();
-  }
-
-  // Names the stub's code (from its entry: the descriptor before it is data) where HotSpot
-  // names its stubs: -XX:+PrintStubCode, profilers (Forte) and JVMTI's DynamicCodeGenerated,
-  // as StubCodeMark does. Not a StubCodeMark itself: C2's stubs are made on a compiler thread
-  // after start-up, when the list StubCodeMark adds to is frozen (hs_err files name the
-  // stub by its blob instead).
-  void announce() {
-    address end = __ pc();
-    const char* name = _blob->name();
-    if (PrintStubCode) {
-      ttyLocker ttyl;
-      tty->print_cr("Decoding %s " PTR_FORMAT " [" PTR_FORMAT ", " PTR_FORMAT "] (%d bytes)",
-                    name, p2i(_blob), p2i(entry), p2i(end), (int)(end - entry));
-      Disassembler::decode(entry, end, tty);
-      tty->cr();
-    }
-    Forte::register_stub(name, entry, end);
-    if (JvmtiExport::should_post_dynamic_code_generated()) {
-      JvmtiExport::post_dynamic_code_generated(name, entry, end);
-    }
   }
 
   // The section's descriptor, once the code is there.
@@ -430,12 +432,8 @@ class SlowCallStub : public HabStub {
   // The plain copy's first test, one compare of HabCpuLabs::_state with 0: any other state
   // goes to `observed` (the observed copy, which tells the states apart; nullptr: the miss).
   void first_test(address state, address observed) {
-    __ cmp32(ExternalAddress(state), 0);
-    if (observed == nullptr) {
-      __ jcc(Assembler::notEqual, _miss);
-    } else {
-      __ jump_cc(Assembler::notEqual, RuntimeAddress(observed));
-    }
+    assert(reaches(state), "wrap checked");
+    state_test(state, 0, observed, L_miss, noreg, false);
     checked_entry = __ pc();
   }
 
@@ -443,11 +441,10 @@ class SlowCallStub : public HabStub {
   // misses; one with `in_tlabs_state` (a cycle the flip gave to TLABs; 0: no such cycle) goes
   // out of line, to the TLAB cycle's exit that finish emits. What passes is a sampler alone.
   void observed_test(address state, int leave_bits, int in_tlabs_state) {
-    __ testl(__ as_Address(ExternalAddress(state)), leave_bits);
-    __ jcc(Assembler::notZero, _miss);
+    state_test(state, leave_bits, nullptr, L_miss, noreg, false);
     if (in_tlabs_state != 0) {
       __ testl(__ as_Address(ExternalAddress(state)), in_tlabs_state);
-      __ jcc(Assembler::notZero, _in_tlabs);
+      __ jcc(Assembler::notZero, L_in_tlabs);
     }
     checked_entry = __ pc();
   }
@@ -460,19 +457,19 @@ class SlowCallStub : public HabStub {
   void size_object(bool array, int32_t limit_bytes) {
     if (!array) {
       __ cmpb(Address(klass, InstanceKlass::init_state_offset()), InstanceKlass::fully_initialized);
-      __ jcc(Assembler::notEqual, _miss);
+      __ jcc(Assembler::notEqual, L_miss);
       __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
       __ testl(bytes, Klass::_lh_instance_slow_path_bit);
-      __ jcc(Assembler::notZero, _miss);
+      __ jcc(Assembler::notZero, L_miss);
       __ cmpl(bytes, limit_bytes);
-      __ jcc(Assembler::above, _miss);
+      __ jcc(Assembler::above, L_miss);
       return;
     }
     __ movl(bytes, Address(klass, Klass::layout_helper_offset()));
     __ testl(bytes, bytes);
-    __ jcc(Assembler::positive, _miss);
+    __ jcc(Assembler::positive, L_miss);
     __ cmpl(length, limit_bytes);
-    __ jcc(Assembler::above, _miss);
+    __ jcc(Assembler::above, L_miss);
     __ movl(words, bytes);
     __ shrl(words, Klass::_lh_header_size_shift);
     __ andl(words, Klass::_lh_header_size_mask);
@@ -483,7 +480,7 @@ class SlowCallStub : public HabStub {
     __ andq(next, ~(int32_t)MinObjAlignmentInBytesMask);
     __ movq(bytes, next);
     __ cmpq(bytes, limit_bytes);
-    __ jcc(Assembler::above, _miss);
+    __ jcc(Assembler::above, L_miss);
   }
 
   // The object alone in the buffer (UseHABCPULABs).
@@ -515,18 +512,18 @@ class SlowCallStub : public HabStub {
                          int32_t max_tlab_words, bool extend, int block_log, bool observed) {
     __ movq(next, Address(r15_thread, tlab.end));
     __ testq(next, next);
-    __ jcc(Assembler::zero, _miss);
+    __ jcc(Assembler::zero, L_miss);
     __ cmpq(next, Address(r15_thread, tlab.allocation_end));
-    __ jcc(Assembler::notEqual, _miss);
+    __ jcc(Assembler::notEqual, L_miss);
     __ subq(next, Address(r15_thread, tlab.top));
     __ shrq(next, LogHeapWordSize);
     __ cmpq(next, Address(r15_thread, tlab.refill_waste_limit));
-    __ jcc(Assembler::above, _miss);
+    __ jcc(Assembler::above, L_miss);
     __ movl(words, bytes);
     __ shrl(words, LogHeapWordSize);
     __ addq(words, Address(r15_thread, tlab.desired_size));
     __ cmpq(words, max_tlab_words);
-    __ jcc(Assembler::above, _miss);
+    __ jcc(Assembler::above, L_miss);
     if (observed) {
       __ movq(scratch, Address(r15_thread, tlab.top));
       __ subq(scratch, Address(r15_thread, tlab.start));
@@ -544,7 +541,7 @@ class SlowCallStub : public HabStub {
       // A tail as large as the new TLAB (a refill waste limit raised by many allocations
       // outside the TLAB) would leave nothing to bump: the runtime takes that rare case.
       __ cmpq(words, tail_words);
-      __ jcc(Assembler::belowEqual, _miss);
+      __ jcc(Assembler::belowEqual, L_miss);
       __ mov64(scratch, (int64_t)path.base);
       __ subq(old_hard_end, scratch);
       __ shrq(old_hard_end, LogHeapWordSize);
@@ -554,14 +551,14 @@ class SlowCallStub : public HabStub {
       if (block_log > 0) {
         // [old top, old top + words) past its block: a top field no buffer word holds (all
         // ones), so that the section never extends.
-        Label within_block;
+        Label L_within_block;
         __ movq(next, Address(r15_thread, tlab.top));
         __ leaq(scratch, Address(next, words, Address::times_8, -1));
         __ xorq(scratch, next);
         __ shrq(scratch, block_log);
-        __ jcc(Assembler::zero, within_block);
+        __ jcc(Assembler::zero, L_within_block);
         __ mov64(old_hard_end, -1);
-        __ bind(within_block);
+        __ bind(L_within_block);
       }
     }
     delta_of(delta, words);
@@ -583,6 +580,7 @@ class SlowCallStub : public HabStub {
       __ pushptr(Address(r15_thread, tlab.top));
       __ pushptr(Address(r15_thread, tlab.start));
     }
+    BLOCK_COMMENT("retire the old TLAB {");
     // The old TLAB's used bytes count to the thread and to its sampler, however the new one
     // starts (Thread::retire_tlab).
     __ movq(next, Address(r15_thread, tlab.top));
@@ -592,25 +590,25 @@ class SlowCallStub : public HabStub {
     __ movq(scratch, next);
     __ subq(scratch, sampler_field(ThreadHeapSampler::tlab_top_at_sample_start_offset()));
     __ addq(sampler_field(ThreadHeapSampler::accumulated_tlab_bytes_offset()), scratch);
-    Label fill;
+    Label L_fill;
     if (extend) {
       // Extended (the chunk starts at the hard end, kept in `slot` for the filler otherwise):
       // the new TLAB starts at the old top, and the tail, now in it, leaves the allocated size.
-      Label fresh;
+      Label L_fresh;
       __ movq(slot, Address(r15_thread, tlab.allocation_end));
       __ addq(slot, reserve_bytes);
       __ cmpq(rax, slot);
-      __ jcc(Assembler::notEqual, fresh);
+      __ jcc(Assembler::notEqual, L_fresh);
       if (block_log > 0) {
         // A fresh chunk can start at the hard end too, where the block check ruled the
         // extension out (the next block's buffer starts there).
         __ cmpq(old_hard_end, (int32_t)-1);
-        __ jcc(Assembler::equal, fresh);
+        __ jcc(Assembler::equal, L_fresh);
       }
       __ movq(rax, next);
       __ subq(Address(r15_thread, tlab.allocated_size), tail_words);
-      __ jmp(fill);
-      __ bind(fresh);
+      __ jmp(L_fill);
+      __ bind(L_fresh);
     }
     // Retire the old TLAB: [top, hard end) becomes a filler array, as insert_filler makes it
     // (CollectedHeap::fill_with_array).
@@ -640,7 +638,9 @@ class SlowCallStub : public HabStub {
     __ shrq(slot, exact_log2(sizeof(jint)));
     __ movl(Address(next, arrayOopDesc::length_offset_in_bytes()), slot);
     // Fill the new one: the object at its start (rax).
-    __ bind(fill);
+    BLOCK_COMMENT("} retire the old TLAB");
+    __ bind(L_fill);
+    BLOCK_COMMENT("fill the new TLAB");
     __ movq(sampler_field(ThreadHeapSampler::tlab_top_at_sample_start_offset()), rax);
     __ movq(Address(r15_thread, tlab.start), rax);
     __ leaq(next, Address(rax, bytes, Address::times_1));
@@ -672,23 +672,25 @@ class SlowCallStub : public HabStub {
   // Zeroes every word of the object in rax but its mark word (the header is written after);
   // leaves 0 in `words`.
   void zero_fields() {
-    Label done, loop;
+    BLOCK_COMMENT("zero the fields");
+    Label L_done, L_loop;
     __ xorl(words, words);
     __ movl(slot, bytes);
     __ shrl(slot, LogHeapWordSize);
     __ decrement(slot);
-    __ jcc(Assembler::zero, done);
-    __ bind(loop);
+    __ jcc(Assembler::zero, L_done);
+    __ bind(L_loop);
     __ movq(Address(rax, slot, Address::times_8, 0), words);
     __ decrement(slot);
-    __ jcc(Assembler::notZero, loop);
-    __ bind(done);
+    __ jcc(Assembler::notZero, L_loop);
+    __ bind(L_done);
   }
 
   // The object's header, as MemAllocator::finish writes it: with compact headers the class's
   // prototype mark (the narrow klass inside) and an array's length; else the prototype mark,
   // an array's length or an instance's klass gap, and the klass.
   void store_header(bool array) {
+    BLOCK_COMMENT("header");
     if (UseCompactObjectHeaders) {
       __ movq(scratch, Address(klass, Klass::prototype_header_offset()));
       __ movq(Address(rax, oopDesc::mark_offset_in_bytes()), scratch);
@@ -718,12 +720,12 @@ class SlowCallStub : public HabStub {
     __ ret(0);
     if (tlab_cycle != nullptr) {
       // A TLAB cycle: the plain refill where nothing else is in the state, else the observed.
-      __ bind(_in_tlabs);
+      __ bind(L_in_tlabs);
       __ cmp32(ExternalAddress(tlab_cycle->state), tlab_cycle->in_tlabs_state);
       __ jump_cc(Assembler::equal, RuntimeAddress(tlab_cycle->plain_refill));
       __ jump(RuntimeAddress(tlab_cycle->observed_refill));
     }
-    __ bind(_miss);
+    __ bind(L_miss);
     __ jump(RuntimeAddress(runtime_stub));
     close_section();
     log_info(gc, init)("HAB: C2 %s (stub at " PTR_FORMAT ", %d bytes)", what, p2i(entry),
@@ -733,7 +735,7 @@ class SlowCallStub : public HabStub {
 
  private:
   // The observed copy of a per-CPU LAB stub in a cycle in TLABs: to a TLAB refill stub.
-  Label _in_tlabs;
+  Label L_in_tlabs;
 };
 
 const Register SlowCallStub::klass = j_rarg0;
@@ -827,6 +829,7 @@ static StubEntries generate_tlab_refill_stub(address runtime_stub, bool array, b
   size_t max_tlab_words = MIN3(HabLevels::max_tlab_words(), ThreadLocalAllocBuffer::max_size(),
                                (size_t)(max_jint / HeapWordSize));
   SlowCallStub stub(blob);
+  StubCodeMark mark(&stub, "HAB", blob->name());
   if (observed) {
     stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, 0);
   } else {
@@ -867,6 +870,7 @@ static StubEntries generate_cpu_lab_call_stub(address runtime_stub, bool array,
     return no_stub;
   }
   SlowCallStub stub(blob);
+  StubCodeMark mark(&stub, "HAB", blob->name());
   if (observed) {
     stub.observed_test((address)state, HabCpuLabs::JFR_TLAB_EVENTS, tlab_cycle->in_tlabs_state);
   } else {
@@ -893,22 +897,40 @@ static StubEntries generate_cpu_lab_call_stub(address runtime_stub, bool array,
   return entries;
 }
 
+// Whether the stubs reach the thread's rseq fields through fs with a 32-bit displacement.
+static bool reaches_rseq_area(const hab_cpu_buffer_path& path) {
+  return Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) &&
+         Assembler::is_simm32(path.rseq_index_offset);
+}
+
 // Whether the stubs can read the sample mark: at one offset from every thread's pointer.
 static bool has_sample_mark() {
   intptr_t offset = HabSampling::mark_offset();
   return offset != 0 && Assembler::is_simm32(offset);
 }
 
+// wrap's work, once StubCodeDesc's list takes new stubs.
+static address wrap_unfrozen(address runtime_stub, bool array, volatile int* state,
+                             int in_tlabs_state);
+
 address HabCpuLabs::wrap(address runtime_stub, bool array) {
+  // C2 sets its runtime up on a compiler thread after VM creation froze StubCodeDesc's list:
+  // the stubs are named in it as compiler_stubs_init(true) names C2's own, just before.
+  StubCodeDesc::unfreeze();
+  address entry = wrap_unfrozen(runtime_stub, array, &_state, IN_TLABS);
+  StubCodeDesc::freeze();
+  return entry;
+}
+
+static address wrap_unfrozen(address runtime_stub, bool array, volatile int* state,
+                             int in_tlabs_state) {
   const char* kind = array ? "arrays" : "instances";
   const hab_cpu_buffer_path* path_or_null = HabLevels::cpu_buffer_path();
   if (path_or_null == nullptr) {
     return runtime_stub;
   }
   const hab_cpu_buffer_path& path = *path_or_null;
-  if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) ||
-      !Assembler::is_simm32(path.rseq_index_offset) || !reaches((address)&_state) ||
-      !has_sample_mark()) {
+  if (!reaches_rseq_area(path) || !reaches((address)state) || !has_sample_mark()) {
     log_info(gc, init)("HAB: C2 allocates %s through the runtime: the rseq area or the sample "
                        "mark is more than 2 GiB from the thread pointer, or HAB's state from the "
                        "code cache", kind);
@@ -932,9 +954,9 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
       log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
     } else {
       observed_refill = generate_tlab_refill_stub(runtime_stub, array, true, nullptr, path, tlab,
-                                                  &_state);
+                                                  state);
       refill = generate_tlab_refill_stub(runtime_stub, array, false, observed_refill.entry,
-                                         path, tlab, &_state);
+                                         path, tlab, state);
       drop_unused_observed_copy(refill, &observed_refill);
     }
   }
@@ -943,13 +965,13 @@ address HabCpuLabs::wrap(address runtime_stub, bool array) {
   }
   // A TLAB cycle's calls skip the refill stubs' first tests, which the per-CPU LAB stubs made.
   TlabCycleExit tlab_cycle = {
-    (address)&_state, flips ? IN_TLABS : 0,
+    (address)state, flips ? in_tlabs_state : 0,
     refill.entry != nullptr ? refill.checked_entry : runtime_stub,
     observed_refill.entry != nullptr ? observed_refill.checked_entry : runtime_stub};
   StubEntries observed_labs = generate_cpu_lab_call_stub(runtime_stub, array, nullptr, &tlab_cycle,
-                                                         path, &_state);
+                                                         path, state);
   StubEntries labs = generate_cpu_lab_call_stub(runtime_stub, array, observed_labs.entry, nullptr,
-                                                path, &_state);
+                                                path, state);
   drop_unused_observed_copy(labs, &observed_labs);
   return labs.entry != nullptr ? labs.entry : runtime_stub;
 }
@@ -967,8 +989,7 @@ void HabCpuLabs::generate_allocate_stub() {
   const char* why_not = nullptr;
   if (ZeroTLAB) {
     why_not = "-XX:+ZeroTLAB (they would take every object's fields for zero)";
-  } else if (!Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) ||
-             !Assembler::is_simm32(path.rseq_index_offset)) {
+  } else if (!reaches_rseq_area(path)) {
     why_not = "the rseq area is more than 2 GiB from the thread pointer";
   }
   // Each stub in two copies: the plain one, and the observed one any other state goes to,
