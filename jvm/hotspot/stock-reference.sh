@@ -33,9 +33,9 @@ workloads=$(printf '%s\t%s\t%s\t%s\n' \
   "javac, Parallel, 2 threads" elapsed_ms time \
   "-XX:+UseParallelGC -cp $bench hab.bench.Javac $repo/bench/jvm/target/javac-sources.jar 2 40" \
   "chat, 1000 threads, Parallel" messages_per_sec rate \
-  "-XX:+UseParallelGC -Xms64m -Xmx64m -Xmn4m -cp $bench hab.bench.Chat 50 400" \
+  "-XX:+UseParallelGC -Xms64m -Xmx64m -Xmn4m -cp $bench hab.bench.Chat 50 40" \
   "chat, 1000 threads, G1" messages_per_sec rate \
-  "-XX:+UseG1GC -Xms64m -Xmx64m -Xmn4m -cp $bench hab.bench.Chat 50 400")
+  "-XX:+UseG1GC -Xms64m -Xmx64m -Xmn4m -cp $bench hab.bench.Chat 50 40")
 for app in ${APPS:-h2 luindex lusearch jackson javac kotlinc scalac}; do
   workloads+=$'\n'"$(printf '%s\t%s\t%s\t%s' "bench/apps $app, G1, 2 threads" median_ms time \
     "-Xms2g -Xmx2g -cp $apps_cp hab.apps.Main $app 2 --warmup ${WARMUP:-5} --iterations ${ITERATIONS:-3}")"

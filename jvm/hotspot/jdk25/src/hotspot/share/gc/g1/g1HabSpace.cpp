@@ -25,8 +25,8 @@
 #include "gc/g1/g1Allocator.inline.hpp"
 #include "gc/g1/g1CollectedHeap.inline.hpp"
 #include "gc/g1/g1HabSpace.hpp"
-#include "gc/g1/g1Policy.hpp"
 #include "gc/g1/g1HeapRegion.hpp"
+#include "gc/g1/g1Policy.hpp"
 
 HeapWord* G1HabSpace::base() const {
   return G1CollectedHeap::heap()->reserved().start();

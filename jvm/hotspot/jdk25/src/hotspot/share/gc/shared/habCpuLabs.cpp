@@ -39,9 +39,9 @@
 #include "oops/oop.inline.hpp"
 #include "runtime/atomic.hpp"
 #include "runtime/globals_extension.hpp"
+#include "runtime/javaThread.hpp"
 #include "runtime/os.hpp"
 #include "runtime/safepoint.hpp"
-#include "runtime/javaThread.hpp"
 #include "runtime/threads.hpp"
 #include "utilities/ostream.hpp"
 

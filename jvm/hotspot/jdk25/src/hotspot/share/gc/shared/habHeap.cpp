@@ -22,13 +22,13 @@
  *
  */
 
-#include "jvm_io.h"
 #include "gc/shared/gcConfig.hpp"
 #include "gc/shared/habCpuLabs.hpp"
 #include "gc/shared/habHeap.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/habSampling.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
+#include "jvm_io.h"
 #include "logging/log.hpp"
 #include "logging/logStream.hpp"
 #include "runtime/globals_extension.hpp"

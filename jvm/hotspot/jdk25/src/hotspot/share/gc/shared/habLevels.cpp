@@ -22,11 +22,11 @@
  *
  */
 
-#include "jvm_io.h"
 #include "gc/shared/collectedHeap.hpp"
 #include "gc/shared/habLevels.hpp"
 #include "gc/shared/habPlatform.hpp"
 #include "gc/shared/threadLocalAllocBuffer.hpp"
+#include "jvm_io.h"
 #include "logging/log.hpp"
 #include "logging/logStream.hpp"
 #include "runtime/atomic.hpp"

@@ -38,9 +38,9 @@
 #include "oops/instanceKlass.hpp"
 #include "oops/klass.inline.hpp"
 #include "oops/markWord.hpp"
+#include "runtime/javaThread.hpp"
 #include "runtime/os.hpp"
 #include "runtime/stubCodeGenerator.hpp"
-#include "runtime/javaThread.hpp"
 #include "runtime/threadHeapSampler.hpp"
 #include "utilities/powerOfTwo.hpp"
 
@@ -97,6 +97,18 @@ static int32_t filler_header_bytes() {
 static bool reaches(address target) {
   return Assembler::is_simm32(target - CodeCache::low_bound()) &&
          Assembler::is_simm32(target - CodeCache::high_bound());
+}
+
+// Whether the stubs reach the thread's rseq fields through fs with a 32-bit displacement.
+static bool reaches_rseq_area(const hab_cpu_buffer_path& path) {
+  return Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) &&
+         Assembler::is_simm32(path.rseq_index_offset);
+}
+
+// Whether the stubs can read the sample mark: at one offset from every thread's pointer.
+static bool has_sample_mark() {
+  intptr_t offset = HabSampling::mark_offset();
+  return offset != 0 && Assembler::is_simm32(offset);
 }
 
 // The packed word's change for a bump of `words` (hab.h): the free words down, the top up.
@@ -750,14 +762,32 @@ const Register SlowCallStub::old_hard_end = r13;
 const Register SlowCallStub::extension_delta = r14;
 const Register SlowCallStub::tail_words = rbx;
 
-// Why the TLAB refill stub cannot keep the runtime's rules here (nullptr: it can).
-static const char* no_compiled_refill() {
-  if (!HABCompiledRefill) {
-    return "-XX:-HABCompiledRefill";
-  } else if (ZeroTLAB) {
-    return "-XX:+ZeroTLAB zeroes each new TLAB whole";
-  } else if (!is_power_of_2(TLABRefillWasteFraction)) {
-    return "-XX:TLABRefillWasteFraction is not a power of two";
+// What each kind of stub needs here, every reason a stub is not made said once: why one of
+// `kind` cannot be (nullptr where it can). The stubs reach the thread's rseq fields and sample
+// mark through fs with a 32-bit displacement, and HAB's state word rip-relative from the code
+// cache; a TLAB refill stub keeps the runtime's refill rules; the interpreter's and C1's stubs
+// leave objects unzeroed, which ZeroTLAB's tiers take for zeroed.
+enum class StubKind { tlab_refill, slow_call_cpu_lab, tiers_cpu_lab };
+
+static const char* why_no_stub(StubKind kind, const hab_cpu_buffer_path& path, address state) {
+  if (!reaches_rseq_area(path)) {
+    return "the rseq area is more than 2 GiB from the thread pointer";
+  }
+  if (kind != StubKind::tiers_cpu_lab && (!reaches(state) || !has_sample_mark())) {
+    return "the sample mark is more than 2 GiB from the thread pointer, or HAB's state from the "
+           "code cache";
+  }
+  if (kind == StubKind::tlab_refill) {
+    if (!HABCompiledRefill) {
+      return "-XX:-HABCompiledRefill";
+    } else if (ZeroTLAB) {
+      return "-XX:+ZeroTLAB zeroes each new TLAB whole";
+    } else if (!is_power_of_2(TLABRefillWasteFraction)) {
+      return "-XX:TLABRefillWasteFraction is not a power of two";
+    }
+  }
+  if (kind == StubKind::tiers_cpu_lab && ZeroTLAB) {
+    return "-XX:+ZeroTLAB (they would take every object's fields for zero)";
   }
   return nullptr;
 }
@@ -897,18 +927,6 @@ static StubEntries generate_cpu_lab_call_stub(address runtime_stub, bool array,
   return entries;
 }
 
-// Whether the stubs reach the thread's rseq fields through fs with a 32-bit displacement.
-static bool reaches_rseq_area(const hab_cpu_buffer_path& path) {
-  return Assembler::is_simm32(path.rseq_area_offset + HAB_RSEQ_CS_OFFSET) &&
-         Assembler::is_simm32(path.rseq_index_offset);
-}
-
-// Whether the stubs can read the sample mark: at one offset from every thread's pointer.
-static bool has_sample_mark() {
-  intptr_t offset = HabSampling::mark_offset();
-  return offset != 0 && Assembler::is_simm32(offset);
-}
-
 // wrap's work, once StubCodeDesc's list takes new stubs.
 static address wrap_unfrozen(address runtime_stub, bool array, volatile int* state,
                              int in_tlabs_state);
@@ -930,10 +948,9 @@ static address wrap_unfrozen(address runtime_stub, bool array, volatile int* sta
     return runtime_stub;
   }
   const hab_cpu_buffer_path& path = *path_or_null;
-  if (!reaches_rseq_area(path) || !reaches((address)state) || !has_sample_mark()) {
-    log_info(gc, init)("HAB: C2 allocates %s through the runtime: the rseq area or the sample "
-                       "mark is more than 2 GiB from the thread pointer, or HAB's state from the "
-                       "code cache", kind);
+  const char* why_not = why_no_stub(StubKind::slow_call_cpu_lab, path, (address)state);
+  if (why_not != nullptr) {
+    log_info(gc, init)("HAB: C2 allocates %s through the runtime: %s", kind, why_not);
     return runtime_stub;
   }
 #define HAB_TLAB_FIELD(field) in_bytes(Thread::tlab_offset() + ThreadLocalAllocBuffer::field##_offset())
@@ -949,7 +966,7 @@ static address wrap_unfrozen(address runtime_stub, bool array, volatile int* sta
   StubEntries refill = no_stub;
   StubEntries observed_refill = no_stub;
   if (!UseHABCPULABs || flips) {
-    const char* why_not = no_compiled_refill();
+    const char* why_not = why_no_stub(StubKind::tlab_refill, path, (address)state);
     if (why_not != nullptr) {
       log_info(gc, init)("HAB: C2 refills TLABs for %s through the runtime: %s", kind, why_not);
     } else {
@@ -986,12 +1003,7 @@ void HabCpuLabs::generate_allocate_stub() {
     return;
   }
   const hab_cpu_buffer_path& path = *path_or_null;
-  const char* why_not = nullptr;
-  if (ZeroTLAB) {
-    why_not = "-XX:+ZeroTLAB (they would take every object's fields for zero)";
-  } else if (!reaches_rseq_area(path)) {
-    why_not = "the rseq area is more than 2 GiB from the thread pointer";
-  }
+  const char* why_not = why_no_stub(StubKind::tiers_cpu_lab, path, (address)&_state);
   // Each stub in two copies: the plain one, and the observed one any other state goes to,
   // which leaves JFR's per-TLAB events and TLAB cycles to the slow path and misses at the
   // thread's sample mark; only the plain one where the stubs cannot read the state or the
