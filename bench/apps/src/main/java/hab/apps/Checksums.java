@@ -34,8 +34,9 @@ final class Checksums {
     }
 
     /**
-     * The checksum recorded on stock HotSpot 17 for {@code app} at {@code units} units, or null
-     * where none is recorded.
+     * The checksum recorded on stock HotSpot for {@code app} at {@code units} units on this
+     * JDK's feature release ({@code javac.8.jdk25}: an application whose output depends on the
+     * JDK's own classes), else on any ({@code javac.8}), or null where none is recorded.
      */
     static Long expected(String app, int units) throws IOException {
         Properties recorded = new Properties();
@@ -45,7 +46,9 @@ final class Checksums {
             }
             recorded.load(in);
         }
-        String value = recorded.getProperty(app + "." + units);
+        String key = app + "." + units;
+        String value = recorded.getProperty(key + ".jdk" + Runtime.version().feature(),
+                                            recorded.getProperty(key));
         return value == null ? null : Long.parseUnsignedLong(value.substring(2), 16);
     }
 }
