@@ -15,7 +15,8 @@
 #
 # Environment: JDK (default target/hotspot-hab/jdk), STOCK (default: Temurin 25's bin/java),
 # COLLECTORS (default "Parallel G1"), TIERS (default "default c2 c1 interpreter"), HEADERS
-# (default "compact classic"), THREADS ("platform virtual").
+# (default "compact classic"), THREADS ("platform virtual"), JFR (on: every run under JFR's
+# default recording, which samples allocations).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -56,10 +57,12 @@ for collector in ${COLLECTORS:-Parallel G1}; do
         for threads in ${THREADS:-platform virtual}; do
           read -r -a hab_flags <<<"$hab"
           rm -f "$work"/hs_err*
+          observer=()
+          [ "${JFR:-off}" = on ] && observer=("-XX:StartFlightRecording:filename=$work/run.jfr,settings=default")
           # shellcheck disable=SC2086
           output=$(cd "$work" && "$java" -XX:+UnlockExperimentalVMOptions -XX:+UnlockDiagnosticVMOptions \
             "-XX:+Use${collector}GC" -Xmx256m -Xmn4m "${hab_flags[@]}" "$header_flag" "${tier_flags[@]}" \
-            -XX:+VerifyBeforeGC -XX:+VerifyAfterGC -XX:+HABVerifyCompiledRefills -Xlog:gc+tlab=info \
+            -XX:+VerifyBeforeGC -XX:+VerifyAfterGC -XX:+HABVerifyCompiledRefills -Xlog:gc+tlab=info "${observer[@]}" \
             -cp "$work/classes" Headers "$threads" ${shape[$threads]} 2>&1)
           status=$?
           runs=$((runs + 1))
@@ -81,5 +84,5 @@ for collector in ${COLLECTORS:-Parallel G1}; do
   done
 done
 echo
-echo "$runs runs in $(( $(date +%s) - started )) s, $failures failed"
+echo "$runs runs in $(( $(date +%s) - started )) s, $failures failed${JFR:+ (JFR $JFR)}"
 [ "$failures" = 0 ]
