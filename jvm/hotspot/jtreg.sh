@@ -11,6 +11,15 @@
 # collector and configuration) and keeps jtreg's reports beside it.
 #
 #   jvm/hotspot/jtreg.sh [TEST...]     # default: the selection below, for both collectors
+#   jvm/hotspot/jtreg.sh --groups [TEST...]  # HotSpot's groups tier1_gc_1 and tier1_gc_2 (JDK 25)
+#
+# With --groups each test runs under the collector it chooses (G1 where it chooses none), in the
+# configurations stock, hab and cpu-labs (CONFIGS), the HAB flag added to every test JVM. A test
+# that chooses Serial, ZGC, Shenandoah or Epsilon, or turns TLABs off, is refused by a HAB flag
+# (the VM says why and does not start): the stock run is that test's run. Writes
+# tier1_gc-summary.md: each configuration's counts and wall time, then every test that did not
+# pass under a HAB flag, sorted into fails stock too, refused (the reason the VM printed), or a
+# difference.
 #
 # Environment: JDK_VERSION (25 or 17); COLLECTORS (default "parallel g1"); CONFIGS (default every
 # configuration: stock hab hab-cpu hab-verify cpu-labs cpu-labs-verify cpu-labs-always);
@@ -99,6 +108,11 @@ esac
 # The HeapMonitor tests' agent, against this JDK's jvmti.h.
 g++ -shared -fPIC -O2 -I"$jdk/include" -I"$jdk/include/linux" -o "$out/native/libHeapMonitorTest.so" \
   "$tests_root/serviceability/jvmti/HeapMonitor/libHeapMonitorTest.cpp"
+# The native libraries of the gc tests (JNI critical sections, weak references, periodic GCs).
+for source in $(cd "$tests_root" && find gc -name 'lib*.c' -not -path 'gc/shenandoah/*'); do
+  library=$(basename "$source" .c)
+  gcc -shared -fPIC -O2 -I"$jdk/include" -I"$jdk/include/linux" -o "$out/native/$library.so" "$tests_root/$source"
+done
 summary="$out/summary.md"
 {
   echo "# HotSpot's jtreg tests on the JVM with HABs"
@@ -131,6 +145,47 @@ run() {
   grep -vE ' Passed\. ' "$out/$name/report/text/summary.txt" 2>/dev/null | sed "s/^/  $name: /" >>"$summary.failures" || true
 }
 rm -f "$summary.failures"
+if [ "${1:-}" = --groups ]; then
+  [ "${JDK_VERSION:-25}" = 25 ] || { echo "--groups: JDK 25 only" >&2; exit 2; }
+  shift
+  groups=(:tier1_gc_1 :tier1_gc_2)
+  label=tier1_gc
+  [ "$#" -gt 0 ] && { groups=("$@"); label=tests; }
+  configs=(${CONFIGS:-stock hab cpu-labs})
+  { echo "# HotSpot's jtreg groups on the JVM with HABs"; echo
+    echo "JVM: \`$("$jdk/bin/java" -version 2>&1 | tail -1)\`; environment: $environment; tests: \`${groups[*]}\`, each under the collector it chooses"; echo
+    echo "| tests | configuration | options | tests | passed | failed | errors | seconds |"
+    echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"; } >"$summary"
+  for config in "${configs[@]}"; do
+    case "$config" in
+      stock) options="-XX:-UseHAB" ;;
+      hab) options="-XX:+UseHAB" ;;
+      cpu-labs) options="-XX:+UnlockExperimentalVMOptions -XX:+UseHABCPULABs" ;;
+      *) echo "unknown configuration $config (stock hab cpu-labs)" >&2; exit 2 ;;
+    esac
+    run "$label" "$config" "$options" "${groups[@]}"
+  done
+  # Every test that did not pass under a HAB flag: as stock, refused, or a difference.
+  stock_summary="$out/$label-stock/report/text/summary.txt"
+  { echo; echo "### Tests that did not pass with a HAB flag"; echo
+    echo "| configuration | test | stock | why |"; echo "| --- | --- | --- | --- |"
+    for config in "${configs[@]}"; do
+      [ "$config" = stock ] && continue
+      { grep -vE ' Passed\. ' "$out/$label-$config/report/text/summary.txt" 2>/dev/null || true; } | while read -r test rest; do
+        stock_line=$(grep -E "^$test " "$stock_summary" 2>/dev/null || echo "$test not run")
+        stock_result=$(echo "$stock_line" | awk '{print $2}')
+        jtr="$out/$label-$config/work/${test%.java*}$(echo "$test" | sed -n 's/.*\.java#\(.*\)/_\1/p').jtr"
+        reason=$(grep -ohE 'Error: -XX:\+UseHAB(CPULABs)?: [^"\\]*' "$jtr" 2>/dev/null | sort -u | head -1 || true)
+        if [ "$stock_result" != Passed. ]; then why="fails stock too"
+        elif [ -n "$reason" ]; then why="refused: ${reason#Error: }"
+        else why="**a difference**: $rest"; fi
+        echo "| $config | $test | $stock_result | $why |"
+      done
+    done; } >>"$summary"
+  cp "$summary" "$out/$label-summary.md"
+  cat "$summary"
+  exit 0
+fi
 verify="-XX:+UnlockDiagnosticVMOptions -XX:+VerifyBeforeGC -XX:+VerifyAfterGC -XX:+HABVerifyCompiledRefills"
 for collector in ${COLLECTORS:-parallel g1}; do
   case "$collector" in

@@ -32,6 +32,7 @@
 #include "logging/log.hpp"
 #include "logging/logStream.hpp"
 #include "runtime/globals_extension.hpp"
+#include "runtime/init.hpp"
 #include "runtime/safepoint.hpp"
 #include "utilities/defaultStream.hpp"
 
@@ -93,7 +94,9 @@ HeapWord* HabHeap::allocate_new_tlab(size_t min_size, size_t requested_size, siz
 }
 
 void HabHeap::tlabs_retired(const ThreadLocalAllocStats& stats, bool at_collection) {
-  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
+  // As ensure_parsability: at a safepoint, or at start-up (heap verification before init completes).
+  assert(SafepointSynchronize::is_at_safepoint() || !is_init_completed(),
+         "only with every thread stopped");
   if (at_collection) {
     _collections++;
     _tlab_gc_waste_bytes += (uint64_t)stats.gc_waste_words() * HeapWordSize;

@@ -32,6 +32,7 @@
 #include "runtime/atomic.hpp"
 #include "runtime/globals.hpp"
 #include "runtime/globals_extension.hpp"
+#include "runtime/init.hpp"
 #include "runtime/os.hpp"
 #include "runtime/safepoint.hpp"
 #include "utilities/ostream.hpp"
@@ -417,10 +418,10 @@ bool HabLevels::lowest_level_stats(hab_level_stats* out) {
 }
 
 void HabLevels::retire_all(bool at_collection) {
-  assert(SafepointSynchronize::is_at_safepoint(), "only with every thread stopped");
+  assert(SafepointSynchronize::is_at_safepoint() || !is_init_completed(),
+         "only with every thread stopped");
   if (_levels == nullptr) {
-    // A collector without HABs whose arguments left UseHAB on (Shenandoah's skip
-    // GCArguments::initialize, which turns it off): no levels, nothing to retire.
+    // Before the heap made its levels (a verification early in start-up): nothing to retire.
     return;
   }
   if (_hab_levels_retire_all(_levels) != HAB_OK) {
