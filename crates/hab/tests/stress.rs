@@ -328,8 +328,20 @@ fn out_of_memory_collections_with_reset() {
     // safe region), then unparks and retries. Each reset's walk meets exactly the objects of its
     // generation, with fillers exactly the waste counted; no thread starves; and within each
     // generation all objects are disjoint and inside the reservation.
+    // Also in the `hab` mode over per-CPU buffers: at each cycle's end a refill takes the
+    // other CPUs' buffer tails (a foreign carve) before the heap runs out.
     let _watchdog = watchdog("out-of-memory collections", Duration::from_secs(120));
-    for (name, builder) in configs("512KiB", "8KiB") {
+    let mut configs = configs("512KiB", "8KiB");
+    configs.push((
+        "hab cpu:64KiB".into(),
+        HeapConfig::builder()
+            .capacity("512KiB")
+            .max_tlab("8KiB")
+            .mode(Mode::Hab)
+            .middle("cpu:64KiB")
+            .tlab(TlabPolicy::Adaptive),
+    ));
+    for (name, builder) in configs {
         let started = Instant::now();
         let world = World::new(heap(builder));
         let per_thread = on_threads(&world, |index, world, mut mutator| {
@@ -422,5 +434,18 @@ fn out_of_memory_collections_with_reset() {
             world.most_stopped.load(Ordering::Relaxed),
             started.elapsed()
         );
+        if name.starts_with("hab") && hab::per_cpu_support().restartable() {
+            let cpu = heap.stats().totals.levels[hab::Level::Cpu.index()];
+            eprintln!(
+                "{name}: {} of {} carves foreign (other CPUs' tails at cycle ends)",
+                cpu.foreign_allocs, cpu.allocs
+            );
+            if thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+                assert!(
+                    cpu.foreign_allocs > 0,
+                    "{name}: no tail taken at any cycle's end"
+                );
+            }
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The end of a cycle one level up: near the end of the space above, a buffer refill takes
 //! only its share of what is left, not a whole buffer.
 //!
-//! What the middle levels' buffers hold when the space runs out is lost to the cycle: the
+//! What the middle levels' buffers hold when the space runs out is lost to the cycle unless
+//! another CPU's refill takes it (the `cpu` level does: `cpu_buffers::take_foreign_tail`): the
 //! collection comes while it is unused, and their tails are retired as waste. A buffer
 //! refilled in full just before the end holds up to a whole buffer then, and with one buffer
 //! per CPU that adds up (HotSpot on two CPUs with 8–16 MiB per-CPU buffers left up to 28 MB

@@ -80,8 +80,10 @@ pub trait Upstream: Send + Sync {
     /// end less its top; an estimate is fine), or `None` (the default) where it does not say.
     /// Where it says, a buffer refilled near the end takes only its share of what is left
     /// (a quarter of it over the level's buffers) instead of a whole buffer, so that the
-    /// buffers hold little when the space runs out: what they hold then is lost to the
-    /// cycle. Those refills are counted as `short_refills`.
+    /// buffers hold little when the space runs out; and once it has less left than a
+    /// request, a refill of a restartable `cpu` level takes another CPU's buffer tail (a
+    /// foreign carve) before the request fails, so that little of it is retired by the
+    /// collection. Those refills are counted as `short_refills`.
     fn free_bytes(&self) -> Option<usize> {
         None
     }

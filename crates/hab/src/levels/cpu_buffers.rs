@@ -22,6 +22,7 @@ use crate::levels::stats::LevelCounters;
 use crate::memory::space::Space;
 use crate::memory::words;
 use crate::platform::rseq::cpu_slots::CpuSlots;
+use crate::platform::rseq::take::TAKEN;
 use crate::platform::rseq::{self, HomeBump, Outcome, PackedWord};
 
 /// A `cpu` level's restartable buffers: a slot per CPU, and the chunks refills could not
@@ -47,9 +48,10 @@ impl CpuBuffers {
         }
     }
 
-    /// The free tail `[start, end)` of the buffer a slot held (`None` for an empty slot).
+    /// The free tail `[start, end)` of the buffer a slot held (`None` for an empty slot, or
+    /// one another CPU is taking).
     fn tail_of(&self, base: usize, word: PackedWord) -> Option<(usize, usize)> {
-        if word.raw() == 0 {
+        if word.raw() == 0 || word == TAKEN {
             return None;
         }
         let start = words::address(base, word.offset_words());
@@ -233,10 +235,15 @@ fn refill<T: RefillThread>(
             )
         }
     };
-    let Some(chunk) = chunk else {
-        return Carved::Exhausted;
+    // Nothing left above at the end of a cycle: another CPU's buffer tail, a foreign carve.
+    let (chunk, foreign) = match chunk {
+        Some(chunk) => (chunk, false),
+        None => match take_foreign_tail(buffers, base, cpu, min, above) {
+            Some(chunk) => (chunk, true),
+            None => return Carved::Exhausted,
+        },
     };
-    if !from_sideline {
+    if !from_sideline && !foreign {
         thread.count(kind, LevelEvent::Took { bytes: chunk.len });
     }
     let take = portion_bytes(level, chunk.len, desired);
@@ -257,9 +264,15 @@ fn refill<T: RefillThread>(
             rest_words - buffers.reserve_words,
         )
     };
-    // SAFETY: `area` is the calling thread's registered area; `cpu` came from a section, so it
-    // is below the number of slots.
-    let (installed, aborts) = unsafe { buffers.slots.install(area, cpu, seen, new) };
+    // Never over a buffer another CPU is taking, nor a buffer that reads as that marker (a
+    // rest of only the reserve, one word above the base): such a rest is kept or retired.
+    let (installed, aborts) = if seen == TAKEN || new == TAKEN {
+        (Outcome::GaveUp, 0)
+    } else {
+        // SAFETY: `area` is the calling thread's registered area; `cpu` came from a section,
+        // so it is below the number of slots.
+        unsafe { buffers.slots.install(area, cpu, seen, new) }
+    };
     if aborts > 0 {
         thread.count(kind, LevelEvent::RseqAborts(aborts));
     }
@@ -280,10 +293,39 @@ fn refill<T: RefillThread>(
         // SAFETY: the rest of the chunk was carved by this thread and installed nowhere.
         _ => unsafe { retire_tail(kind, rest, end, thread, above) },
     }
-    thread.count(kind, LevelEvent::Served { foreign: false });
+    thread.count(kind, LevelEvent::Served { foreign });
     Carved::Chunk(Chunk {
         start: chunk.start,
         len: take,
+    })
+}
+
+/// At the end of a cycle (the space above has less than `min` bytes left, and says so), the
+/// tail of another CPU's buffer with at least `min` bytes, taken from its slot
+/// ([`CpuSlots::take`](crate::platform::rseq::cpu_slots::CpuSlots::take)): what the buffers
+/// still hold is used before the collection, not retired as waste by it. The CPUs after `cpu`
+/// in turn; `None` when none has such a tail (or the kernel cannot restart sections). Cost:
+/// nothing on any other path; a system call per buffer taken, a few per CPU and cycle.
+#[cold]
+fn take_foreign_tail(
+    buffers: &CpuBuffers,
+    base: usize,
+    cpu: usize,
+    min: usize,
+    above: &impl Above,
+) -> Option<Chunk> {
+    if above.free_bytes().is_none_or(|free| free >= min) {
+        return None;
+    }
+    let slots = &buffers.slots;
+    (1..slots.cpus()).find_map(|step| {
+        let other = (cpu + step) % slots.cpus();
+        let seen = slots.load(other);
+        let (start, end) = buffers.tail_of(base, seen)?;
+        (end - start >= min && slots.take(other, seen)).then_some(Chunk {
+            start,
+            len: end - start,
+        })
     })
 }
 
@@ -292,6 +334,8 @@ fn refill<T: RefillThread>(
 pub(crate) fn retire_all(buffers: &CpuBuffers, base: usize, mut tail: impl FnMut(usize, usize)) {
     let slots = &buffers.slots;
     for cpu in 0..slots.cpus() {
+        // A thread taking a buffer runs (it is not at a safepoint): no marker is left.
+        debug_assert_ne!(slots.load(cpu), TAKEN, "a buffer taken across a collection");
         match buffers.tail_of(base, slots.load(cpu)) {
             Some((start, end)) if end > start => tail(start, end),
             _ => {}
@@ -414,6 +458,114 @@ mod tests {
             env.next_words.get(),
             4096 / 8,
             "nothing more taken from above"
+        );
+    }
+
+    /// Nothing left above, whether the space says so or not: every request is exhausted
+    /// there, and `foreign` counts the chunks the level served from another CPU's buffer.
+    struct NothingAbove {
+        free_bytes: Option<usize>,
+        foreign: Cell<u32>,
+    }
+
+    impl RefillThread for NothingAbove {
+        fn base(&self) -> usize {
+            0
+        }
+        fn current_domain(&self, _: Level) -> usize {
+            0
+        }
+        fn domain_now(&self, _: Level) -> usize {
+            0
+        }
+        fn count(&self, _: Level, event: LevelEvent) {
+            if let LevelEvent::Served { foreign: true } = event {
+                self.foreign.set(self.foreign.get() + 1);
+            }
+        }
+    }
+
+    impl Above for NothingAbove {
+        fn carve(&self, _: usize, _: usize) -> Option<Chunk> {
+            None
+        }
+        fn free_bytes(&self) -> Option<usize> {
+            self.free_bytes
+        }
+        unsafe fn write_filler(&self, _: usize, _: usize) {}
+    }
+
+    /// At the end of a cycle (the space above has less than the request left, and says so),
+    /// a refill takes the tail of another CPU's buffer, a foreign carve, and installs the rest
+    /// in its own slot; where the space does not say, the request is exhausted and the other
+    /// buffer stays.
+    #[test]
+    fn at_the_end_of_a_cycle_a_refill_takes_another_cpus_tail() {
+        let Some(area) = rseq::current_area() else {
+            eprintln!("rseq unavailable here: {}", rseq::mechanism());
+            return;
+        };
+        let level = LevelShape::new(Level::Cpu, 2, 64 << 10, 0);
+        let buffers = &CpuBuffers::new(2, 0);
+        let other_buffer = |own: usize| ((own + 1) % 2, PackedWord::new(1 << 20, 4096));
+        // A thread whose index changes meanwhile (another CPU, another concurrency id) tries
+        // again: the test needs its own slot empty and the other one full.
+        let mut tries = 0;
+        let (own, chunk) = loop {
+            tries += 1;
+            assert!(tries < 1000, "the thread's index kept changing");
+            for slot in 0..2 {
+                buffers.slots.store(slot, PackedWord::from_raw(0));
+            }
+            // SAFETY: `area` is this thread's registered area.
+            let (Outcome::Refused { cpu: own, .. }, _) = (unsafe { buffers.slots.bump(area, 1) })
+            else {
+                continue;
+            };
+            let (other, buffer) = other_buffer(own);
+            buffers.slots.store(other, buffer);
+            let nothing = NothingAbove {
+                free_bytes: None,
+                foreign: Cell::new(0),
+            };
+            // Without the end of a cycle: exhausted, nothing taken.
+            if !matches!(
+                carve(&level, buffers, 1024, 1024, &nothing, &nothing),
+                Carved::Exhausted
+            ) || buffers.slots.load(other) != buffer
+            {
+                continue;
+            }
+            let end = NothingAbove {
+                free_bytes: Some(512),
+                foreign: Cell::new(0),
+            };
+            match carve(&level, buffers, 1024, 1024, &end, &end) {
+                Carved::Chunk(chunk) if rseq::restart_sections() => {
+                    assert_eq!(end.foreign.get(), 1, "a foreign carve");
+                    break (own, chunk);
+                }
+                Carved::Exhausted if !rseq::restart_sections() => {
+                    eprintln!("the kernel cannot restart sections here: nothing is taken");
+                    assert_eq!(buffers.slots.load(other), buffer);
+                    return;
+                }
+                _ => continue,
+            }
+        };
+        let (other, buffer) = other_buffer(own);
+        assert_eq!(
+            chunk,
+            Chunk {
+                start: words::bytes(buffer.offset_words()),
+                len: 1024
+            }
+        );
+        assert_eq!(buffers.slots.load(other), PackedWord::from_raw(0));
+        assert_eq!(
+            buffers.slots.load(own),
+            PackedWord::new(buffer.offset_words() + 128, 4096 - 128),
+            "the rest, installed at home"
         );
     }
 }

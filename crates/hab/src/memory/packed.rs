@@ -35,7 +35,7 @@ impl PackedWord {
 
     /// The word as stored.
     #[inline]
-    pub(crate) fn from_raw(raw: u64) -> PackedWord {
+    pub(crate) const fn from_raw(raw: u64) -> PackedWord {
         PackedWord(raw)
     }
 

@@ -2,13 +2,14 @@
 //! (one packed `{top, left}` word per CPU, for the `cpu` middle level) and `CpuLabSlots` (one
 //! `{top, end}` LAB per CPU, for the `cpu-lab` mode), each on a cache line of its own.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::layout::{
     BUFFER_WORD_OFFSET, HEADER_BOUND_BELOW, HEADER_INDEX_FIELD_BELOW, LAB_END_OFFSET,
     LAB_INDEX_FIELD_OFFSET, LAB_INLINE_ABORTS_OFFSET, LAB_LIMIT_OFFSET, LAB_TOP_OFFSET, SLOT_BYTES,
 };
 use super::outcome::{HomeBump, LabBump, LabInstall, Outcome};
+use super::take::take_word;
 use super::{fixed_area_offset, imp, SlotIndex};
 use crate::memory::packed::PackedWord;
 use crate::memory::packed::OFFSET_BITS;
@@ -33,6 +34,9 @@ pub(crate) struct CpuSlots {
     cpus: usize,
     index: SlotIndex,
     layout: std::alloc::Layout,
+    /// Held while a thread takes a buffer ([`take`](CpuSlots::take)): one `TAKEN` in the
+    /// slots at a time, so that a thread that finds its marker still there knows it is its own.
+    taking: std::sync::Mutex<()>,
 }
 
 // SAFETY: the slots are only read and written through restartable sequences (one writer per
@@ -75,6 +79,7 @@ impl CpuSlots {
             cpus,
             index,
             layout,
+            taking: std::sync::Mutex::new(()),
         }
     }
 
@@ -113,6 +118,31 @@ impl CpuSlots {
         assert!(cpu < self.cpus);
         // SAFETY: `cpu` is in bounds; the caller guarantees no concurrent section.
         unsafe { self.word(cpu).write_volatile(word.raw()) };
+    }
+
+    /// Takes the buffer `seen` (neither empty nor `TAKEN`) out of slot `cpu` for a thread
+    /// that may run on any CPU, which then owns the buffer's tail and leaves the slot empty;
+    /// `false` when nothing was taken. For the end of a cycle only: it costs a system call.
+    ///
+    /// The slot's own sections store without an atomic instruction, so a compare-and-swap
+    /// alone would race with a section that read `seen` before it and commits after it. So the
+    /// slot is swapped to `TAKEN`, which every section refuses and nothing installs over;
+    /// then [`restart_sections`](super::restart_sections) returns only once every section that
+    /// may have read `seen` has either committed (replacing `TAKEN`: its bump or install
+    /// stands, and nothing is taken) or been restarted (it reads `TAKEN` again and misses).
+    /// A slot that still holds `TAKEN` afterwards was written by no section since the swap:
+    /// `seen`'s tail is the caller's, and the slot becomes empty.
+    pub(crate) fn take(&self, cpu: usize, seen: PackedWord) -> bool {
+        assert!(cpu < self.cpus);
+        let _one_at_a_time = self.taking.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `cpu` is in bounds: an aligned word of the slots, alive as long as `self`;
+        // sections write it with plain stores, which a locked instruction is ordered with.
+        let word = unsafe { AtomicU64::from_ptr(self.word(cpu)) };
+        let swap = |from: PackedWord, to: PackedWord| {
+            word.compare_exchange(from.raw(), to.raw(), Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        };
+        take_word(swap, seen, super::restart_sections)
     }
 
     fn slot(&self, cpu: usize) -> *mut u64 {

@@ -264,8 +264,35 @@ fn current_area_decided() -> Option<*mut u8> {
     }
 }
 
+/// Returns once every thread of the process that was inside a restartable section when the
+/// call began has been sent back to its abort handler or has committed: the kernel interrupts
+/// every CPU running one of the process's threads and restarts the section it is in
+/// (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)`, Linux 5.10); a thread preempted inside
+/// a section restarts it when it resumes, as always. `false` where the kernel refuses it (an
+/// older kernel, a seccomp filter): nothing is known then. The process registers its intent
+/// once, at the first call (again in a child made by `fork`). Cost: one system call, a few
+/// microseconds, and an interrupt to each CPU that runs the process.
+pub(crate) fn restart_sections() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        static REGISTERED: OnceLock<bool> = OnceLock::new();
+        fn membarrier(command: libc::c_int) -> bool {
+            // SAFETY: `membarrier` takes a command and two integer arguments and touches no
+            // memory of the caller.
+            unsafe { libc::syscall(libc::SYS_membarrier, command, 0, 0) == 0 }
+        }
+        let register = || membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ);
+        *REGISTERED.get_or_init(register)
+            && (membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)
+                || register() && membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ))
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    false
+}
+
 pub(crate) mod cpu_slots;
 mod layout;
+pub(crate) mod take;
 pub(crate) use layout::*;
 mod mechanism;
 pub use mechanism::RseqMechanism;

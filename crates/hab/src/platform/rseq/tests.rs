@@ -2,6 +2,7 @@
 //! at every instruction boundary, migrations and signal storms.
 
 use super::cpu_slots::*;
+use super::take::TAKEN;
 use super::*;
 use crate::memory::packed::MAX_OFFSET_WORDS;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -250,6 +251,200 @@ fn storm_of_bumps_and_installs(index: SlotIndex) {
     assert!(
         total_aborts > 0,
         "the storm should have aborted some sections"
+    );
+}
+
+/// A buffer taken from its slot by a thread on another CPU is the taker's alone: taken from a
+/// quiet slot it empties it; with a stale word, or twice, nothing is taken.
+#[test]
+fn a_taken_buffer_is_the_takers_and_its_slot_is_left_empty() {
+    let slots = CpuSlots::new(2, SlotIndex::Cpu);
+    let buffer = PackedWord::new(100, 50);
+    slots.store(1, buffer);
+    if !restart_sections() {
+        eprintln!("the kernel cannot restart sections here: nothing is ever taken");
+        assert!(!slots.take(1, buffer));
+        assert_eq!(slots.load(1), buffer, "put back");
+        return;
+    }
+    assert!(slots.take(1, buffer));
+    assert_eq!(slots.load(1), PackedWord::from_raw(0));
+    assert!(!slots.take(1, buffer), "taken twice");
+    slots.store(1, PackedWord::new(120, 30));
+    assert!(!slots.take(1, buffer), "a stale word");
+    assert_eq!(slots.load(1), PackedWord::new(120, 30));
+    assert_eq!(slots.load(0), PackedWord::from_raw(0), "another slot");
+}
+
+/// While many more threads than CPUs bump and refill per-CPU slots, move between CPUs and are
+/// hit by a storm of signals, two threads keep taking the buffers from the slots
+/// ([`CpuSlots::take`]): every word is accounted for exactly once, bumped, retired as a tail
+/// at a refill, taken, never installed, or left in a slot at the end; none twice, none lost.
+#[test]
+fn buffers_taken_by_other_cpus_are_never_also_bumped() {
+    if area().is_none() {
+        return;
+    }
+    if !restart_sections() {
+        eprintln!("the kernel cannot restart sections here: nothing is ever taken");
+        return;
+    }
+    for index in indexes() {
+        storm_of_bumps_installs_and_takes(index);
+    }
+}
+
+/// [`buffers_taken_by_other_cpus_are_never_also_bumped`] over slots indexed by `index`.
+fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
+    const THREADS: usize = 32;
+    const BUMPS: usize = 3000;
+    const CHUNK_WORDS: u64 = 64;
+    const TAKERS: usize = 2;
+    // SAFETY: installs a handler that does nothing, with SA_RESTART.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+    }
+    let cpus = online_cpus();
+    let slots = Arc::new(CpuSlots::new(cpus, index));
+    let next_chunk = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicU64::new(0));
+    let released = Arc::new(AtomicBool::new(false));
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let storm = {
+        let (threads, done) = (threads.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                for &thread in threads.lock().unwrap().iter() {
+                    // SAFETY: the thread id belongs to a live worker (workers are only
+                    // joined after `done` is set and this thread stopped).
+                    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    // Each taker: the (top, words) of every buffer it took.
+    let takers: Vec<_> = (0..TAKERS)
+        .map(|taker| {
+            let (slots, done) = (slots.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut taken = Vec::new();
+                let mut round = 0usize;
+                while !done.load(Ordering::Relaxed) {
+                    round += 1;
+                    pin((taker + round) % cpus);
+                    for cpu in 0..slots.cpus() {
+                        let seen = slots.load(cpu);
+                        if seen.raw() != 0
+                            && seen != TAKEN
+                            && seen.upper() > 0
+                            && slots.take(cpu, seen)
+                        {
+                            taken.push((seen.offset_words(), seen.upper()));
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+                taken
+            })
+        })
+        .collect();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let (slots, next_chunk, threads) = (slots.clone(), next_chunk.clone(), threads.clone());
+            let (finished, released) = (finished.clone(), released.clone());
+            std::thread::spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
+                let me = unsafe { libc::pthread_self() };
+                threads.lock().unwrap().push(me);
+                let area = current_area().expect("registered");
+                // (top, words) of every piece this thread got: bumps, tails it retired at a
+                // refill, chunks it could not install.
+                let mut pieces = Vec::with_capacity(BUMPS + BUMPS / 8);
+                let mut bumps = 0;
+                while bumps < BUMPS {
+                    if bumps % 64 == 0 {
+                        pin((index + bumps / 64) % cpus);
+                    }
+                    // SAFETY: `area` is this thread's registered area.
+                    let (outcome, _) = unsafe { slots.bump(area, 2) };
+                    match outcome {
+                        Outcome::Done { before, .. } => {
+                            pieces.push((before.offset_words(), 2));
+                            bumps += 1;
+                        }
+                        Outcome::Refused { cpu, seen } => {
+                            let start = next_chunk.fetch_add(CHUNK_WORDS, Ordering::Relaxed);
+                            let new = PackedWord::new(start, CHUNK_WORDS);
+                            // As the levels' refill: never over a buffer being taken.
+                            let installed = seen != TAKEN && {
+                                // SAFETY: as above.
+                                let (outcome, _) = unsafe { slots.install(area, cpu, seen, new) };
+                                matches!(outcome, Outcome::Done { .. })
+                            };
+                            if !installed {
+                                pieces.push((start, CHUNK_WORDS));
+                            } else if seen.raw() != 0 && seen.upper() > 0 {
+                                pieces.push((seen.offset_words(), seen.upper()));
+                            }
+                        }
+                        Outcome::Moved | Outcome::OutOfRange | Outcome::GaveUp => {}
+                    }
+                }
+                finished.fetch_add(1, Ordering::Release);
+                while !released.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                pieces
+            })
+        })
+        .collect();
+    while finished.load(Ordering::Acquire) < THREADS as u64 {
+        std::thread::yield_now();
+    }
+    done.store(true, Ordering::Relaxed);
+    storm.join().unwrap();
+    let taken: Vec<(u64, u64)> = takers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    released.store(true, Ordering::Release);
+    let mut pieces: Vec<(u64, u64)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    let taken_count = taken.len();
+    pieces.extend(taken);
+    for cpu in 0..slots.cpus() {
+        let left = slots.load(cpu);
+        assert_ne!(left, TAKEN, "a marker left in slot {cpu}");
+        if left.raw() != 0 && left.upper() > 0 {
+            pieces.push((left.offset_words(), left.upper()));
+        }
+    }
+    // The pieces tile [0, every chunk handed out) exactly.
+    pieces.sort_unstable();
+    let mut covered = 0;
+    for &(top, words) in &pieces {
+        assert_eq!(
+            top, covered,
+            "{index}: a word lost or handed out twice at {top}"
+        );
+        covered += words;
+    }
+    assert_eq!(
+        covered,
+        next_chunk.load(Ordering::Relaxed),
+        "{index}: the last chunk"
+    );
+    eprintln!(
+        "{index}: {taken_count} buffers taken, {} pieces",
+        pieces.len()
+    );
+    assert!(
+        taken_count > 0,
+        "{index}: the takers should have taken some buffers"
     );
 }
 
