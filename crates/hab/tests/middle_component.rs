@@ -238,8 +238,9 @@ fn tlabs_and_fillers_tile_what_the_upstream_handed_out() {
             // Restartable wherever rseq works, whatever the smallest filler (the buffers keep
             // a reserve where it is longer than a word): the fillers above were all long
             // enough, and a restartable level serves a foreign allocation only on its
-            // compare-and-swap fallback.
-            if levels.is_restartable() {
+            // compare-and-swap fallback, or where the eden says it has run out, from
+            // another CPU's buffer tail.
+            if levels.is_restartable() && !says_free {
                 let lowest = &stats[0].1;
                 assert!(
                     lowest.foreign_allocs <= lowest.rseq_fallbacks,

@@ -12,12 +12,12 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use crate::config::{check_levels, ConfigError, MiddleLevelSpec};
-use crate::levels::buffer_sizing;
 use crate::levels::chunk::Above;
 use crate::levels::chunk::Chunk;
 use crate::levels::middle::MiddleLevel;
 use crate::levels::refill::{self, middle_level, LevelCountersByLevel};
 use crate::levels::stats::LevelStats;
+use crate::levels::{buffer_end_of_cycle, buffer_sizing};
 use crate::memory::packed::{MAX_OFFSET_WORDS, OFFSET_BITS};
 use crate::memory::size::ByteSize;
 use crate::memory::words::WORD_BYTES;
@@ -554,6 +554,14 @@ impl LevelsThread {
             return None;
         }
         let levels = &*self.levels;
+        // Near the end of the space, a TLAB takes its share of what is left.
+        let lowest_buffers = levels.levels.first().map_or(1, |level| level.domains());
+        let desired_bytes = buffer_end_of_cycle::tlab_bytes(
+            lowest_buffers,
+            levels.above.free_bytes(),
+            min_bytes,
+            desired_bytes,
+        );
         let chunk = refill::carve_chunk_from(
             (&levels.above, levels.above.base),
             &levels.topology,
