@@ -137,23 +137,11 @@ HeapWord* HabCpuLabs::allocate_object(size_t words) {
     }
   }
 #endif
-  size_t chunk_words = 0;
-  HeapWord* start = HabLevels::allocate_chunk(words, &chunk_words);
+  // Else a chunk through the levels (a refill); where none serves it, the collector places
+  // the object.
+  HeapWord* start = HabLevels::allocate_object(words);
   if (start == nullptr) {
     Atomic::inc(&_declined_objects);
-    return nullptr;
-  }
-  // A carve takes a little more than asked where the buffer's rest would be too short a tail
-  // for a filler. A rest that holds one becomes one; one word cannot be covered after the
-  // object, so then the whole chunk becomes a filler and the collector places the object.
-  size_t rest_words = chunk_words - words;
-  if (rest_words > 0 && rest_words < CollectedHeap::min_fill_size()) {
-    CollectedHeap::fill_with_objects(start, chunk_words);
-    Atomic::inc(&_declined_objects);
-    return nullptr;
-  }
-  if (rest_words > 0) {
-    CollectedHeap::fill_with_objects(start + words, rest_words);
   }
   return start;
 }

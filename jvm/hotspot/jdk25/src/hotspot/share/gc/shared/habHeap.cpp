@@ -93,6 +93,10 @@ HeapWord* HabHeap::allocate_new_tlab(size_t min_size, size_t requested_size, siz
   return HabLevels::allocate_new_tlab(min_size, requested_size, actual_size);
 }
 
+HeapWord* HabHeap::allocate_before_collection(size_t words) {
+  return UseHAB ? HabLevels::allocate_object(words) : nullptr;
+}
+
 void HabHeap::tlabs_retired(const ThreadLocalAllocStats& stats, bool at_collection) {
   // As ensure_parsability: at a safepoint, or at start-up (heap verification before init completes).
   assert(SafepointSynchronize::is_at_safepoint() || !is_init_completed(),

@@ -52,6 +52,12 @@ class HabHeap : AllStatic {
   // go there, MemAllocator::mem_allocate), or where the levels leave the TLAB to the collector.
   static HeapWord* allocate_new_tlab(size_t min_size, size_t requested_size, size_t* actual_size);
 
+  // Where the collector would ask for a collection because its young space is full (an
+  // object outside a TLAB found no room): an object of `words` from what the levels still
+  // hold, the calling thread's buffer or, with nothing left above, another CPU's buffer tail
+  // (a foreign carve), so that the buffers are used before the collection; nullptr otherwise.
+  static HeapWord* allocate_before_collection(size_t words);
+
   // At a safepoint, once every TLAB was retired (`at_collection`: a cycle ends) or made
   // parsable, with what they left: the buffers are retired too, and at a collection the flip
   // decides the next cycle and the buffers are resized.

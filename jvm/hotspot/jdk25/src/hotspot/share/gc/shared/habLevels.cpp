@@ -374,6 +374,26 @@ HeapWord* HabLevels::allocate_chunk(size_t words, size_t* chunk_words) {
   return (HeapWord*)start;
 }
 
+HeapWord* HabLevels::allocate_object(size_t words) {
+  size_t chunk_words = 0;
+  HeapWord* start = allocate_chunk(words, &chunk_words);
+  if (start == nullptr) {
+    return nullptr;
+  }
+  // A carve takes a little more than asked where the buffer's rest would be too short a tail
+  // for a filler. A rest that holds one becomes one; one word cannot be covered after the
+  // object, so then the whole chunk becomes a filler.
+  size_t rest_words = chunk_words - words;
+  if (rest_words > 0 && rest_words < CollectedHeap::min_fill_size()) {
+    CollectedHeap::fill_with_objects(start, chunk_words);
+    return nullptr;
+  }
+  if (rest_words > 0) {
+    CollectedHeap::fill_with_objects(start + words, rest_words);
+  }
+  return start;
+}
+
 const char* HabLevels::no_cpu_buffer_path() {
   return _has_path ? nullptr : _no_path;
 }

@@ -146,6 +146,11 @@ class HabLevels : AllStatic {
   // through the levels, which refill it from the space as for a TLAB; nullptr when the levels do
   // not serve it (more than their largest TLAB, or no room in the space for a buffer).
   static HeapWord* allocate_chunk(size_t words, size_t* chunk_words);
+
+  // An object of `words` from such a chunk, the chunk's rest (if any) a filler; nullptr where
+  // no chunk is served, or its rest would be one word, which no filler covers (the chunk is
+  // then a filler).
+  static HeapWord* allocate_object(size_t words);
 };
 
 #endif // SHARE_GC_SHARED_HABLEVELS_HPP
