@@ -509,11 +509,10 @@ mod tests {
         let buffers = &CpuBuffers::new(2, 0);
         let other_buffer = |own: usize| ((own + 1) % 2, PackedWord::new(1 << 20, 4096));
         // A thread whose index changes meanwhile (another CPU, another concurrency id) tries
-        // again: the test needs its own slot empty and the other one full.
-        let mut tries = 0;
-        let (own, chunk) = loop {
-            tries += 1;
-            assert!(tries < 1000, "the thread's index kept changing");
+        // again: the test needs its own slot empty and the other one full, and the install of
+        // the rest at home needs the thread still there.
+        let mut last = String::new();
+        for _ in 0..1000 {
             for slot in 0..2 {
                 buffers.slots.store(slot, PackedWord::from_raw(0));
             }
@@ -542,30 +541,35 @@ mod tests {
             };
             match carve(&level, buffers, 1024, 1024, &end, &end) {
                 Carved::Chunk(chunk) if rseq::restart_sections() => {
-                    assert_eq!(end.foreign.get(), 1, "a foreign carve");
-                    break (own, chunk);
+                    let taken = Chunk {
+                        start: words::bytes(buffer.offset_words()),
+                        len: 1024,
+                    };
+                    let rest_at_home = PackedWord::new(buffer.offset_words() + 128, 4096 - 128);
+                    let (other_now, own_now) = (buffers.slots.load(other), buffers.slots.load(own));
+                    if chunk == taken
+                        && end.foreign.get() == 1
+                        && other_now == PackedWord::from_raw(0)
+                        && own_now == rest_at_home
+                    {
+                        return;
+                    }
+                    last = format!(
+                        "{chunk:?} ({} foreign), other slot {other_now:?}, own {own_now:?}",
+                        end.foreign.get()
+                    );
                 }
                 Carved::Exhausted if !rseq::restart_sections() => {
                     eprintln!("the kernel cannot restart sections here: nothing is taken");
                     assert_eq!(buffers.slots.load(other), buffer);
                     return;
                 }
-                _ => continue,
+                _ => {}
             }
-        };
-        let (other, buffer) = other_buffer(own);
-        assert_eq!(
-            chunk,
-            Chunk {
-                start: words::bytes(buffer.offset_words()),
-                len: 1024
-            }
-        );
-        assert_eq!(buffers.slots.load(other), PackedWord::from_raw(0));
-        assert_eq!(
-            buffers.slots.load(own),
-            PackedWord::new(buffer.offset_words() + 128, 4096 - 128),
-            "the rest, installed at home"
+        }
+        panic!(
+            "in 1000 tries no refill took the other CPU's tail whole and installed its rest at \
+             home (the last: {last})"
         );
     }
 }
