@@ -311,6 +311,9 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
     let slots = Arc::new(CpuSlots::new(cpus, index));
     let next_chunk = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
+    // Buffers taken so far: the workers run on until some were (or a deadline passes).
+    let taken_so_far = Arc::new(AtomicU64::new(0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let finished = Arc::new(AtomicU64::new(0));
     let released = Arc::new(AtomicBool::new(false));
     let threads = Arc::new(Mutex::new(Vec::new()));
@@ -330,7 +333,7 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
     // Each taker: the (top, words) of every buffer it took.
     let takers: Vec<_> = (0..TAKERS)
         .map(|taker| {
-            let (slots, done) = (slots.clone(), done.clone());
+            let (slots, done, taken_so_far) = (slots.clone(), done.clone(), taken_so_far.clone());
             std::thread::spawn(move || {
                 let mut taken = Vec::new();
                 let mut round = 0usize;
@@ -345,6 +348,7 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
                             && slots.take(cpu, seen)
                         {
                             taken.push((seen.offset_words(), seen.upper()));
+                            taken_so_far.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                     std::thread::yield_now();
@@ -356,6 +360,7 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
     let workers: Vec<_> = (0..THREADS)
         .map(|index| {
             let (slots, next_chunk, threads) = (slots.clone(), next_chunk.clone(), threads.clone());
+            let taken_so_far = taken_so_far.clone();
             let (finished, released) = (finished.clone(), released.clone());
             std::thread::spawn(move || {
                 // SAFETY: pthread_self has no preconditions.
@@ -366,7 +371,10 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
                 // refill, chunks it could not install.
                 let mut pieces = Vec::with_capacity(BUMPS + BUMPS / 8);
                 let mut bumps = 0;
-                while bumps < BUMPS {
+                while bumps < BUMPS
+                    || taken_so_far.load(Ordering::Relaxed) < 8
+                        && std::time::Instant::now() < deadline
+                {
                     if bumps % 64 == 0 {
                         pin((index + bumps / 64) % cpus);
                     }
