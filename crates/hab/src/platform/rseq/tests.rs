@@ -98,6 +98,71 @@ fn bump_and_install_on_one_cpu() {
 
 extern "C" fn ignore(_: libc::c_int) {}
 
+/// A thread that sends SIGUSR1 (caught by [`ignore`], with `SA_RESTART`) to every thread that
+/// joined it, over and over, until [`SignalStorm::stop`]: each signal aborts the restartable
+/// section its target is in. A thread that joined stays alive until `stop` returned
+/// (signalling an exited thread is undefined behaviour).
+struct SignalStorm {
+    targets: Arc<Mutex<Vec<libc::pthread_t>>>,
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl SignalStorm {
+    fn start() -> Self {
+        // SAFETY: installs a handler that does nothing, with SA_RESTART.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+        }
+        let targets = Arc::new(Mutex::new(Vec::new()));
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (targets, done) = (targets.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut signals = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    for &target in targets.lock().unwrap().iter() {
+                        // SAFETY: the target is alive: it joined and stays alive until
+                        // `stop` has joined this thread.
+                        unsafe { libc::pthread_kill(target, libc::SIGUSR1) };
+                        signals += 1;
+                    }
+                    std::thread::yield_now();
+                }
+                signals
+            })
+        };
+        Self {
+            targets,
+            done,
+            thread,
+        }
+    }
+
+    /// What a thread joins the storm with ([`join`]), to move into it.
+    fn targets(&self) -> Arc<Mutex<Vec<libc::pthread_t>>> {
+        self.targets.clone()
+    }
+
+    /// Stops the storm: the signals it sent.
+    fn stop(self) -> u64 {
+        self.done.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The calling thread joins the storm whose [`SignalStorm::targets`] these are.
+fn join(targets: &Mutex<Vec<libc::pthread_t>>) {
+    // SAFETY: pthread_self has no preconditions.
+    targets
+        .lock()
+        .unwrap()
+        .push(unsafe { libc::pthread_self() });
+}
+
 /// Many more threads than CPUs bump and refill per-CPU slots while they keep moving
 /// between CPUs and a storm of signals hits them: every word handed out is handed out
 /// once, and the sections did abort.
@@ -125,51 +190,25 @@ fn storm_of_bumps_and_installs(index: SlotIndex) {
     const THREADS: usize = 128;
     const BUMPS: usize = 4000;
     const CHUNK_WORDS: u64 = 64;
-    // SAFETY: installs a handler that does nothing, with SA_RESTART.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
-    }
+    let storm = SignalStorm::start();
     let cpus = online_cpus();
     let slots = Arc::new(CpuSlots::new(cpus, index));
     let next_chunk = Arc::new(AtomicU64::new(0));
     let aborts = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    // Workers stay alive until the storm has stopped: signalling an exited thread is UB.
+    // Workers stay alive until the storm has stopped.
     let finished = Arc::new(AtomicU64::new(0));
     let released = Arc::new(AtomicBool::new(false));
-    let threads = Arc::new(Mutex::new(Vec::new()));
-    let storm = {
-        let (threads, done) = (threads.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut signals = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                for &thread in threads.lock().unwrap().iter() {
-                    // SAFETY: the thread id belongs to a live worker (workers are only
-                    // joined after `done` is set and this thread stopped).
-                    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
-                    signals += 1;
-                }
-                std::thread::yield_now();
-            }
-            signals
-        })
-    };
     let workers: Vec<_> = (0..THREADS)
         .map(|index| {
-            let (slots, next_chunk, aborts, threads) = (
+            let (slots, next_chunk, aborts, targets) = (
                 slots.clone(),
                 next_chunk.clone(),
                 aborts.clone(),
-                threads.clone(),
+                storm.targets(),
             );
             let (finished, released) = (finished.clone(), released.clone());
             std::thread::spawn(move || {
-                // SAFETY: pthread_self has no preconditions.
-                let me = unsafe { libc::pthread_self() };
-                threads.lock().unwrap().push(me);
+                join(&targets);
                 let area = current_area().expect("registered");
                 let mut words = Vec::with_capacity(BUMPS);
                 let mut sidelined = Vec::new();
@@ -214,8 +253,7 @@ fn storm_of_bumps_and_installs(index: SlotIndex) {
     while finished.load(Ordering::Acquire) < THREADS as u64 {
         std::thread::yield_now();
     }
-    done.store(true, Ordering::Relaxed);
-    let signals = storm.join().unwrap();
+    let signals = storm.stop();
     released.store(true, Ordering::Release);
     let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
     let mut words: Vec<u64> = results
@@ -300,13 +338,7 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
     const BUMPS: usize = 3000;
     const CHUNK_WORDS: u64 = 64;
     const TAKERS: usize = 2;
-    // SAFETY: installs a handler that does nothing, with SA_RESTART.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
-    }
+    let storm = SignalStorm::start();
     let cpus = online_cpus();
     let slots = Arc::new(CpuSlots::new(cpus, index));
     let next_chunk = Arc::new(AtomicU64::new(0));
@@ -314,22 +346,9 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
     // Buffers taken so far: the workers run on until some were (or a deadline passes).
     let taken_so_far = Arc::new(AtomicU64::new(0));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // Workers stay alive until the storm has stopped.
     let finished = Arc::new(AtomicU64::new(0));
     let released = Arc::new(AtomicBool::new(false));
-    let threads = Arc::new(Mutex::new(Vec::new()));
-    let storm = {
-        let (threads, done) = (threads.clone(), done.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                for &thread in threads.lock().unwrap().iter() {
-                    // SAFETY: the thread id belongs to a live worker (workers are only
-                    // joined after `done` is set and this thread stopped).
-                    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
-                }
-                std::thread::yield_now();
-            }
-        })
-    };
     // Each taker: the (top, words) of every buffer it took.
     let takers: Vec<_> = (0..TAKERS)
         .map(|taker| {
@@ -359,13 +378,11 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
         .collect();
     let workers: Vec<_> = (0..THREADS)
         .map(|index| {
-            let (slots, next_chunk, threads) = (slots.clone(), next_chunk.clone(), threads.clone());
+            let (slots, next_chunk, targets) = (slots.clone(), next_chunk.clone(), storm.targets());
             let taken_so_far = taken_so_far.clone();
             let (finished, released) = (finished.clone(), released.clone());
             std::thread::spawn(move || {
-                // SAFETY: pthread_self has no preconditions.
-                let me = unsafe { libc::pthread_self() };
-                threads.lock().unwrap().push(me);
+                join(&targets);
                 let area = current_area().expect("registered");
                 // (top, words) of every piece this thread got: bumps, tails it retired at a
                 // refill, chunks it could not install.
@@ -415,7 +432,7 @@ fn storm_of_bumps_installs_and_takes(index: SlotIndex) {
         std::thread::yield_now();
     }
     done.store(true, Ordering::Relaxed);
-    storm.join().unwrap();
+    storm.stop();
     let taken: Vec<(u64, u64)> = takers.into_iter().flat_map(|t| t.join().unwrap()).collect();
     released.store(true, Ordering::Release);
     let mut pieces: Vec<(u64, u64)> = workers
