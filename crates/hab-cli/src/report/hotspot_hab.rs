@@ -16,7 +16,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::hotspot_run::{value, JavaRun};
+use super::hotspot_run::JavaRun;
 use crate::figures::Spread;
 
 /// A middle-level configuration of the grid: stock HotSpot (`levels` = `None`) or HABs.
@@ -208,7 +208,8 @@ pub struct Point {
     pub collections: Vec<u64>,
     /// Each level's totals, summed over the repetitions.
     pub levels: Vec<LevelTotals>,
-    /// TLABs larger than the lowest buffer, carved straight from eden (summed).
+    /// TLABs the levels left to the collector (summed): larger than the lowest buffer, or
+    /// asked when eden had no room for a buffer (declined).
     pub direct_tlabs: u64,
     /// The `gc+tlab` lines of the first repetition.
     pub log: Vec<String>,
@@ -387,7 +388,7 @@ fn run_once(
         .collect();
     Ok(JavacRun {
         compiles_per_min: output.stderr_value("compiles_per_min")?,
-        collections: value(&output.stderr, "collections").unwrap_or(0),
+        collections: output.stderr_value("collections")?,
         levels,
         direct_tlabs: output.exit.tlabs_from_the_collector(),
         log: output

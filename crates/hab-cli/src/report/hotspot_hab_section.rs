@@ -33,7 +33,6 @@ fn speedup(point: Option<&Point>, stock: Option<&Point>) -> String {
     }
 }
 
-/// The section's tables for one grid's runs.
 /// A Markdown table's header: the `first` columns (the first left-aligned, the others
 /// numbers), then one numeric column per HAB configuration.
 fn table_header(text: &mut String, first: &[&str], habs: &[&Config]) {
@@ -327,7 +326,7 @@ pub(super) fn judge_auto(runs: &Runs, claims: &mut super::claims::Claims) {
     }
 }
 
-/// The experiment as the report runs it: the grid of [`grid_for`] with the JVM that
+/// The experiment as the report runs it: the grids of [`grids_for`] with the JVM that
 /// `jvm/hotspot/build.sh` built, where HotSpot runs in this report.
 pub struct HotSpotWithHabs;
 
