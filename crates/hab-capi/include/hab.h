@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes; compare with hab_abi_version() at start-up. */
-#define HAB_ABI_VERSION 10
+#define HAB_ABI_VERSION 11
 
 /* The layout the inline paths below read, from a mutator's tlab address. */
 #define HAB_TLAB_TOP_OFFSET 0
@@ -575,6 +575,13 @@ hab_status hab_levels_new_with_cpu_id(const char *levels, const char *cpu_id,
 /* The largest TLAB the levels hand out (max_tlab_bytes, or the lowest level's buffer where
  * that was 0); 0 for NULL. Carve larger TLABs straight from the runtime's space. */
 size_t hab_levels_max_tlab_bytes(hab_levels *levels);
+
+/* The largest TLAB hab_levels_carve_tlab hands out now, beside the minimum asked for: near
+ * the end of the upstream's space, the lowest level's buffers' share of what its free_bytes
+ * says is left (a quarter of it over the buffers); SIZE_MAX where the upstream has no
+ * free_bytes; 0 for NULL. A runtime that also carves TLABs from the per-CPU buffers itself
+ * (hab_cpu_buffer_path) keeps them within it, so that they shrink with the buffers. */
+size_t hab_levels_tlab_limit_bytes(hab_levels *levels);
 
 /* The most memory the levels' buffers hold at once: each level's buffer size times its
  * domains (CPUs, cores, packages...), summed; 0 for NULL. */

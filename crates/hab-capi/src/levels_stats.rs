@@ -48,6 +48,28 @@ pub unsafe extern "C" fn hab_levels_max_tlab_bytes(levels: *mut hab_levels) -> u
         .map_or(0, |levels| levels.levels.max_tlab_bytes())
 }
 
+/// The largest TLAB `hab_levels_carve_tlab` hands out now, beside the minimum it is asked
+/// for: near the end of the upstream's space, the lowest level's buffers' share of what the
+/// upstream's `free_bytes` says is left; `SIZE_MAX` where the upstream has no `free_bytes`;
+/// 0 for NULL levels. A runtime that also carves TLABs from the per-CPU buffers itself keeps
+/// them within it.
+///
+/// # Safety
+/// `levels` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hab_levels_tlab_limit_bytes(levels: *mut hab_levels) -> usize {
+    // SAFETY: the caller's contract.
+    let Ok(levels) = (unsafe { live(levels, "hab_levels_tlab_limit_bytes", "levels") }) else {
+        return 0;
+    };
+    let mut limit = 0;
+    guarded(|| {
+        limit = levels.levels.tlab_limit_bytes();
+        HAB_OK
+    });
+    limit
+}
+
 /// The most memory the levels' buffers hold at once (each level's buffer times its domains,
 /// summed); 0 for NULL levels.
 ///

@@ -32,7 +32,7 @@ pub use per_cpu::*;
 pub use status::*;
 
 /// The ABI version `hab.h` declares as `HAB_ABI_VERSION`.
-pub const HAB_ABI_VERSION: u32 = 10;
+pub const HAB_ABI_VERSION: u32 = 11;
 
 /// What the files of the entry points share: the standard and `hab` names they use, and each
 /// other's items.

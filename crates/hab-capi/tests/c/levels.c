@@ -319,6 +319,9 @@ static void bad_arguments(void) {
     CHECK(hab_levels_buffered_bytes(NULL) == 0);
     CHECK(hab_levels_tlabs_past_levels(levels) == 0);
     CHECK(hab_levels_tlabs_past_levels(NULL) == 0);
+    /* An upstream that does not say what it has left puts no bound on a TLAB. */
+    CHECK(hab_levels_tlab_limit_bytes(levels) == SIZE_MAX);
+    CHECK(hab_levels_tlab_limit_bytes(NULL) == 0);
     hab_levels_free(levels);
     levels = NULL;
     CHECK(hab_levels_new("core:1MiB", 3u << 20, 16, eden.start, &upstream, &levels) ==
@@ -418,6 +421,36 @@ static void auto_levels_at_the_edges(void) {
 /* The smallest filler is a positive multiple of 8 that the largest TLAB holds four times;
  * buffers that are the largest TLAB hold four fillers (0, 12, 1 MiB, 2^40 and SIZE_MAX were
  * taken, SIZE_MAX wrapping to 0; cpu:8 gave "TLABs up to 0K"). */
+/* Near the end of an eden that says what it has left, the largest TLAB the levels hand out
+ * is the per-CPU buffers' share of it, and a TLAB carved then takes no more. */
+static void tlab_limit_near_the_end(void) {
+    hab_upstream upstream = {carve, write_filler, NULL, eden_free};
+    hab_levels *levels = NULL;
+    CHECK(hab_levels_new("cpu:64KiB", 0, 16, eden.start, &upstream, &levels) == HAB_OK);
+    if (levels == NULL) {
+        return;
+    }
+    atomic_store(&eden.top, eden.start);
+    eden.min_filler_bytes = 16;
+    size_t far = hab_levels_tlab_limit_bytes(levels);
+    CHECK(far % 8 == 0);
+    atomic_store(&eden.top, eden.end - (256u << 10));
+    size_t near = hab_levels_tlab_limit_bytes(levels);
+    CHECK(near < far && near <= (256u << 10) / 4 && near % 8 == 0);
+    hab_levels_thread *thread = hab_levels_thread_new(levels);
+    CHECK(thread != NULL);
+    uintptr_t start = 0;
+    size_t min = 1u << 10, desired = 64u << 10;
+    size_t bytes = hab_levels_carve_tlab(thread, min, desired, &start);
+    size_t bound = (near > min ? near : min) + 16;
+    CHECK(bytes >= min && bytes <= bound && start >= eden.start && start + bytes <= eden.end);
+    printf("TLAB limit: %zu KiB with eden empty, %zu bytes with 256 KiB left: a TLAB of %zu "
+           "bytes for %zu desired\n", far >> 10, near, bytes, desired);
+    hab_levels_thread_free(thread);
+    CHECK(hab_levels_retire_all(levels) == HAB_OK);
+    hab_levels_free(levels);
+}
+
 static void fillers_and_tiny_buffers(void) {
     hab_upstream upstream = {carve, write_filler, NULL, NULL};
     hab_levels *levels = NULL;
@@ -585,6 +618,7 @@ int main(void) {
     }
     auto_levels();
     auto_levels_at_the_edges();
+    tlab_limit_near_the_end();
     fillers_and_tiny_buffers();
     resize_keeps_its_contract();
     fitted_levels();

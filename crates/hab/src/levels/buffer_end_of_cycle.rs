@@ -75,32 +75,27 @@ pub(crate) fn refill_bytes(
     whole.min(share.max(request.desired)).max(min_bytes)
 }
 
-/// The bytes of a TLAB a runtime's levels hand out ([`MiddleLevels`](crate::MiddleLevels))
-/// when the space above has `free_bytes` left (`None`: it does not say): what the request
-/// desires, but at most the same share of what is left as a buffer's refill takes
-/// ([`refill_bytes`]) over the lowest level's `buffers`, and at least its minimum. Near the
-/// end of the space the TLABs shrink with the buffers, so that a thread's TLAB tail at the
-/// collection is small: where the levels are the runtime's only way to its space, what the
-/// TLABs leave unused then is the waste that remains. Cost: a refill or two more per thread
-/// and cycle for every halving of the TLAB, all in the last few buffers' worth of the space.
+/// The largest TLAB a runtime's levels hand out ([`MiddleLevels`](crate::MiddleLevels)) when
+/// the space above has `free_bytes` left (`None`: it does not say, and there is no such
+/// bound): the same share of what is left as a buffer's refill takes ([`refill_bytes`]) over
+/// the lowest level's `buffers`, in whole words. A TLAB takes what it desires within this
+/// bound, and at least its minimum. Near the end of the space the TLABs shrink with the
+/// buffers, so that a thread's TLAB tail at the collection is small: where the levels are the
+/// runtime's only way to its space, what the TLABs leave unused then is the waste that
+/// remains. Cost: a refill or two more per thread and cycle for every halving of the TLAB, all
+/// in the last few buffers' worth of the space.
 ///
 /// ```text
-/// 2 buffers, 40 MiB left, TLAB 256 KiB (at least 2 KiB) -> 256 KiB
-/// 2 buffers, 1 MiB left,  TLAB 256 KiB (at least 2 KiB) -> 128 KiB
-/// 2 buffers, 8 KiB left,  TLAB 256 KiB (at least 2 KiB) -> 2 KiB
+/// 2 buffers, 40 MiB left -> 5 MiB    (a TLAB of 256 KiB takes 256 KiB)
+/// 2 buffers, 1 MiB left  -> 128 KiB  (a TLAB of 256 KiB takes 128 KiB)
+/// 2 buffers, 8 KiB left  -> 1 KiB    (a TLAB of at least 2 KiB takes 2 KiB)
 /// ```
 #[inline]
-pub(crate) fn tlab_bytes(
-    buffers: usize,
-    free_bytes: Option<usize>,
-    min: usize,
-    desired: usize,
-) -> usize {
+pub(crate) fn tlab_limit_bytes(buffers: usize, free_bytes: Option<usize>) -> usize {
     let Some(free) = free_bytes else {
-        return desired;
+        return usize::MAX;
     };
-    let share = free / buffers.max(1).saturating_mul(SHARE_DIVISOR) / WORD_BYTES * WORD_BYTES;
-    desired.min(share).max(min)
+    free / buffers.max(1).saturating_mul(SHARE_DIVISOR) / WORD_BYTES * WORD_BYTES
 }
 
 #[cfg(test)]
@@ -110,11 +105,12 @@ mod tests {
     #[test]
     fn tlabs_shrink_to_a_buffers_share_of_what_is_left() {
         let (kib, mib) = (1usize << 10, 1usize << 20);
-        assert_eq!(tlab_bytes(2, None, 2 * kib, 256 * kib), 256 * kib);
-        assert_eq!(tlab_bytes(2, Some(40 * mib), 2 * kib, 256 * kib), 256 * kib);
-        assert_eq!(tlab_bytes(2, Some(mib), 2 * kib, 256 * kib), 128 * kib);
-        assert_eq!(tlab_bytes(2, Some(8 * kib), 2 * kib, 256 * kib), 2 * kib);
-        assert_eq!(tlab_bytes(0, Some(1003), 8, 4096), 248, "whole words");
+        assert_eq!(tlab_limit_bytes(2, None), usize::MAX);
+        assert_eq!(tlab_limit_bytes(2, Some(40 * mib)), 5 * mib);
+        assert_eq!(tlab_limit_bytes(2, Some(mib)), 128 * kib);
+        assert_eq!(tlab_limit_bytes(2, Some(8 * kib)), kib);
+        assert_eq!(tlab_limit_bytes(0, Some(1003)), 248, "whole words");
+        assert_eq!(tlab_limit_bytes(3, Some(7)), 0);
     }
 
     const MIB: usize = 1 << 20;

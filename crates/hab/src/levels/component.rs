@@ -459,6 +459,17 @@ impl MiddleLevels {
         self.max_tlab_bytes
     }
 
+    /// The largest TLAB [`LevelsThread::carve_tlab`] hands out now, beside the minimum it is
+    /// asked for: near the end of the space above, the lowest level's buffers' share of what
+    /// that space has left (a quarter of it over the buffers); `usize::MAX` where the space does
+    /// not say what it has left. A runtime that also carves TLABs from the buffers itself
+    /// (HotSpot's compiled refills) keeps them within it, so that its TLABs shrink with the
+    /// buffers too. Cost: the upstream's `free_bytes` and a division.
+    pub fn tlab_limit_bytes(&self) -> usize {
+        let lowest_buffers = self.levels.first().map_or(1, |level| level.domains());
+        buffer_end_of_cycle::tlab_limit_bytes(lowest_buffers, self.above.free_bytes())
+    }
+
     /// The most memory the levels' buffers hold at once: each level's buffer size times its
     /// domains, summed. A runtime whose space is not several times this leaves much of it in
     /// buffers between collections.
@@ -555,13 +566,7 @@ impl LevelsThread {
         }
         let levels = &*self.levels;
         // Near the end of the space, a TLAB takes its share of what is left.
-        let lowest_buffers = levels.levels.first().map_or(1, |level| level.domains());
-        let desired_bytes = buffer_end_of_cycle::tlab_bytes(
-            lowest_buffers,
-            levels.above.free_bytes(),
-            min_bytes,
-            desired_bytes,
-        );
+        let desired_bytes = desired_bytes.min(levels.tlab_limit_bytes()).max(min_bytes);
         let chunk = refill::carve_chunk_from(
             (&levels.above, levels.above.base),
             &levels.topology,

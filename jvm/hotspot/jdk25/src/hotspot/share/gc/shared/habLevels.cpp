@@ -58,6 +58,7 @@
   f(hab_levels_stats)            \
   f(hab_level_stats_line)        \
   f(hab_levels_tlabs_past_levels)  \
+  f(hab_levels_tlab_limit_bytes) \
   f(hab_levels_cpu_buffer_path)  \
   f(hab_flip_next_in_cpu_labs)   \
   f(hab_flip_cycles_over_bound)  \
@@ -78,6 +79,11 @@ static int _registration = HAB_RSEQ_UNAVAILABLE;
 // Whether the buffers follow the allocation (HABLevels=auto): resized at each collection.
 static bool _follow = false;
 static size_t _max_tlab_words = 0;
+// The largest TLAB a refill takes now (words): near the end of the space, the lowest buffers'
+// share of what is left (hab_levels_tlab_limit_bytes), which the levels apply to the
+// runtime's refills and the compiled refills read here. Written at each refill through the
+// levels, back to _max_tlab_words at each retire.
+static volatile size_t _tlab_limit_words = 0;
 // The lowest level's buffer now (bytes): read by samplers between collections.
 static volatile size_t _lowest_buffer_bytes = 0;
 // The per-CPU buffers compiled code bumps, where the levels publish them.
@@ -272,6 +278,7 @@ bool HabLevels::initialize(HabSpace* space) {
                         ThreadLocalAllocBuffer::min_size() * HeapWordSize);
     return false;
   }
+  Atomic::store(&_tlab_limit_words, _max_tlab_words);
   _has_path = _hab_levels_cpu_buffer_path(_levels, &_path) == HAB_OK;
   if (!_has_path) {
     jio_snprintf(_no_path, sizeof(_no_path), "%s", _hab_last_error());
@@ -342,7 +349,16 @@ HeapWord* HabLevels::allocate_new_tlab(size_t min_size, size_t requested_size,
     return nullptr;
   }
   *actual_size = bytes / HeapWordSize;
+  // What is left shrank: so does the TLAB the compiled refills take (never below a TLAB's
+  // smallest size, which holds the alignment reserve).
+  size_t limit_words = _hab_levels_tlab_limit_bytes(_levels) / HeapWordSize;
+  Atomic::store(&_tlab_limit_words,
+                clamp(limit_words, ThreadLocalAllocBuffer::min_size(), _max_tlab_words));
   return (HeapWord*)start;
+}
+
+const volatile size_t* HabLevels::tlab_limit_words_address() {
+  return &_tlab_limit_words;
 }
 
 const hab_cpu_buffer_path* HabLevels::cpu_buffer_path() {
@@ -448,6 +464,9 @@ void HabLevels::retire_all(bool at_collection) {
     fatal("UseHAB: retiring the buffers failed: %s", _hab_last_error());
   }
   _retires++;
+  // The buffers are empty: each CPU's next refill goes through the runtime, which sets the
+  // limit again from what the space has left.
+  Atomic::store(&_tlab_limit_words, _max_tlab_words);
   LogTarget(Debug, gc, tlab) lt;
   if (lt.is_enabled()) {
     LogStream ls(lt);

@@ -135,6 +135,10 @@ class HabLevels : AllStatic {
   // The largest TLAB the levels carve (words): larger ones come from the collector.
   static size_t max_tlab_words();
 
+  // The word (words) that bounds the TLABs compiled refills take from the buffers: near the
+  // end of the space, the share of what is left that the levels give the runtime's refills.
+  static const volatile size_t* tlab_limit_words_address();
+
   // The bytes of one buffer of the lowest level this cycle (they change at collections).
   static size_t lowest_buffer_bytes();
 

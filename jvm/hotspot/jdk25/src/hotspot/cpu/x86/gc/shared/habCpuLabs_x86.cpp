@@ -503,8 +503,8 @@ class SlowCallStub : public HabStub {
     restartable_bump(path, slot, delta);
   }
 
-  // The object at the start of a new TLAB of the desired size and the object, bumped from the
-  // buffer, as the runtime's refill does (MemAllocator::mem_allocate_inside_tlab_slow): only
+  // The object at the start of a new TLAB of the desired size (within the levels' TLAB limit)
+  // and the object, bumped from the buffer, as the runtime's refill does (MemAllocator::mem_allocate_inside_tlab_slow): only
   // where it would refill (a TLAB, no sample due, no more free than the refill waste limit)
   // and the new TLAB is one the levels carve (at most `max_tlab_words`). After the commit,
   // the old TLAB is retired (its used bytes to the thread, its tail a filler int[] and
@@ -531,9 +531,16 @@ class SlowCallStub : public HabStub {
     __ shrq(next, LogHeapWordSize);
     __ cmpq(next, Address(r15_thread, tlab.refill_waste_limit));
     __ jcc(Assembler::above, L_miss);
+    // The object and the desired size, within the levels' TLAB limit: near the end of the
+    // space the runtime's refills shrink with the buffers, and so do these.
+    const Address limit =
+        __ as_Address(ExternalAddress((address)HabLevels::tlab_limit_words_address()));
+    __ movq(scratch, Address(r15_thread, tlab.desired_size));
+    __ cmpq(scratch, limit);
+    __ cmovq(Assembler::above, scratch, limit);
     __ movl(words, bytes);
     __ shrl(words, LogHeapWordSize);
-    __ addq(words, Address(r15_thread, tlab.desired_size));
+    __ addq(words, scratch);
     __ cmpq(words, max_tlab_words);
     __ jcc(Assembler::above, L_miss);
     if (observed) {
@@ -777,6 +784,9 @@ static const char* why_no_stub(StubKind kind, const hab_cpu_buffer_path& path, a
     return "the sample mark is more than 2 GiB from the thread pointer, or HAB's state from the "
            "code cache";
   }
+  if (kind == StubKind::tlab_refill && !reaches((address)HabLevels::tlab_limit_words_address())) {
+    return "HAB's TLAB limit is more than 2 GiB from the code cache";
+  }
   if (kind == StubKind::tlab_refill) {
     if (!HABCompiledRefill) {
       return "-XX:-HABCompiledRefill";
@@ -835,7 +845,9 @@ static BufferBlob* slow_call_blob(bool array, bool refill, bool observed) {
   char name[64];
   jio_snprintf(name, sizeof(name), "HAB new_%s%s%s", array ? "array" : "instance",
                refill ? " refill" : "", observed ? " (observed)" : "");
-  BufferBlob* blob = BufferBlob::create(os::strdup(name, mtCode), 1024);
+  // The longest (G1's observed array refill, classic headers, HABVerifyCompiledRefills) takes
+  // a little over 1 KiB; CodeBuffer's guarantee stops the VM where one would not fit.
+  BufferBlob* blob = BufferBlob::create(os::strdup(name, mtCode), 2048);
   if (blob == nullptr) {
     warning("-XX:+UseHAB: no room in the code cache for HAB's %s stub; C2 allocates %s through "
             "the runtime", name, array ? "arrays" : "instances");
