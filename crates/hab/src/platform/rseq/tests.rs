@@ -157,10 +157,8 @@ impl SignalStorm {
 /// The calling thread joins the storm whose [`SignalStorm::targets`] these are.
 fn join(targets: &Mutex<Vec<libc::pthread_t>>) {
     // SAFETY: pthread_self has no preconditions.
-    targets
-        .lock()
-        .unwrap()
-        .push(unsafe { libc::pthread_self() });
+    let me = unsafe { libc::pthread_self() };
+    targets.lock().unwrap().push(me);
 }
 
 /// Many more threads than CPUs bump and refill per-CPU slots while they keep moving
