@@ -207,6 +207,21 @@ fn run_example(binary: &Path, args: &[&str]) -> (Vec<String>, serde_json::Value)
     (lines, figures)
 }
 
+/// README.md's C example (`examples/c/quickstart.c`, which `crates/hab/tests/readme.rs` keeps
+/// equal to the README's block), built with the same flags and run.
+#[test]
+fn c_quickstart_runs_as_the_readme_shows_it() {
+    let binary = out_dir().join("quickstart");
+    compile_sources(&[manifest().join("examples/c/quickstart.c")], &binary, &[]);
+    let output = Command::new(&binary).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout == "100000 objects allocated, the heap walked clean\n",
+        "quickstart: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 #[test]
 fn c_binary_trees_prints_the_reference_lines_in_every_mode() {
     for extra in [

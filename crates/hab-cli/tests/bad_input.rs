@@ -1,6 +1,6 @@
 //! Bad input to the `hab` command: every case exits 2 (a usage error) within a time limit,
 //! with a message that names the user's own flag, and never panics, aborts or hangs. The
-//! table in README.md ("Bad input") lists the same cases.
+//! table in docs/reliability.md ("The `hab` command") lists the same cases.
 //!
 //! Also the container reproduction of per-CPU LABs: `/sys/devices/system/cpu` masked and the
 //! process on CPU 1, where the machine allows `unshare`.

@@ -5,7 +5,7 @@
 //! change can make these paths longer unnoticed; it prints every count beside its budget.
 //!
 //! Instructions per object = (count for 400 000 objects − count for 200 000) / 200 000, as in
-//! the README; per refill = (per object with 256-byte TLABs − per object with 256 KiB TLABs)
+//! docs/performance.md; per refill = (per object with 256-byte TLABs − per object with 256 KiB TLABs)
 //! × 16 (a 256-byte TLAB holds 16 objects of 16 bytes). The zeroing-ahead row runs where the
 //! heap's 2 MiB are reused after the first collection, so its TLABs are zeroed a step ahead. `cpu-lab` and the restartable `cpu`
 //! level run with `HAB_RSEQ=unregistered` (valgrind does not implement rseq).
@@ -123,7 +123,7 @@ fn the_allocation_paths_stay_within_their_budgets() {
     let c_loop = c_alloc_loop();
     let budgets = [
         Budget {
-            what: "tlab fast path, per object (256 KiB TLABs, README's run)",
+            what: "tlab fast path, per object (256 KiB TLABs, docs/performance.md's run)",
             count: per_object(&["--mode", "tlab", "--tlab-size", "256KiB"]),
             budget: 11.1,
             goal: Some(11.0),

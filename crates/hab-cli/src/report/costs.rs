@@ -281,7 +281,7 @@ pub fn render(costs: &Costs, claims: &mut Claims) -> String {
                  per-CPU LABs. Under valgrind it runs with `HAB_RSEQ=unregistered`: valgrind \
                  does not implement rseq, so the sections run on glibc's area without a \
                  registration (exact with one thread). Per object, {cpu_lab:.2} instructions = 4 \
-                 of the loop and header + {path:.2} of the allocation; the README's disassembly \
+                 of the loop and header + {path:.2} of the allocation; docs/performance.md's disassembly \
                  of this loop splits them into the test of the mutator's per-CPU cursor (2), \
                  the restartable bump (10: arm the descriptor, load the index field's offset \
                  from the slot, check the index and branch, load, add, compare, branch, commit; \

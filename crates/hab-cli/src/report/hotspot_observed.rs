@@ -2,7 +2,7 @@
 //! allocations: `jdk.ObjectAllocationSample`) and a JVMTI allocation sampler (`SampledObjectAlloc`
 //! every 512 KiB, async-profiler's default; `jvm/hotspot/test/sampler.c`). Hab's compiled paths
 //! allocate without the runtime, where the samplers live; while one is on, they come back to it
-//! at a per-thread sample mark (docs/hotspot-hab.md, "Observed JVMs"). Two tables per collector:
+//! at a per-thread sample mark (docs/hotspot/design.md and results.md). Two tables per collector:
 //! `bench/jvm`'s `Observed` loop (one thread allocating small objects and arrays: ns per object)
 //! and the chat with 1000 threads, each configuration without an observer and under each; then
 //! what the samplers said (JFR's weights against the bytes allocated, the JVMTI samples against

@@ -1,7 +1,7 @@
 //! One run of HotSpot with HABs, for every HotSpot experiment of the report: the command
 //! (the JVM's options, then the program), and what the run printed for programs: the
 //! program's own `key=value` words, and the JVM's exit line, `hab-exit: key=value ...`
-//! (`gc+tlab=info` at exit, HABs on or off; its keys in `jvm/hotspot/README.md`). Nothing here
+//! (`gc+tlab=info` at exit, HABs on or off; its keys in `docs/hotspot/design.md`). Nothing here
 //! reads a sentence HotSpot prints for people.
 
 use std::ffi::{OsStr, OsString};

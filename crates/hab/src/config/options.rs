@@ -37,7 +37,7 @@ pub enum Mode {
     /// restartable sequence (Garthwaite et al.'s per-processor LABs, which here are per
     /// logical CPU). LABs are sized like TLABs (see [`TlabPolicy`]) and come from the global
     /// heap, sidelined ones first. Where rseq does not work, per-CPU compare-and-swap buffers.
-    /// Named `cpu-lab`; `cpu-lab`, the seed's term, is accepted as an alias.
+    /// Named `cpu-lab`; `plab`, the seed's term, is accepted as an alias.
     CpuLab,
     /// Starts as [`Mode::Tlab`]; at a collection switches to [`Mode::CpuLab`] when the memory
     /// left unused in TLABs exceeded the largest LAB × the CPUs in

@@ -16,7 +16,7 @@ class ThreadLocalAllocStats;
 // The run's allocation figures at exit (gc+tlab=info): with HABs, sentences for people (the
 // levels' and the per-CPU LAB mode's totals); then, with HABs on or off (so that a run of stock
 // HotSpot on the same JVM reads the same way), one line for programs: "hab-exit: key=value
-// ...", every value an exact integer, the keys stable (jvm/hotspot/README.md lists them), to
+// ...", every value an exact integer, the keys stable (docs/hotspot/design.md lists them), to
 // which HabLevels and HabCpuLabs add their figures.
 class HabExitLine : AllStatic {
  public:

@@ -68,7 +68,7 @@ class HabHeap : AllStatic {
 
   // At exit (the collector's print_tracing_info), where gc+tlab=info is on: the totals for
   // people, then one line for programs, "hab-exit: key=value ...", every value an exact
-  // integer, the keys stable (jvm/hotspot/README.md lists them), with HABs on or off.
+  // integer, the keys stable (docs/hotspot/design.md lists them), with HABs on or off.
   static void print_at_exit();
 };
 
