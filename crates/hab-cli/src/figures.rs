@@ -41,6 +41,19 @@ impl Spread {
         }
     }
 
+    /// The spread of `values`, or `None` when there are none (a point that did not run).
+    pub fn of_some(values: &[f64]) -> Option<Spread> {
+        (!values.is_empty()).then(|| Spread::of(values))
+    }
+
+    /// `median (min–max)` with `digits` decimals: a table cell.
+    pub fn cell(self, digits: usize) -> String {
+        format!(
+            "{:.digits$} ({:.digits$}–{:.digits$})",
+            self.median, self.min, self.max
+        )
+    }
+
     /// One value, known exactly (a count of instructions, a figure measured once).
     pub fn exact(value: f64) -> Spread {
         Spread {
@@ -77,8 +90,14 @@ impl Spread {
 impl std::fmt::Display for Spread {
     /// `median (min–max)`, with two decimals.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:.2} ({:.2}–{:.2})", self.median, self.min, self.max)
+        f.write_str(&self.cell(2))
     }
+}
+
+/// The spread of `values` as a table cell with `digits` decimals, or a dash when there are
+/// none.
+pub fn spread_cell(values: &[f64], digits: usize) -> String {
+    Spread::of_some(values).map_or("—".into(), |s| s.cell(digits))
 }
 
 #[cfg(test)]

@@ -44,8 +44,9 @@ enum Command {
     Topology(TopologyArgs),
     /// Measure the cost of each CPU-id source (ns per call).
     CpuId(CpuIdArgs),
-    /// Run the javac workload on HotSpot with HABs (`jvm/hotspot/build.sh`) against stock
-    /// HotSpot over a grid of TLAB sizes and middle levels; print the tables, write JSON.
+    /// Run HotSpot with HABs (`jvm/hotspot/build.sh`) against stock HotSpot: the javac grid,
+    /// the many-threads chat, the observed JVM or the real applications; print the tables,
+    /// write JSON.
     HotspotHab(HotspotHabArgs),
 }
 

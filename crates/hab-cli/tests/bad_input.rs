@@ -91,64 +91,77 @@ const CASES: &[(&str, &str)] = &[
         "run --workload javac-like --objects 18446744073709551615",
         "--objects 18446744073709551615: at most 1000000000",
     ),
-    ("hotspot-hab --threads 0", "--threads 0: must be at least 1"),
     (
-        "hotspot-hab --compiles 0",
+        "hotspot-hab javac --threads 0",
+        "--threads 0: must be at least 1",
+    ),
+    (
+        "hotspot-hab javac --compiles 0",
         "--compiles 0: must be at least 1",
     ),
-    ("hotspot-hab --repeat 0", "--repeat 0: must be at least 1"),
     (
-        "hotspot-hab --grid big",
+        "hotspot-hab javac --repeat 0",
+        "--repeat 0: must be at least 1",
+    ),
+    (
+        "hotspot-hab javac --grid big",
         "--grid big: expected seed or small",
     ),
     (
-        "hotspot-hab --out /proc/hab-cannot-write-here/runs.json",
+        "hotspot-hab javac --out /proc/hab-cannot-write-here/runs.json",
         "--out /proc/hab-cannot-write-here/runs.json: cannot write there",
     ),
     (
-        "hotspot-hab --collector serial",
+        "hotspot-hab javac --collector serial",
         "\"serial\": expected parallel or g1",
     ),
     (
-        "hotspot-hab --many-threads --messages 0",
-        "--messages 0: must be at least 1",
-    ),
-    ("hotspot-hab --messages 5", "--many-threads"),
-    ("hotspot-hab --loop-rounds 5", "--observed"),
-    (
-        "hotspot-hab --observed --loop-objects-millions 0",
-        "--loop-objects-millions 0: must be at least 1",
-    ),
-    ("hotspot-hab --many-threads --out x.json", "--out"),
-    (
-        "hotspot-hab --apps --app nope",
-        "--app nope: the applications are h2, luindex",
-    ),
-    ("hotspot-hab --apps --young medium", "roomy or tight"),
-    ("hotspot-hab --apps --jfr maybe", "on or off"),
-    (
-        "hotspot-hab --apps --iterations 0",
-        "--iterations 0: must be at least 1",
-    ),
-    ("hotspot-hab --young tight", "--apps"),
-    ("hotspot-hab --control", "--apps"),
-    (
-        "hotspot-hab --from a.json,b.json",
-        "--from: the javac grid's tables come from one file",
-    ),
-    (
-        "hotspot-hab --apps --from /nonexistent/runs.json",
+        "hotspot-hab javac --from /nonexistent/runs.json",
         "--from /nonexistent/runs.json: No such file",
     ),
     (
-        "hotspot-hab --apps --pool /nonexistent/runs.json",
-        "--pool /nonexistent/runs.json: No such file",
+        "hotspot-hab chat --messages 0",
+        "--messages 0: must be at least 1",
     ),
-    ("hotspot-hab --pool a.json", "--apps"),
+    ("hotspot-hab chat --loop-rounds 5", "'--loop-rounds'"),
     (
-        "hotspot-hab --apps --pool a.json --from b.json",
+        "hotspot-hab chat --from a.json --out x.json",
         "cannot be used with",
     ),
+    (
+        "hotspot-hab observed --loop-objects-millions 0",
+        "--loop-objects-millions 0: must be at least 1",
+    ),
+    (
+        "hotspot-hab observed --collector zgc",
+        "\"zgc\": expected parallel or g1",
+    ),
+    (
+        "hotspot-hab apps --app nope",
+        "--app nope: the applications are h2, luindex",
+    ),
+    ("hotspot-hab apps --young medium", "roomy or tight"),
+    ("hotspot-hab apps --jfr maybe", "on or off"),
+    (
+        "hotspot-hab apps --iterations 0",
+        "--iterations 0: must be at least 1",
+    ),
+    (
+        "hotspot-hab apps --from /nonexistent/runs.json",
+        "--from /nonexistent/runs.json: No such file",
+    ),
+    (
+        "hotspot-hab apps --pool /nonexistent/runs.json",
+        "--pool /nonexistent/runs.json: No such file",
+    ),
+    (
+        "hotspot-hab apps --pool a.json --from b.json",
+        "cannot be used with",
+    ),
+    ("hotspot-hab javac --young tight", "'--young'"),
+    ("hotspot-hab javac --pool a.json", "'--pool'"),
+    ("hotspot-hab --control", "'--control'"),
+    ("hotspot-hab", "javac"),
     ("run --object-size 12", "--object-size 12"),
     ("run --object-size 0", "--object-size 0: must be at least 1"),
     ("run --tlab-size 0", "--tlab-size: 0 bytes"),
@@ -438,8 +451,21 @@ fn plab_mode_in_a_container_without_cpu_sysfs_on_cpu_1() {
 #[test]
 fn every_flag_with_empty_garbage_negative_and_huge_values() {
     let mut tried = 0;
-    for command in ["run", "report", "topology", "cpu-id", "hotspot-hab"] {
-        let help = hab(&[command, "--help"], Duration::from_secs(30));
+    for command in [
+        "run",
+        "report",
+        "topology",
+        "cpu-id",
+        "hotspot-hab javac",
+        "hotspot-hab chat",
+        "hotspot-hab observed",
+        "hotspot-hab apps",
+    ] {
+        let command: Vec<&str> = command.split(' ').collect();
+        let help = hab(
+            &[&command[..], &["--help"]].concat(),
+            Duration::from_secs(30),
+        );
         let help = String::from_utf8_lossy(&help.stdout).into_owned();
         let flags: Vec<&str> = help
             .lines()
@@ -453,7 +479,10 @@ fn every_flag_with_empty_garbage_negative_and_huge_values() {
         for flag in flags {
             for value in ["", "garbage", "-1", "18446744073709551616"] {
                 let argument = format!("{flag}={value}");
-                usage_error(&[command, &argument], Duration::from_secs(30));
+                usage_error(
+                    &[&command[..], &[argument.as_str()]].concat(),
+                    Duration::from_secs(30),
+                );
                 tried += 1;
             }
         }

@@ -7,16 +7,17 @@
 //! `hotspot_apps_section.rs` gives time and young collections relative to stock and the
 //! geometric mean over the suite, and the report's section.
 //!
-//! `hab hotspot-hab --apps` runs it; `hab report` runs a part of it where the JVM with HABs is
+//! `hab hotspot-hab apps` runs it; `hab report` runs a part of it where the JVM with HABs is
 //! built.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::hotspot_chat::{self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS, HABS_SMALL, STOCK};
+use super::hotspot_chat::{self, CPU_LABS, CPU_LABS_ALWAYS, HABS, HABS_SMALL, STOCK};
 use super::hotspot_hab::Collector;
-use super::hotspot_run::{value, JavaRun};
+use super::hotspot_run::value;
+use super::hotspot_runner::{jfr_flag, run_rounds, ConfigPoint, Jvm, JvmConfig, Progress, Rounds};
 
 /// The suite's applications, as `hab.apps.Main` names them.
 pub const APPS: [&str; 7] = [
@@ -79,7 +80,7 @@ pub const STOCK_AGAIN: &str = "stock again (control)";
 
 /// The configurations: stock, HABs with adaptive TLABs (`-XX:+UseHAB`'s automatic levels)
 /// and with 1 KiB TLABs, per-CPU LABs flipping with TLABs and in every cycle.
-pub fn configs() -> Vec<ChatConfig> {
+pub fn configs() -> Vec<JvmConfig> {
     hotspot_chat::configs()
         .into_iter()
         .filter(|c| {
@@ -116,11 +117,11 @@ pub struct Plan {
 impl Plan {
     /// The configurations each application runs in each round, in order: [`configs`], and
     /// the control last where asked for.
-    pub fn configs(&self) -> Vec<ChatConfig> {
+    pub fn configs(&self) -> Vec<JvmConfig> {
         let mut all = configs();
         let stock = all.iter().find(|c| c.label == STOCK).cloned();
         if let (true, Some(stock)) = (self.control, stock) {
-            all.push(ChatConfig {
+            all.push(JvmConfig {
                 label: STOCK_AGAIN.into(),
                 flags: stock.flags,
             });
@@ -174,8 +175,58 @@ pub struct AppPoint {
     pub young: Young,
     pub threads: usize,
     pub jfr: bool,
-    pub config: ChatConfig,
+    pub config: JvmConfig,
     pub runs: Vec<AppRun>,
+}
+
+/// One setting of the plan: a table is printed for each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Setting {
+    pub collector: Collector,
+    pub young: Young,
+    pub threads: usize,
+    pub jfr: bool,
+}
+
+impl Setting {
+    /// The setting `point` ran in.
+    pub(super) fn of(point: &AppPoint) -> Setting {
+        Setting {
+            collector: point.collector,
+            young: point.young,
+            threads: point.threads,
+            jfr: point.jfr,
+        }
+    }
+
+    pub(super) fn holds(self, point: &AppPoint) -> bool {
+        Setting::of(point) == self
+    }
+
+    pub(crate) fn title(self) -> String {
+        format!(
+            "{}, {}, {} threads, {}",
+            self.collector.name(),
+            self.young.name(),
+            self.threads,
+            if self.jfr {
+                "JFR's default recording"
+            } else {
+                "no observer"
+            }
+        )
+    }
+}
+
+/// A point is found by its setting and application, then its configuration's label.
+impl ConfigPoint for AppPoint {
+    type Setting = (Setting, String);
+    fn setting(&self) -> (Setting, String) {
+        (Setting::of(self), self.app.clone())
+    }
+    fn config(&self) -> &JvmConfig {
+        &self.config
+    }
 }
 
 /// The suite's runs, and where they ran.
@@ -257,19 +308,7 @@ impl AppsRuns {
 impl AppPoint {
     /// Whether `other` is the same application, setting and configuration.
     fn label_matches(&self, other: &AppPoint) -> bool {
-        (
-            self.app.as_str(),
-            self.collector,
-            self.young,
-            self.threads,
-            self.jfr,
-        ) == (
-            other.app.as_str(),
-            other.collector,
-            other.young,
-            other.threads,
-            other.jfr,
-        ) && self.config.label == other.config.label
+        self.setting() == other.setting() && self.config.label == other.config.label
     }
 }
 
@@ -316,20 +355,8 @@ fn classpath(apps_dir: &Path) -> Result<String, String> {
     Ok(format!("{}:{}/*", jar.display(), lib.display()))
 }
 
-/// Where one run writes its logs.
-struct Files {
-    gc_log: PathBuf,
-    recording: PathBuf,
-}
-
 /// One run of `point`'s application.
-fn run_once(
-    java: &Path,
-    classpath: &str,
-    point: &AppPoint,
-    plan: &Plan,
-    files: &Files,
-) -> Result<AppRun, String> {
+fn run_once(jvm: &Jvm, classpath: &str, point: &AppPoint, plan: &Plan) -> Result<AppRun, String> {
     let mut options = vec![
         point.collector.flag().to_string(),
         format!("-Xms{HEAP}"),
@@ -338,12 +365,10 @@ fn run_once(
     ];
     options.extend(point.config.flags.iter().cloned());
     if point.jfr {
-        options.push(format!(
-            "-XX:StartFlightRecording:filename={},settings=default",
-            files.recording.display()
-        ));
+        options.push(jfr_flag(&jvm.recording()));
     }
-    let output = JavaRun::new(java)
+    let output = jvm
+        .run()
         .options(options)
         .program(
             classpath,
@@ -359,7 +384,7 @@ fn run_once(
                 on_off(plan.pre_iteration_gc).into(),
             ],
         )
-        .run(&files.gc_log)?;
+        .run(&jvm.gc_log())?;
     // A checksum that differs exits 1 with the line printed: recorded, judged by the tables.
     let Some(line) = output
         .stdout
@@ -387,26 +412,46 @@ fn run_once(
     })
 }
 
-/// Runs `plan` on the JDK `jdk` with `bench/apps`'s build in `apps_dir`; `step` before each
-/// run, `save` after each round.
+impl Rounds for AppsRuns {
+    /// `bench/apps`'s classpath.
+    type Inputs = String;
+
+    fn runs_per_round(&self) -> usize {
+        self.points.len()
+    }
+
+    fn describe(&self, index: usize) -> String {
+        let point = &self.points[index];
+        format!(
+            "{} on {}, {}, {} threads{}, {}",
+            point.app,
+            point.collector.name(),
+            point.young.name(),
+            point.threads,
+            if point.jfr { ", JFR" } else { "" },
+            point.config.label
+        )
+    }
+
+    fn run(&mut self, index: usize, jvm: &Jvm, classpath: &String) -> Result<(), String> {
+        let run = run_once(jvm, classpath, &self.points[index], &self.plan)?;
+        self.points[index].runs.push(run);
+        Ok(())
+    }
+}
+
+/// Runs `plan` on the JDK `jdk` with `bench/apps`'s build in `apps_dir`.
 pub fn measure(
     jdk: &Path,
     apps_dir: &Path,
     plan: &Plan,
-    mut step: impl FnMut(&str),
-    mut save: impl FnMut(&AppsRuns) -> Result<(), String>,
+    progress: &mut Progress<'_, AppsRuns>,
 ) -> Result<AppsRuns, String> {
-    let java = jdk.join("bin/java");
     let classpath = classpath(apps_dir)?;
-    let dir = std::env::temp_dir().join(format!("hab-apps-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let files = Files {
-        gc_log: dir.join("gc.log"),
-        recording: dir.join("recording.jfr"),
-    };
+    let jvm = Jvm::open(jdk, "apps")?;
     let mut runs = AppsRuns {
-        machine: crate::machine::describe().join("; "),
-        jvm: super::hotspot_hab::version(&java)?,
+        machine: jvm.machine.clone(),
+        jvm: jvm.version.clone(),
         plan: plan.clone(),
         points: vec![],
     };
@@ -433,26 +478,6 @@ pub fn measure(
             }
         }
     }
-    let result = (|| {
-        for round in 1..=plan.repeat {
-            for index in 0..runs.points.len() {
-                let point = &runs.points[index];
-                step(&format!(
-                    "{} on {}, {}, {} threads{}, {} (round {round})",
-                    point.app,
-                    point.collector.name(),
-                    point.young.name(),
-                    point.threads,
-                    if point.jfr { ", JFR" } else { "" },
-                    point.config.label
-                ));
-                let run = run_once(&java, &classpath, point, plan, &files)?;
-                runs.points[index].runs.push(run);
-            }
-            save(&runs)?;
-        }
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result.map(|()| runs)
+    run_rounds(&mut runs, &jvm, &classpath, plan.repeat, progress)?;
+    Ok(runs)
 }

@@ -1,4 +1,4 @@
-//! Rounds of the real applications pooled across recordings (`hab hotspot-hab --apps --pool`).
+//! Rounds of the real applications pooled across recordings (`hab hotspot-hab apps --pool`).
 //!
 //! Each round of each setting of a recording says, on its own, what a configuration does to
 //! the suite: its geometric mean over the applications × stock's runs in the same round
@@ -166,9 +166,13 @@ pub fn render(pooled: &[Pooled], recordings: usize) -> String {
     }
     let _ = writeln!(out, "\nEach round, time / collections × stock:\n");
     let mut sources: Vec<&str> = vec![];
-    for round in pooled.iter().flat_map(|p| &p.rounds) {
-        if !sources.contains(&round.source.as_str()) {
-            sources.push(&round.source);
+    for source in pooled
+        .iter()
+        .flat_map(|p| &p.rounds)
+        .map(|r| r.source.as_str())
+    {
+        if !sources.contains(&source) {
+            sources.push(source);
         }
     }
     let _ = write!(out, "| recording: setting |");

@@ -6,19 +6,20 @@ use std::fmt::Write as _;
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
+pub use super::hotspot_apps::Setting;
 use super::hotspot_apps::{
     measure, on_off, AppPoint, AppRun, AppsRuns, Plan, Young, APPS, HEAP, STOCK_AGAIN,
     TIMED_ITERATIONS, WARMUP_ITERATIONS,
 };
 use super::hotspot_chat::{CPU_LABS, CPU_LABS_ALWAYS, HABS, STOCK};
-use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::hotspot_hab::Collector;
+use super::hotspot_runner::{report_runs, report_steps, Progress};
 use super::plot::BarPlot;
 use crate::figures::Spread;
 
 /// `value` of each of a point's runs as a spread over its rounds.
 fn spread(point: &AppPoint, value: impl Fn(&AppRun) -> f64) -> Option<Spread> {
-    let values: Vec<f64> = point.runs.iter().map(value).collect();
-    (!values.is_empty()).then(|| Spread::of(&values))
+    Spread::of_some(&point.runs.iter().map(value).collect::<Vec<_>>())
 }
 
 /// A point's median time as a spread over its rounds.
@@ -93,38 +94,6 @@ pub fn geomean(ratios: &[Spread]) -> Option<Spread> {
     })
 }
 
-/// One setting of the plan: a table is printed for each.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Setting {
-    pub collector: Collector,
-    pub young: Young,
-    pub threads: usize,
-    pub jfr: bool,
-}
-
-impl Setting {
-    fn holds(self, point: &AppPoint) -> bool {
-        point.collector == self.collector
-            && point.young == self.young
-            && point.threads == self.threads
-            && point.jfr == self.jfr
-    }
-
-    pub(crate) fn title(self) -> String {
-        format!(
-            "{}, {}, {} threads, {}",
-            self.collector.name(),
-            self.young.name(),
-            self.threads,
-            if self.jfr {
-                "JFR's default recording"
-            } else {
-                "no observer"
-            }
-        )
-    }
-}
-
 /// The settings of `runs` that have runs, in the plan's order (a union of plans may name
 /// settings none of them ran).
 pub fn settings(runs: &AppsRuns) -> Vec<Setting> {
@@ -155,9 +124,7 @@ pub fn settings(runs: &AppsRuns) -> Vec<Setting> {
 }
 
 fn find<'a>(runs: &'a AppsRuns, setting: Setting, app: &str, label: &str) -> Option<&'a AppPoint> {
-    runs.points
-        .iter()
-        .find(|p| setting.holds(p) && p.app == app && p.config.label == label)
+    super::hotspot_runner::find(&runs.points, (setting, app.to_string()), label)
 }
 
 /// An application's time and young collections × stock.
@@ -264,9 +231,7 @@ pub fn checksum_failures(runs: &AppsRuns) -> Vec<String> {
 }
 
 fn ratio_cell(ratio: Option<Spread>) -> String {
-    ratio.map_or("—".into(), |r| {
-        format!("{:.2} ({:.2}–{:.2})", r.median, r.min, r.max)
-    })
+    ratio.map_or("—".into(), |r| r.cell(2))
 }
 
 fn mib(bytes: f64) -> f64 {
@@ -339,14 +304,8 @@ pub fn render(runs: &AppsRuns) -> String {
             let Some(stock) = find(runs, setting, app, STOCK) else {
                 continue;
             };
-            let cell = |s: Option<Spread>, digits: usize| {
-                s.map_or("—".into(), |s| {
-                    format!(
-                        "{:.digits$} ({:.digits$}–{:.digits$})",
-                        s.median, s.min, s.max
-                    )
-                })
-            };
+            let cell =
+                |s: Option<Spread>, digits: usize| s.map_or("—".into(), |s| s.cell(digits));
             let _ = write!(
                 out,
                 "| {app} | {} | {} |",
@@ -569,35 +528,17 @@ impl Experiment for HotSpotApps {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        match report_plan(&cx.scale) {
-            Some(plan) if cx.jvm_skipped.is_none() && built_jdk().is_some() => plan.run_count(),
-            _ => 0,
-        }
+        report_steps(cx, report_plan(&cx.scale).map(|plan| plan.run_count()))
     }
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        if cx.jvm_skipped.is_some() {
-            return Ok(());
+        let measured = report_runs(cx, report_plan(&cx.scale), |jdk, _, plan| {
+            let apps = super::hotspot_apps::build_suite()?;
+            measure(jdk, &apps, &plan, &mut Progress::bar(progress))
+        });
+        if let Some(measured) = measured {
+            cx.results.put(measured);
         }
-        let measured: Result<AppsRuns, String> = match (report_plan(&cx.scale), built_jdk()) {
-            (None, _) => Err("the quick scale skips it".into()),
-            (_, None) => Err(NOT_BUILT.into()),
-            (Some(plan), Some(jdk)) => super::hotspot_apps::build_suite()
-                .and_then(|apps| {
-                    measure(
-                        &jdk,
-                        &apps,
-                        &plan,
-                        |what| {
-                            progress.set_message(what.to_string());
-                            progress.inc(1);
-                        },
-                        |_| Ok(()),
-                    )
-                })
-                .map_err(|why| format!("it failed: {why}")),
-        };
-        cx.results.put(measured);
         Ok(())
     }
 
@@ -609,7 +550,7 @@ impl Experiment for HotSpotApps {
              must be stock's, in every HAB configuration against stock. A time ratio below 1 is \
              faster than stock; collections are young ones over the timed iterations, per GB the \
              workers allocated (ratios of counts + 1), after {WARMUP_ITERATIONS} untimed \
-             iterations that let C2 compile the applications. `hab hotspot-hab --apps` runs the \
+             iterations that let C2 compile the applications. `hab hotspot-hab apps` runs the \
              same with both collectors, both young generations and JFR.\n\n",
         );
         match cx.results.get::<Result<AppsRuns, String>>() {

@@ -6,19 +6,22 @@
 //! there, and how many young collections that costs, beside `-XX:-UseTLAB` (a
 //! compare-and-swap on the young generation's top per object, no tails at all).
 //!
-//! `hab hotspot-hab --many-threads` runs it alone; `hab report` runs it where the JVM with
+//! `hab hotspot-hab chat` runs it alone; `hab report` runs it where the JVM with
 //! HABs is built.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
-use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
-use super::hotspot_run::JavaRun;
-use crate::figures::Spread;
+use super::hotspot_hab::Collector;
+use super::hotspot_runner::{
+    find, report_runs, report_steps, run_rounds, ConfigPoint, Jvm, JvmConfig, Progress, Rounds,
+    SMALL_TLAB_FLAGS,
+};
+use crate::figures::{spread_cell, Spread};
 
 /// Connections (threads) of the chat: 50 rooms of 20.
 const ROOMS: usize = 50;
@@ -27,38 +30,23 @@ pub const THREADS: usize = ROOMS * 20;
 const HEAP: &str = "64m";
 const YOUNG: &str = "4m";
 
-/// One configuration of the table: its label and the JVM flags beyond the collector's.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatConfig {
-    pub label: String,
-    pub flags: Vec<String>,
-}
+/// Per-CPU LABs' young collections at most this many times `-XX:-UseTLAB`'s (Garthwaite et
+/// al.'s Table 2: as few as without TLABs), here and in the observed chat.
+pub(super) const CPU_LAB_COLLECTIONS_BOUND: f64 = 1.15;
 
 /// The configurations under either collector: stock with its adaptive TLABs, stock without
 /// TLABs, HABs with adaptive TLABs, HABs with small fixed TLABs (1 KiB, below HotSpot's
 /// smallest by default: refilled from the per-CPU buffer, not the young generation), and
 /// objects in per-CPU LABs, with the flip between them and TLABs at collections (the default)
 /// and in every cycle.
-pub fn configs() -> Vec<ChatConfig> {
-    let config = |label: &str, flags: &[&str]| ChatConfig {
-        label: label.into(),
-        flags: flags.iter().map(|f| f.to_string()).collect(),
-    };
+pub fn configs() -> Vec<JvmConfig> {
     vec![
-        config(STOCK, &["-XX:-UseHAB"]),
-        config(NO_TLABS, &["-XX:-UseHAB", "-XX:-UseTLAB"]),
-        config(HABS, &["-XX:+UseHAB"]),
-        config(
-            HABS_SMALL,
-            &[
-                "-XX:+UseHAB",
-                "-XX:TLABSize=1k",
-                "-XX:MinTLABSize=1k",
-                "-XX:-ResizeTLAB",
-            ],
-        ),
-        config(CPU_LABS, &["-XX:+UseHABCPULABs"]),
-        config(CPU_LABS_ALWAYS, &["-XX:+UseHABCPULABs", "-XX:-HABFlip"]),
+        JvmConfig::new(STOCK, &["-XX:-UseHAB"]),
+        JvmConfig::new(NO_TLABS, &["-XX:-UseHAB", "-XX:-UseTLAB"]),
+        JvmConfig::new(HABS, &["-XX:+UseHAB"]),
+        JvmConfig::new(HABS_SMALL, &["-XX:+UseHAB"]).with(SMALL_TLAB_FLAGS),
+        JvmConfig::new(CPU_LABS, &["-XX:+UseHABCPULABs"]),
+        JvmConfig::new(CPU_LABS_ALWAYS, &["-XX:+UseHABCPULABs", "-XX:-HABFlip"]),
     ]
 }
 
@@ -78,7 +66,7 @@ pub(super) const CPU_LABS_ALWAYS: &str = "-XX:+UseHABCPULABs, every cycle";
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChatPoint {
     pub collector: Collector,
-    pub config: ChatConfig,
+    pub config: JvmConfig,
     pub messages_per_sec: Vec<f64>,
     /// Young collections in the timed round.
     pub collections: Vec<u64>,
@@ -89,6 +77,16 @@ pub struct ChatPoint {
     pub tlab_waste_kib_per_gc: Vec<f64>,
     /// The levels' buffer tails per collection over the run (HABs only), in KiB.
     pub level_waste_kib_per_gc: Vec<f64>,
+}
+
+impl ConfigPoint for ChatPoint {
+    type Setting = Collector;
+    fn setting(&self) -> Collector {
+        self.collector
+    }
+    fn config(&self) -> &JvmConfig {
+        &self.config
+    }
 }
 
 /// The table's runs, and where they ran.
@@ -109,16 +107,16 @@ pub(super) struct Run {
     level_waste_kib_per_gc: f64,
 }
 
-/// One run of the chat with `messages` per connection, its `gc+tlab` log in `log_file`.
+/// One run of the chat with `messages` per connection.
 pub(super) fn run_once(
-    java: &Path,
+    jvm: &Jvm,
     bench_jar: &Path,
     collector: Collector,
-    config: &ChatConfig,
+    config: &JvmConfig,
     messages: usize,
-    log_file: &Path,
 ) -> Result<Run, String> {
-    let output = JavaRun::new(java)
+    let output = jvm
+        .run()
         .options([
             collector.flag().to_string(),
             format!("-Xms{HEAP}"),
@@ -131,7 +129,7 @@ pub(super) fn run_once(
             "hab.bench.Chat",
             [ROOMS.to_string(), messages.to_string()],
         )
-        .run(log_file)?
+        .run(&jvm.gc_log())?
         .succeeded()?;
     let exit = &output.exit;
     // Per collection that retired the TLABs (cycles in per-CPU LABs included).
@@ -144,19 +142,54 @@ pub(super) fn run_once(
     })
 }
 
-/// Runs every configuration under each of `collectors`, `repeat` rounds (the configurations
-/// of a round back to back), the chat with `messages` messages per connection; `step` before
-/// each run.
+impl Rounds for ChatRuns {
+    /// `bench/jvm`'s jar.
+    type Inputs = PathBuf;
+
+    fn runs_per_round(&self) -> usize {
+        self.points.len()
+    }
+
+    fn describe(&self, index: usize) -> String {
+        let point = &self.points[index];
+        format!(
+            "chat, {THREADS} threads, {}, {}",
+            point.collector.name(),
+            point.config.label
+        )
+    }
+
+    fn run(&mut self, index: usize, jvm: &Jvm, bench_jar: &PathBuf) -> Result<(), String> {
+        let point = &mut self.points[index];
+        let run = run_once(
+            jvm,
+            bench_jar,
+            point.collector,
+            &point.config,
+            self.messages,
+        )?;
+        point.messages_per_sec.push(run.messages_per_sec);
+        point.collections.push(run.collections);
+        point.tlab_waste_kib_per_gc.push(run.tlab_waste_kib_per_gc);
+        point
+            .level_waste_kib_per_gc
+            .push(run.level_waste_kib_per_gc);
+        Ok(())
+    }
+}
+
+/// Runs every configuration under each of `collectors`, `repeat` rounds, the chat with
+/// `messages` messages per connection.
 pub fn measure(
     jdk: &Path,
     bench_jar: &Path,
     collectors: &[Collector],
     messages: usize,
     repeat: usize,
-    mut step: impl FnMut(&str),
+    progress: &mut Progress<'_, ChatRuns>,
 ) -> Result<ChatRuns, String> {
-    let java = jdk.join("bin/java");
-    let mut points: Vec<ChatPoint> = collectors
+    let jvm = Jvm::open(jdk, "chat")?;
+    let points = collectors
         .iter()
         .flat_map(|&collector| {
             configs().into_iter().map(move |config| ChatPoint {
@@ -169,77 +202,19 @@ pub fn measure(
             })
         })
         .collect();
-    // The JVM's gc+tlab log of the run in progress (unified logging writes it to a file).
-    let log = std::env::temp_dir().join(format!("hab-chat-{}.log", std::process::id()));
-    let result = run_rounds(
-        &java,
-        bench_jar,
-        &mut points,
-        messages,
-        repeat,
-        &log,
-        &mut step,
-    );
-    let _ = std::fs::remove_file(&log);
-    result?;
-    Ok(ChatRuns {
-        machine: crate::machine::describe().join("; "),
-        jvm: super::hotspot_hab::version(&java)?,
+    let mut runs = ChatRuns {
+        machine: jvm.machine.clone(),
+        jvm: jvm.version.clone(),
         messages,
         repeat,
         points,
-    })
-}
-
-/// The rounds of [`measure`], each run's log in `log`.
-fn run_rounds(
-    java: &Path,
-    bench_jar: &Path,
-    points: &mut [ChatPoint],
-    messages: usize,
-    repeat: usize,
-    log: &Path,
-    step: &mut impl FnMut(&str),
-) -> Result<(), String> {
-    for round in 0..repeat {
-        for point in points.iter_mut() {
-            step(&format!(
-                "chat, {THREADS} threads, {}, {} (round {})",
-                point.collector.name(),
-                point.config.label,
-                round + 1
-            ));
-            let run = run_once(
-                java,
-                bench_jar,
-                point.collector,
-                &point.config,
-                messages,
-                log,
-            )?;
-            point.messages_per_sec.push(run.messages_per_sec);
-            point.collections.push(run.collections);
-            point.tlab_waste_kib_per_gc.push(run.tlab_waste_kib_per_gc);
-            point
-                .level_waste_kib_per_gc
-                .push(run.level_waste_kib_per_gc);
-        }
-    }
-    Ok(())
-}
-
-fn spread(values: &[f64]) -> Option<Spread> {
-    (!values.is_empty()).then(|| Spread::of(values))
+    };
+    run_rounds(&mut runs, &jvm, &bench_jar.to_path_buf(), repeat, progress)?;
+    Ok(runs)
 }
 
 fn counts(values: &[u64]) -> Vec<f64> {
     values.iter().map(|&v| v as f64).collect()
-}
-
-fn find<'a>(runs: &'a ChatRuns, collector: Collector, label: &str) -> Option<&'a ChatPoint> {
-    runs.points
-        .iter()
-        .find(|p| p.collector == collector && p.config.label == label)
 }
 
 /// The tables, one per collector.
@@ -266,14 +241,7 @@ pub fn render_runs(runs: &ChatRuns) -> String {
             collector.flag()
         );
         for point in runs.points.iter().filter(|p| p.collector == collector) {
-            let cell = |values: &[f64], digits: usize| {
-                spread(values).map_or("—".into(), |s| {
-                    format!(
-                        "{:.digits$} ({:.digits$}–{:.digits$})",
-                        s.median, s.min, s.max
-                    )
-                })
-            };
+            let cell = spread_cell;
             let with_levels = |f: &String| f == "-XX:+UseHAB" || f == "-XX:+UseHABCPULABs";
             let levels = if point.config.flags.iter().any(with_levels) {
                 cell(&point.level_waste_kib_per_gc, 0)
@@ -298,24 +266,25 @@ pub fn render_runs(runs: &ChatRuns) -> String {
 /// The claims of HABs under many threads, per collector: with defaults, no more young
 /// collections than stock at 0.95× its messages/s or more; with 1 KiB TLABs, fewer
 /// collections than stock at 0.9× or more; with per-CPU LABs (Garthwaite et al.'s Table 2),
-/// at most 1.1× the collections of `-XX:-UseTLAB` at 0.95× stock's messages/s or more.
+/// at most [`CPU_LAB_COLLECTIONS_BOUND`] × the collections of `-XX:-UseTLAB` at 0.95× stock's
+/// messages/s or more.
 fn judge(runs: &ChatRuns, claims: &mut Claims) {
     for collector in Collector::ALL {
-        let Some(stock) = find(runs, collector, STOCK) else {
+        let Some(stock) = find(&runs.points, collector, STOCK) else {
             continue;
         };
         let (Some(stock_rate), Some(stock_collections)) = (
-            spread(&stock.messages_per_sec),
-            spread(&counts(&stock.collections)),
+            Spread::of_some(&stock.messages_per_sec),
+            Spread::of_some(&counts(&stock.collections)),
         ) else {
             continue;
         };
         let name = collector.name();
         let where_ = format!("{name}, {THREADS} threads, -Xmn{YOUNG}");
-        if let Some(habs) = find(runs, collector, HABS) {
+        if let Some(habs) = find(&runs.points, collector, HABS) {
             if let (Some(rate), Some(collections)) = (
-                spread(&habs.messages_per_sec),
-                spread(&counts(&habs.collections)),
+                Spread::of_some(&habs.messages_per_sec),
+                Spread::of_some(&counts(&habs.collections)),
             ) {
                 claims.judge(
                     "HotSpot with HABs",
@@ -329,14 +298,15 @@ fn judge(runs: &ChatRuns, claims: &mut Claims) {
                 );
             }
         }
-        let no_tlabs = find(runs, collector, NO_TLABS).map(|p| spread(&counts(&p.collections)));
+        let no_tlabs = find(&runs.points, collector, NO_TLABS)
+            .map(|p| Spread::of_some(&counts(&p.collections)));
         for label in [CPU_LABS, CPU_LABS_ALWAYS] {
-            let Some(labs) = find(runs, collector, label) else {
+            let Some(labs) = find(&runs.points, collector, label) else {
                 continue;
             };
             let (Some(rate), Some(collections)) = (
-                spread(&labs.messages_per_sec),
-                spread(&counts(&labs.collections)),
+                Spread::of_some(&labs.messages_per_sec),
+                Spread::of_some(&counts(&labs.collections)),
             ) else {
                 continue;
             };
@@ -344,9 +314,10 @@ fn judge(runs: &ChatRuns, claims: &mut Claims) {
                 claims.judge(
                     "HotSpot with HABs",
                     &format!(
-                        "{label}: at most 1.1× the young collections of -XX:-UseTLAB ({where_})"
+                        "{label}: at most {CPU_LAB_COLLECTIONS_BOUND}× the young collections of \
+                         -XX:-UseTLAB ({where_})"
                     ),
-                    Verdict::at_most(collections, 1.1 * no_tlabs.max),
+                    Verdict::at_most(collections, CPU_LAB_COLLECTIONS_BOUND * no_tlabs.max),
                 );
             }
             claims.judge(
@@ -355,10 +326,10 @@ fn judge(runs: &ChatRuns, claims: &mut Claims) {
                 Verdict::at_least(rate.ratio(stock_rate), 0.95),
             );
         }
-        if let Some(small) = find(runs, collector, HABS_SMALL) {
+        if let Some(small) = find(&runs.points, collector, HABS_SMALL) {
             if let (Some(rate), Some(collections)) = (
-                spread(&small.messages_per_sec),
-                spread(&counts(&small.collections)),
+                Spread::of_some(&small.messages_per_sec),
+                Spread::of_some(&counts(&small.collections)),
             ) {
                 let fewer =
                     Verdict::not_above(collections, stock_collections).and(Verdict::at_most(
@@ -407,35 +378,24 @@ impl Experiment for HotSpotManyThreads {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        match messages_for(&cx.scale) {
-            Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
-                run_count(&Collector::ALL, REPORT_ROUNDS)
-            }
-            _ => 0,
-        }
+        let runs = messages_for(&cx.scale).map(|_| run_count(&Collector::ALL, REPORT_ROUNDS));
+        report_steps(cx, runs)
     }
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        let Some(jar) = &cx.bench_jar else {
-            return Ok(());
-        };
-        let measured: Result<ChatRuns, String> = match (messages_for(&cx.scale), built_jdk()) {
-            (None, _) => Err("the quick scale skips it".into()),
-            (_, None) => Err(NOT_BUILT.into()),
-            (Some(messages), Some(jdk)) => measure(
-                &jdk,
+        let measured = report_runs(cx, messages_for(&cx.scale), |jdk, jar, messages| {
+            measure(
+                jdk,
                 jar,
                 &Collector::ALL,
                 messages,
                 REPORT_ROUNDS,
-                |what| {
-                    progress.set_message(what.to_string());
-                    progress.inc(1);
-                },
+                &mut Progress::bar(progress),
             )
-            .map_err(|why| format!("it failed: {why}")),
-        };
-        cx.results.put(measured);
+        });
+        if let Some(measured) = measured {
+            cx.results.put(measured);
+        }
         Ok(())
     }
 

@@ -6,60 +6,39 @@
 //! restartable or not). Everything runs the same `libjvm.so`: with `-XX:-UseHAB` its TLAB path
 //! is stock.
 //!
-//! `hab hotspot-hab` runs a grid and writes its runs as JSON; `hab report` runs one when the
+//! `hab hotspot-hab javac` runs a grid and writes its runs as JSON; `hab report` runs one when the
 //! JVM is built, and renders the runs recorded under `docs/results/` (each with its machine).
 //!
 //! What the runs say, and the report's section, is `hotspot_hab_section.rs`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::hotspot_run::JavaRun;
+use super::hotspot_runner::{run_rounds, ConfigPoint, Jvm, JvmConfig, Progress, Rounds};
 use crate::figures::Spread;
 
-/// A middle-level configuration of the grid: stock HotSpot (`levels` = `None`) or HABs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Config {
-    /// `stock`, or the levels and, for a `cpu` level, how the CPU is read.
-    pub label: String,
-    /// `-XX:HABLevels`, or `None` for `-XX:-UseHAB`.
-    pub levels: Option<String>,
-    /// `-XX:HABCpuId`.
-    pub cpu_id: String,
+/// Stock HotSpot in the grid.
+pub(super) fn stock() -> JvmConfig {
+    JvmConfig::new("stock", &["-XX:-UseHAB"])
 }
 
-impl Config {
-    pub(super) fn stock() -> Config {
-        Config {
-            label: "stock".into(),
-            levels: None,
-            cpu_id: "rseq".into(),
-        }
-    }
-
-    pub(super) fn hab(levels: &str, cpu_id: &str) -> Config {
-        let label = if levels.starts_with("cpu") {
-            let kind = if cpu_id == "rseq" {
-                "restartable"
-            } else {
-                "compare-and-swap"
-            };
-            format!("{levels} ({kind})")
+/// HABs with `levels` (`-XX:HABLevels`), the CPU read by `cpu_id` (`-XX:HABCpuId`).
+pub(super) fn habs(levels: &str, cpu_id: &str) -> JvmConfig {
+    let label = if levels.starts_with("cpu") {
+        let kind = if cpu_id == "rseq" {
+            "restartable"
         } else {
-            levels.to_string()
+            "compare-and-swap"
         };
-        Config {
-            label,
-            levels: Some(levels.into()),
-            cpu_id: cpu_id.into(),
-        }
-    }
-
-    pub(super) fn is_stock(&self) -> bool {
-        self.levels.is_none()
-    }
+        format!("{levels} ({kind})")
+    } else {
+        levels.to_string()
+    };
+    JvmConfig::new(&label, &["-XX:+UseHAB"]).with([
+        format!("-XX:HABLevels={levels}"),
+        format!("-XX:HABCpuId={cpu_id}"),
+    ])
 }
 
 /// A HotSpot collector HABs work with.
@@ -114,7 +93,7 @@ pub struct Grid {
     pub threads: Vec<usize>,
     /// Fixed TLAB sizes in bytes; `None` is HotSpot's adaptive sizing.
     pub tlab_bytes: Vec<Option<usize>>,
-    pub configs: Vec<Config>,
+    pub configs: Vec<JvmConfig>,
     /// Timed compiles per thread (after one untimed).
     pub compiles: usize,
     pub repeat: usize,
@@ -127,15 +106,15 @@ impl Grid {
     /// The seed's grid: TLABs of 1 KiB to 512 KiB and adaptive; per-core buffers of 512 KiB to
     /// 16 MiB; per-package buffers of 8 to 128 MiB; per-CPU buffers of 256 KiB both ways.
     pub fn seed(collector: Collector, threads: Vec<usize>, compiles: usize, repeat: usize) -> Grid {
-        let mut configs = vec![Config::stock()];
+        let mut configs = vec![stock()];
         for levels in ["core:512K", "core:1M", "core:2M", "core:4M", "core:16M"] {
-            configs.push(Config::hab(levels, "rseq"));
+            configs.push(habs(levels, "rseq"));
         }
         for levels in ["package:8M", "package:32M", "package:128M"] {
-            configs.push(Config::hab(levels, "rseq"));
+            configs.push(habs(levels, "rseq"));
         }
-        configs.push(Config::hab("cpu:256K", "rseq"));
-        configs.push(Config::hab("cpu:256K", "getcpu"));
+        configs.push(habs("cpu:256K", "rseq"));
+        configs.push(habs("cpu:256K", "getcpu"));
         Grid {
             collector,
             threads,
@@ -162,14 +141,14 @@ impl Grid {
     ) -> Grid {
         let configs = match collector {
             Collector::Parallel => vec![
-                Config::stock(),
+                stock(),
                 // `-XX:+UseHAB` and no other HAB flag: the levels libhab picks for the
                 // machine and eden.
-                Config::hab("auto", "rseq"),
-                Config::hab("cpu:256K", "rseq"),
-                Config::hab("cpu:256K", "getcpu"),
+                habs("auto", "rseq"),
+                habs("cpu:256K", "rseq"),
+                habs("cpu:256K", "getcpu"),
             ],
-            Collector::G1 => vec![Config::stock(), Config::hab("auto", "rseq")],
+            Collector::G1 => vec![stock(), habs("auto", "rseq")],
         };
         Grid {
             collector,
@@ -201,7 +180,7 @@ pub struct LevelTotals {
 /// One configuration at one TLAB setting and thread count, over the repetitions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Point {
-    pub config: Config,
+    pub config: JvmConfig,
     pub tlab_bytes: Option<usize>,
     pub threads: usize,
     pub compiles_per_min: Vec<f64>,
@@ -217,7 +196,18 @@ pub struct Point {
 
 impl Point {
     pub(super) fn throughput(&self) -> Option<Spread> {
-        (!self.compiles_per_min.is_empty()).then(|| Spread::of(&self.compiles_per_min))
+        Spread::of_some(&self.compiles_per_min)
+    }
+}
+
+impl ConfigPoint for Point {
+    /// The TLAB setting and the threads.
+    type Setting = (Option<usize>, usize);
+    fn setting(&self) -> (Option<usize>, usize) {
+        (self.tlab_bytes, self.threads)
+    }
+    fn config(&self) -> &JvmConfig {
+        &self.config
     }
 }
 
@@ -263,58 +253,6 @@ fn many_threads(threads: &super::threads::Threads) -> usize {
     (16 * threads.cpus()).max(80)
 }
 
-/// Runs `grids` for the report with `bench_jar` (built beside it), or says why it did not.
-pub fn measure_for_report(
-    grids: &[Grid],
-    bench_jar: &Path,
-    progress: &indicatif::ProgressBar,
-) -> Result<Vec<Runs>, String> {
-    if grids.is_empty() {
-        return Err("the quick scale skips it".into());
-    }
-    let jdk = built_jdk().ok_or(NOT_BUILT)?;
-    let sources = bench_jar.with_file_name("javac-sources.jar");
-    grids
-        .iter()
-        .map(|grid| {
-            measure(
-                &jdk,
-                bench_jar,
-                &sources,
-                grid,
-                |what| {
-                    progress.set_message(what.to_string());
-                    progress.inc(1);
-                },
-                |_| {},
-            )
-            .map_err(|why| format!("it failed: {why}"))
-        })
-        .collect()
-}
-
-/// Why HotSpot with HABs does not run: the JVM is not there.
-pub const NOT_BUILT: &str = "the JVM with HABs is not built (jvm/hotspot/build.sh builds it)";
-
-/// The JVM with HABs, if `jvm/hotspot/build.sh` built it.
-pub fn built_jdk() -> Option<PathBuf> {
-    let jdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/hotspot-hab/jdk");
-    jdk.join("bin/java").exists().then_some(jdk)
-}
-
-/// The JVM's version line.
-pub(crate) fn version(java: &Path) -> Result<String, String> {
-    let output = Command::new(java)
-        .arg("-version")
-        .output()
-        .map_err(|e| format!("{}: {e}", java.display()))?;
-    Ok(String::from_utf8_lossy(&output.stderr)
-        .lines()
-        .last()
-        .unwrap_or("")
-        .to_string())
-}
-
 /// What one javac run gave: compiles per minute, collections, each level's totals and the
 /// TLABs the levels left to the collector (from the JVM's exit line), and the `HAB` lines of
 /// its `gc+tlab` summary, to show.
@@ -326,17 +264,18 @@ struct JavacRun {
     log: Vec<String>,
 }
 
-/// Runs the javac workload once, its `gc+tlab` log in `log_file`.
-#[allow(clippy::too_many_arguments)]
+/// What a javac run needs besides the JVM: `bench/jvm`'s jar and the sources it compiles.
+pub(crate) struct JavacInputs {
+    bench_jar: PathBuf,
+    sources_jar: PathBuf,
+}
+
+/// Runs the javac workload once for `point` of `grid`.
 fn run_once(
-    java: &Path,
-    bench_jar: &Path,
-    sources_jar: &Path,
+    jvm: &Jvm,
+    inputs: &JavacInputs,
     grid: &Grid,
-    config: &Config,
-    tlab_bytes: Option<usize>,
-    threads: usize,
-    log_file: &Path,
+    point: &Point,
 ) -> Result<JavacRun, String> {
     let mut options = vec![
         grid.collector.flag().to_string(),
@@ -346,33 +285,27 @@ fn run_once(
         // The sentences for people too, on standard output, to show.
         "-Xlog:gc+tlab=info".to_string(),
     ];
-    if let Some(bytes) = tlab_bytes {
+    if let Some(bytes) = point.tlab_bytes {
         options.extend([
             format!("-XX:TLABSize={bytes}"),
             format!("-XX:MinTLABSize={}", bytes.min(2048)),
             "-XX:-ResizeTLAB".to_string(),
         ]);
     }
-    match &config.levels {
-        None => options.push("-XX:-UseHAB".to_string()),
-        Some(levels) => options.extend([
-            "-XX:+UseHAB".to_string(),
-            format!("-XX:HABLevels={levels}"),
-            format!("-XX:HABCpuId={}", config.cpu_id),
-        ]),
-    };
-    let output = JavaRun::new(java)
+    let output = jvm
+        .run()
         .options(options)
+        .options(&point.config.flags)
         .program(
-            bench_jar,
+            &inputs.bench_jar,
             "hab.bench.Javac",
             [
-                sources_jar.as_os_str().to_os_string(),
-                threads.to_string().into(),
+                inputs.sources_jar.as_os_str().to_os_string(),
+                point.threads.to_string().into(),
                 grid.compiles.to_string().into(),
             ],
         )
-        .run(log_file)?
+        .run(&jvm.gc_log())?
         .succeeded()?;
     let levels = output
         .exit
@@ -400,20 +333,61 @@ fn run_once(
     })
 }
 
-/// Runs `grid` on `jdk`; calls `step` before each run with what it is, and `saved` after it
-/// with the runs so far (to keep them should the rest not finish).
+impl Rounds for Runs {
+    type Inputs = JavacInputs;
+
+    fn runs_per_round(&self) -> usize {
+        self.points.len()
+    }
+
+    fn describe(&self, index: usize) -> String {
+        let point = &self.points[index];
+        format!(
+            "javac, {} threads, TLAB {}, {}",
+            point.threads,
+            tlab_label(point.tlab_bytes),
+            point.config.label
+        )
+    }
+
+    fn run(&mut self, index: usize, jvm: &Jvm, inputs: &JavacInputs) -> Result<(), String> {
+        let run = run_once(jvm, inputs, &self.grid, &self.points[index])?;
+        let point = &mut self.points[index];
+        let first = point.compiles_per_min.is_empty();
+        point.compiles_per_min.push(run.compiles_per_min);
+        point.collections.push(run.collections);
+        for totals in run.levels {
+            match point.levels.iter_mut().find(|l| l.level == totals.level) {
+                Some(sum) => {
+                    sum.allocs += totals.allocs;
+                    sum.foreign_allocs += totals.foreign_allocs;
+                    sum.refills += totals.refills;
+                    sum.waste_kib += totals.waste_kib;
+                }
+                None => point.levels.push(totals),
+            }
+        }
+        point.direct_tlabs += run.direct_tlabs;
+        if first {
+            point.log = run.log;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `grid` on `jdk`, the configurations of one TLAB setting back to back in each round.
 pub fn measure(
     jdk: &Path,
     bench_jar: &Path,
     sources_jar: &Path,
     grid: &Grid,
-    mut step: impl FnMut(&str),
-    mut saved: impl FnMut(&Runs),
+    progress: &mut Progress<'_, Runs>,
 ) -> Result<Runs, String> {
-    let java = jdk.join("bin/java");
-    let jvm = version(&java)?;
-    // The JVM's gc+tlab log of the run in progress, for its exit line.
-    let log_file = std::env::temp_dir().join(format!("hab-javac-{}.log", std::process::id()));
+    let jvm = Jvm::open(jdk, "javac")?;
+    let inputs = JavacInputs {
+        bench_jar: bench_jar.to_path_buf(),
+        sources_jar: sources_jar.to_path_buf(),
+    };
     let mut points: Vec<Point> = Vec::new();
     for &threads in &grid.threads {
         for &tlab_bytes in &grid.tlab_bytes {
@@ -432,53 +406,12 @@ pub fn measure(
         }
     }
     let mut runs = Runs {
-        machine: crate::machine::describe().join("; "),
-        jvm,
+        machine: jvm.machine.clone(),
+        jvm: jvm.version.clone(),
         grid: grid.clone(),
         points,
     };
-    // Repetitions outermost, the configurations of one TLAB setting back to back: a drift of
-    // the machine touches every configuration alike.
-    for round in 0..grid.repeat {
-        for index in 0..runs.points.len() {
-            let point = &mut runs.points[index];
-            step(&format!(
-                "javac, {} threads, TLAB {}, {} (round {})",
-                point.threads,
-                tlab_label(point.tlab_bytes),
-                point.config.label,
-                round + 1
-            ));
-            let run = run_once(
-                &java,
-                bench_jar,
-                sources_jar,
-                grid,
-                &point.config,
-                point.tlab_bytes,
-                point.threads,
-                &log_file,
-            )?;
-            point.compiles_per_min.push(run.compiles_per_min);
-            point.collections.push(run.collections);
-            for totals in run.levels {
-                match point.levels.iter_mut().find(|l| l.level == totals.level) {
-                    Some(sum) => {
-                        sum.allocs += totals.allocs;
-                        sum.foreign_allocs += totals.foreign_allocs;
-                        sum.refills += totals.refills;
-                        sum.waste_kib += totals.waste_kib;
-                    }
-                    None => point.levels.push(totals),
-                }
-            }
-            point.direct_tlabs += run.direct_tlabs;
-            if round == 0 {
-                point.log = run.log;
-            }
-            saved(&runs);
-        }
-    }
+    run_rounds(&mut runs, &jvm, &inputs, grid.repeat, progress)?;
     Ok(runs)
 }
 

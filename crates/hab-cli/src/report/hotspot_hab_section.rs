@@ -7,17 +7,16 @@ use std::path::{Path, PathBuf};
 
 use super::experiment::{Context, Experiment};
 use super::hotspot_hab::*;
+use super::hotspot_runner::{report_runs, report_steps, JvmConfig, Progress};
 use crate::figures::Spread;
 
 fn find<'a>(
     runs: &'a Runs,
-    config: &Config,
+    config: &JvmConfig,
     tlab_bytes: Option<usize>,
     threads: usize,
 ) -> Option<&'a Point> {
-    runs.points
-        .iter()
-        .find(|p| &p.config == config && p.tlab_bytes == tlab_bytes && p.threads == threads)
+    super::hotspot_runner::find(&runs.points, (tlab_bytes, threads), &config.label)
 }
 
 /// `hab`'s median over stock's, as `1.07×`.
@@ -35,7 +34,7 @@ fn speedup(point: Option<&Point>, stock: Option<&Point>) -> String {
 
 /// A Markdown table's header: the `first` columns (the first left-aligned, the others
 /// numbers), then one numeric column per HAB configuration.
-fn table_header(text: &mut String, first: &[&str], habs: &[&Config]) {
+fn table_header(text: &mut String, first: &[&str], habs: &[&JvmConfig]) {
     let labels = first
         .iter()
         .copied()
@@ -78,7 +77,7 @@ pub(super) fn collections_cell(point: Option<&Point>, base: Option<&Point>) -> S
 fn speedup_cells(
     text: &mut String,
     runs: &Runs,
-    habs: &[&Config],
+    habs: &[&JvmConfig],
     tlab: Option<usize>,
     threads: usize,
     base: Option<&Point>,
@@ -96,8 +95,8 @@ fn speedup_cells(
 pub fn render_runs(runs: &Runs) -> String {
     let mut text = String::new();
     let grid = &runs.grid;
-    let stock = Config::stock();
-    let habs: Vec<&Config> = grid.configs.iter().filter(|c| !c.is_stock()).collect();
+    let stock = stock();
+    let habs: Vec<&JvmConfig> = grid.configs.iter().filter(|c| !c.is_stock()).collect();
     let _ = writeln!(
         text,
         "Collector: {} (`{}`). Machine: {}. JVM: `{}`. Heap `-Xms{heap} -Xmx{heap} -Xmn{}`, {} \
@@ -282,7 +281,7 @@ pub fn render(here: &Result<Vec<Runs>, String>) -> String {
 /// has it: at each point, not slower than stock beyond the run's noise (no when its range of
 /// compiles per minute lies wholly below stock's), and no more young collections.
 pub(super) fn judge_auto(runs: &Runs, claims: &mut super::claims::Claims) {
-    let (stock, auto) = (Config::stock(), Config::hab("auto", "rseq"));
+    let (stock, auto) = (stock(), habs("auto", "rseq"));
     for &threads in &runs.grid.threads {
         for &tlab in &runs.grid.tlab_bytes {
             let (Some(base), Some(habs)) = (
@@ -336,16 +335,21 @@ impl Experiment for HotSpotWithHabs {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        if cx.jvm_skipped.is_none() && built_jdk().is_some() {
-            grids_for(&cx.scale).iter().map(Grid::runs).sum()
-        } else {
-            0
-        }
+        let grids = grids_for(&cx.scale);
+        report_steps(cx, Some(grids.iter().map(Grid::runs).sum()))
     }
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        if let Some(jar) = &cx.bench_jar {
-            let measured = measure_for_report(&grids_for(&cx.scale), jar, progress);
+        let grids = grids_for(&cx.scale);
+        let plan = (!grids.is_empty()).then_some(grids);
+        let measured = report_runs(cx, plan, |jdk, jar, grids| {
+            let sources = jar.with_file_name("javac-sources.jar");
+            grids
+                .iter()
+                .map(|grid| measure(jdk, jar, &sources, grid, &mut Progress::bar(progress)))
+                .collect::<Result<Vec<Runs>, String>>()
+        });
+        if let Some(measured) = measured {
             cx.results.put(measured);
         }
         Ok(())
@@ -408,7 +412,7 @@ mod tests {
     }
 
     /// A point of `config` with these collections per round.
-    fn point_with(config: Config, collections: &[u64]) -> Point {
+    fn point_with(config: JvmConfig, collections: &[u64]) -> Point {
         Point {
             config,
             tlab_bytes: Some(4096),
@@ -423,15 +427,15 @@ mod tests {
 
     #[test]
     fn the_collections_cell_compares_round_by_round() {
-        let stock = point_with(Config::stock(), &[7, 9, 8, 10]);
-        let habs = point_with(Config::hab("auto", "rseq"), &[8, 7, 8, 9]);
+        let stock = point_with(stock(), &[7, 9, 8, 10]);
+        let habs = point_with(habs("auto", "rseq"), &[8, 7, 8, 9]);
         assert_eq!(collections_cell(Some(&stock), None), "9 (7–10), 34 in all");
         assert_eq!(
             collections_cell(Some(&habs), Some(&stock)),
             "8 (7–9), 32 in all; 2 fewer, 1 more in 4 rounds"
         );
         assert_eq!(collections_cell(None, Some(&stock)), "—");
-        let unrun = point_with(Config::stock(), &[]);
+        let unrun = point_with(super::stock(), &[]);
         assert_eq!(collections_cell(Some(&unrun), None), "—");
     }
 }

@@ -8,7 +8,7 @@
 //! what the samplers said (JFR's weights against the bytes allocated, the JVMTI samples against
 //! bytes / interval, the classes sampled most).
 //!
-//! `hab hotspot-hab --observed` runs it alone; `hab report` runs it where the JVM with HABs is
+//! `hab hotspot-hab observed` runs it alone; `hab report` runs it where the JVM with HABs is
 //! built.
 //!
 //! What the runs say, and the report's section, is `hotspot_observed_section.rs`.
@@ -18,11 +18,12 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::hotspot_chat::{
-    self, ChatConfig, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK,
-};
+use super::hotspot_chat::{self, CPU_LABS, CPU_LABS_ALWAYS, HABS_SMALL, NO_TLABS, STOCK};
 use super::hotspot_hab::Collector;
-use super::hotspot_run::{value, JavaRun};
+use super::hotspot_run::value;
+use super::hotspot_runner::{
+    jfr_flag, run_rounds, ConfigPoint, Jvm, JvmConfig, Progress, Rounds, SMALL_TLAB_FLAGS,
+};
 
 /// The JVMTI sampler's interval: async-profiler's default for `event=alloc`.
 pub const JVMTI_INTERVAL_BYTES: u64 = 512 * 1024;
@@ -50,17 +51,15 @@ impl Observer {
         }
     }
 
-    /// The JVM options that start the observer, its output in `files`.
-    fn flags(self, files: &Files) -> Vec<String> {
+    /// The JVM options that start the observer: JFR recording into `jvm`'s folder, the
+    /// sampler `agent`.
+    fn flags(self, jvm: &Jvm, agent: &Path) -> Vec<String> {
         match self {
             Observer::None => vec![],
-            Observer::Jfr => vec![format!(
-                "-XX:StartFlightRecording:filename={},settings=default",
-                files.recording.display()
-            )],
+            Observer::Jfr => vec![jfr_flag(&jvm.recording())],
             Observer::Jvmti => vec![format!(
                 "-agentpath:{}=interval={JVMTI_INTERVAL_BYTES}",
-                files.agent.display()
+                agent.display()
             )],
         }
     }
@@ -68,23 +67,13 @@ impl Observer {
 
 /// The loop's configurations: stock with adaptive and with 1 KiB TLABs, HABs with 1 KiB
 /// TLABs (refilled by C2's stub), per-CPU LABs flipping with TLABs and in every cycle.
-pub fn loop_configs() -> Vec<ChatConfig> {
-    let small = ["-XX:TLABSize=1k", "-XX:MinTLABSize=1k", "-XX:-ResizeTLAB"];
-    let config = |label: &str, flags: &[&str]| ChatConfig {
-        label: label.into(),
-        flags: flags.iter().map(|f| f.to_string()).collect(),
-    };
-    let with_small = |first: &'static str| {
-        let mut flags = vec![first];
-        flags.extend(small);
-        flags
-    };
+pub fn loop_configs() -> Vec<JvmConfig> {
     vec![
-        config(STOCK, &["-XX:-UseHAB"]),
-        config(STOCK_SMALL, &with_small("-XX:-UseHAB")),
-        config(HABS_SMALL, &with_small("-XX:+UseHAB")),
-        config(CPU_LABS, &["-XX:+UseHABCPULABs"]),
-        config(CPU_LABS_ALWAYS, &["-XX:+UseHABCPULABs", "-XX:-HABFlip"]),
+        JvmConfig::new(STOCK, &["-XX:-UseHAB"]),
+        JvmConfig::new(STOCK_SMALL, &["-XX:-UseHAB"]).with(SMALL_TLAB_FLAGS),
+        JvmConfig::new(HABS_SMALL, &["-XX:+UseHAB"]).with(SMALL_TLAB_FLAGS),
+        JvmConfig::new(CPU_LABS, &["-XX:+UseHABCPULABs"]),
+        JvmConfig::new(CPU_LABS_ALWAYS, &["-XX:+UseHABCPULABs", "-XX:-HABFlip"]),
     ]
 }
 
@@ -92,7 +81,7 @@ const STOCK_SMALL: &str = "stock, 1 KiB TLABs";
 
 /// The chat's configurations: stock, stock without TLABs (the collections per-CPU LABs aim
 /// at), per-CPU LABs flipping with TLABs.
-pub fn chat_configs() -> Vec<ChatConfig> {
+pub fn chat_configs() -> Vec<JvmConfig> {
     hotspot_chat::configs()
         .into_iter()
         .filter(|c| [STOCK, NO_TLABS, CPU_LABS].contains(&c.label.as_str()))
@@ -116,7 +105,7 @@ pub struct Sampling {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoopPoint {
     pub collector: Collector,
-    pub config: ChatConfig,
+    pub config: JvmConfig,
     pub observer: Observer,
     pub ns_per_object: Vec<f64>,
     pub sampling: Vec<Sampling>,
@@ -126,10 +115,30 @@ pub struct LoopPoint {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChatPoint {
     pub collector: Collector,
-    pub config: ChatConfig,
+    pub config: JvmConfig,
     pub observer: Observer,
     pub messages_per_sec: Vec<f64>,
     pub collections: Vec<u64>,
+}
+
+impl ConfigPoint for LoopPoint {
+    type Setting = (Collector, Observer);
+    fn setting(&self) -> (Collector, Observer) {
+        (self.collector, self.observer)
+    }
+    fn config(&self) -> &JvmConfig {
+        &self.config
+    }
+}
+
+impl ConfigPoint for ChatPoint {
+    type Setting = (Collector, Observer);
+    fn setting(&self) -> (Collector, Observer) {
+        (self.collector, self.observer)
+    }
+    fn config(&self) -> &JvmConfig {
+        &self.config
+    }
 }
 
 /// The tables' runs, and where they ran.
@@ -145,14 +154,6 @@ pub struct ObservedRuns {
     pub repeat: usize,
     pub loops: Vec<LoopPoint>,
     pub chats: Vec<ChatPoint>,
-}
-
-/// Where a run's observers write, and the JVMTI agent.
-struct Files {
-    recording: PathBuf,
-    agent: PathBuf,
-    /// The JVM's gc+tlab log of the run in progress.
-    gc_log: PathBuf,
 }
 
 /// Builds the JVMTI sampler against the JDK's `jvmti.h` into `dir`.
@@ -201,50 +202,109 @@ fn jfr_sampling(stdout: &str, allocated_bytes: u64) -> Option<Sampling> {
 }
 
 /// One run of the loop: ns per object (the median round) and what the observer said.
-#[allow(clippy::too_many_arguments)]
 fn run_loop(
-    java: &Path,
-    bench_jar: &Path,
-    collector: Collector,
-    config: &ChatConfig,
-    observer: Observer,
-    files: &Files,
-    rounds: usize,
-    objects_millions: usize,
+    runs: &ObservedRuns,
+    point: &LoopPoint,
+    jvm: &Jvm,
+    inputs: &ObservedInputs,
 ) -> Result<(f64, Option<Sampling>), String> {
-    let _ = std::fs::remove_file(&files.recording);
-    let output = JavaRun::new(java)
-        .options([collector.flag().to_string(), format!("-Xmn{LOOP_YOUNG}")])
-        .options(&config.flags)
-        .options(observer.flags(files))
+    let _ = std::fs::remove_file(jvm.recording());
+    let output = jvm
+        .run()
+        .options([
+            point.collector.flag().to_string(),
+            format!("-Xmn{LOOP_YOUNG}"),
+        ])
+        .options(&point.config.flags)
+        .options(point.observer.flags(jvm, &inputs.agent))
         .program(
-            bench_jar,
+            &inputs.bench_jar,
             "hab.bench.Observed",
-            [rounds.to_string(), objects_millions.to_string()],
+            [runs.rounds.to_string(), runs.objects_millions.to_string()],
         )
-        .run(&files.gc_log)?
+        .run(&jvm.gc_log())?
         .succeeded()?;
     let ns = output.stderr_value::<f64>("ns_per_object_median")?;
     let allocated = output.stderr_value::<u64>("thread_allocated_bytes")?;
     let missing = |what: &str| format!("{}: no {what} in {:?}", output.command, output.stderr);
-    let sampling = match observer {
+    let sampling = match point.observer {
         Observer::None => None,
         Observer::Jvmti => {
             Some(jvmti_sampling(&output.stderr, allocated).ok_or_else(|| missing("sampler line"))?)
         }
         Observer::Jfr => {
-            let samples = JavaRun::new(java)
+            let recording = jvm.recording();
+            let samples = jvm
+                .run()
                 .program(
-                    bench_jar,
+                    &inputs.bench_jar,
                     "hab.bench.JfrSamples",
-                    [files.recording.as_os_str(), "main".as_ref()],
+                    [recording.as_os_str(), "main".as_ref()],
                 )
-                .run(&files.gc_log)?
+                .run(&jvm.gc_log())?
                 .succeeded()?;
             Some(jfr_sampling(&samples.stdout, allocated).ok_or_else(|| missing("jfr_samples"))?)
         }
     };
     Ok((ns, sampling))
+}
+
+/// What an observed run needs besides the JVM.
+pub(crate) struct ObservedInputs {
+    /// `bench/jvm`'s jar.
+    bench_jar: PathBuf,
+    /// The JVMTI sampler, built for the JVM.
+    agent: PathBuf,
+}
+
+/// A round runs every loop point, then every chat point.
+impl Rounds for ObservedRuns {
+    type Inputs = ObservedInputs;
+
+    fn runs_per_round(&self) -> usize {
+        self.loops.len() + self.chats.len()
+    }
+
+    fn describe(&self, index: usize) -> String {
+        let (what, collector, config, observer) = match self.loops.get(index) {
+            Some(p) => ("loop", p.collector, &p.config, p.observer),
+            None => {
+                let p = &self.chats[index - self.loops.len()];
+                ("chat", p.collector, &p.config, p.observer)
+            }
+        };
+        format!(
+            "observed {what}, {}, {}, {}",
+            collector.name(),
+            config.label,
+            observer.name()
+        )
+    }
+
+    fn run(&mut self, index: usize, jvm: &Jvm, inputs: &ObservedInputs) -> Result<(), String> {
+        if index < self.loops.len() {
+            let (ns, sampling) = run_loop(self, &self.loops[index], jvm, inputs)?;
+            let point = &mut self.loops[index];
+            point.ns_per_object.push(ns);
+            point.sampling.extend(sampling);
+        } else {
+            let point = &mut self.chats[index - self.loops.len()];
+            let config = point
+                .config
+                .clone()
+                .with(point.observer.flags(jvm, &inputs.agent));
+            let run = hotspot_chat::run_once(
+                jvm,
+                &inputs.bench_jar,
+                point.collector,
+                &config,
+                self.messages,
+            )?;
+            point.messages_per_sec.push(run.messages_per_sec);
+            point.collections.push(run.collections);
+        }
+        Ok(())
+    }
 }
 
 /// The runs of [`measure`] for `collectors`.
@@ -253,8 +313,7 @@ pub fn run_count(collectors: &[Collector], repeat: usize) -> usize {
 }
 
 /// Runs the loop and the chat in every configuration under every observer, each collector of
-/// `collectors`, `repeat` rounds (a round runs every configuration and observer once, back to
-/// back); `step` before each run.
+/// `collectors`, `repeat` rounds.
 #[allow(clippy::too_many_arguments)]
 pub fn measure(
     jdk: &Path,
@@ -264,97 +323,47 @@ pub fn measure(
     objects_millions: usize,
     messages: usize,
     repeat: usize,
-    mut step: impl FnMut(&str),
+    progress: &mut Progress<'_, ObservedRuns>,
 ) -> Result<ObservedRuns, String> {
-    let java = jdk.join("bin/java");
-    let dir = std::env::temp_dir().join(format!("hab-observed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result: Result<(Vec<LoopPoint>, Vec<ChatPoint>), String> = (|| {
-        let files = Files {
-            recording: dir.join("recording.jfr"),
-            agent: build_agent(jdk, &dir)?,
-            gc_log: dir.join("gc.log"),
-        };
-        let mut loops = vec![];
-        let mut chats = vec![];
-        for &collector in collectors {
-            for observer in Observer::ALL {
-                for config in loop_configs() {
-                    loops.push(LoopPoint {
-                        collector,
-                        config,
-                        observer,
-                        ns_per_object: vec![],
-                        sampling: vec![],
-                    });
-                }
-                for config in chat_configs() {
-                    chats.push(ChatPoint {
-                        collector,
-                        config,
-                        observer,
-                        messages_per_sec: vec![],
-                        collections: vec![],
-                    });
-                }
-            }
-        }
-        for round in 1..=repeat {
-            for point in &mut loops {
-                step(&format!(
-                    "observed loop, {}, {}, {} (round {round})",
-                    point.collector.name(),
-                    point.config.label,
-                    point.observer.name()
-                ));
-                let (ns, sampling) = run_loop(
-                    &java,
-                    bench_jar,
-                    point.collector,
-                    &point.config,
-                    point.observer,
-                    &files,
-                    rounds,
-                    objects_millions,
-                )?;
-                point.ns_per_object.push(ns);
-                point.sampling.extend(sampling);
-            }
-            for point in &mut chats {
-                step(&format!(
-                    "observed chat, {}, {}, {} (round {round})",
-                    point.collector.name(),
-                    point.config.label,
-                    point.observer.name()
-                ));
-                let mut config = point.config.clone();
-                config.flags.extend(point.observer.flags(&files));
-                let run = hotspot_chat::run_once(
-                    &java,
-                    bench_jar,
-                    point.collector,
-                    &config,
-                    messages,
-                    &files.gc_log,
-                )?;
-                point.messages_per_sec.push(run.messages_per_sec);
-                point.collections.push(run.collections);
-            }
-        }
-        Ok((loops, chats))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    let (loops, chats) = result?;
-    Ok(ObservedRuns {
-        machine: crate::machine::describe().join("; "),
-        jvm: super::hotspot_hab::version(&java)?,
+    let jvm = Jvm::open(jdk, "observed")?;
+    let inputs = ObservedInputs {
+        bench_jar: bench_jar.to_path_buf(),
+        agent: build_agent(jdk, jvm.dir())?,
+    };
+    let mut runs = ObservedRuns {
+        machine: jvm.machine.clone(),
+        jvm: jvm.version.clone(),
         rounds,
         objects_millions,
         messages,
         repeat,
-        loops,
-        chats,
-    })
+        loops: vec![],
+        chats: vec![],
+    };
+    for &collector in collectors {
+        for observer in Observer::ALL {
+            for config in loop_configs() {
+                runs.loops.push(LoopPoint {
+                    collector,
+                    config,
+                    observer,
+                    ns_per_object: vec![],
+                    sampling: vec![],
+                });
+            }
+            for config in chat_configs() {
+                runs.chats.push(ChatPoint {
+                    collector,
+                    config,
+                    observer,
+                    messages_per_sec: vec![],
+                    collections: vec![],
+                });
+            }
+        }
+    }
+    run_rounds(&mut runs, &jvm, &inputs, repeat, progress)?;
+    Ok(runs)
 }
 
 /// The loop's rounds, millions of objects per round, and the chat's messages at the report's
@@ -368,7 +377,7 @@ pub(super) fn sizes_for(scale: &super::scale::Scale) -> Option<(usize, usize, us
 }
 
 /// Rounds at the report's scales, and its collector (the figures the observed-JVM claims were
-/// set on; `hab hotspot-hab --observed --collector g1` runs G1's).
+/// set on; `hab hotspot-hab observed --collector g1` runs G1's).
 pub(super) const REPORT_ROUNDS: usize = 2;
 pub(super) const REPORT_COLLECTORS: [Collector; 1] = [Collector::Parallel];
 

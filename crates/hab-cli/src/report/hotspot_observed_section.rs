@@ -5,46 +5,11 @@ use std::fmt::Write as _;
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
-use super::hotspot_chat::{self, CPU_LABS, HABS_SMALL, NO_TLABS, STOCK};
-use super::hotspot_hab::{built_jdk, Collector, NOT_BUILT};
+use super::hotspot_chat::{self, CPU_LABS, CPU_LAB_COLLECTIONS_BOUND, HABS_SMALL, NO_TLABS, STOCK};
+use super::hotspot_hab::Collector;
 use super::hotspot_observed::*;
-use crate::figures::Spread;
-
-pub(super) fn spread(values: &[f64]) -> Option<Spread> {
-    (!values.is_empty()).then(|| Spread::of(values))
-}
-
-pub(super) fn find_loop<'a>(
-    runs: &'a ObservedRuns,
-    collector: Collector,
-    label: &str,
-    observer: Observer,
-) -> Option<&'a LoopPoint> {
-    runs.loops
-        .iter()
-        .find(|p| p.collector == collector && p.config.label == label && p.observer == observer)
-}
-
-pub(super) fn find_chat<'a>(
-    runs: &'a ObservedRuns,
-    collector: Collector,
-    label: &str,
-    observer: Observer,
-) -> Option<&'a ChatPoint> {
-    runs.chats
-        .iter()
-        .find(|p| p.collector == collector && p.config.label == label && p.observer == observer)
-}
-
-/// `median (min–max)` with `digits` decimals, or a dash.
-pub(super) fn cell(values: &[f64], digits: usize) -> String {
-    spread(values).map_or("—".into(), |s| {
-        format!(
-            "{:.digits$} ({:.digits$}–{:.digits$})",
-            s.median, s.min, s.max
-        )
-    })
-}
+use super::hotspot_runner::{find, report_runs, report_steps, Progress};
+use crate::figures::{spread_cell as cell, Spread};
 
 /// JFR's weights over the bytes allocated, per run.
 pub(super) fn weight_ratios(sampling: &[Sampling]) -> Vec<f64> {
@@ -101,13 +66,13 @@ pub fn render_runs(runs: &ObservedRuns) -> String {
             Observer::Jvmti.name()
         );
         for config in loop_configs() {
-            let alone = find_loop(runs, collector, &config.label, Observer::None)
-                .and_then(|p| spread(&p.ns_per_object));
+            let alone = find(&runs.loops, (collector, Observer::None), &config.label)
+                .and_then(|p| Spread::of_some(&p.ns_per_object));
             let mut row = format!("| {} (`{}`) |", config.label, config.flags.join(" "));
             for observer in Observer::ALL {
-                let point = find_loop(runs, collector, &config.label, observer);
+                let point = find(&runs.loops, (collector, observer), &config.label);
                 let ns = point.map_or(vec![], |p| p.ns_per_object.clone());
-                let ratio = match (observer, spread(&ns), alone) {
+                let ratio = match (observer, Spread::of_some(&ns), alone) {
                     (Observer::None, _, _) | (_, None, _) | (_, _, None) => String::new(),
                     (_, Some(ns), Some(alone)) => format!(", {:.2}×", ns.ratio(alone).median),
                 };
@@ -124,9 +89,9 @@ pub fn render_runs(runs: &ObservedRuns) -> String {
             collector.name()
         );
         for config in loop_configs() {
-            let jfr = find_loop(runs, collector, &config.label, Observer::Jfr)
+            let jfr = find(&runs.loops, (collector, Observer::Jfr), &config.label)
                 .map_or(vec![], |p| p.sampling.clone());
-            let jvmti = find_loop(runs, collector, &config.label, Observer::Jvmti)
+            let jvmti = find(&runs.loops, (collector, Observer::Jvmti), &config.label)
                 .map_or(vec![], |p| p.sampling.clone());
             let samples =
                 |s: &[Sampling]| cell(&s.iter().map(|s| s.samples as f64).collect::<Vec<_>>(), 0);
@@ -155,7 +120,7 @@ pub fn render_runs(runs: &ObservedRuns) -> String {
         for config in chat_configs() {
             let mut row = format!("| {} (`{}`) |", config.label, config.flags.join(" "));
             for observer in Observer::ALL {
-                let point = find_chat(runs, collector, &config.label, observer);
+                let point = find(&runs.chats, (collector, observer), &config.label);
                 let rate = point.map_or(vec![], |p| p.messages_per_sec.clone());
                 let collections: Vec<f64> = point.map_or(vec![], |p| {
                     p.collections.iter().map(|&c| c as f64).collect()
@@ -172,7 +137,8 @@ pub fn render_runs(runs: &ObservedRuns) -> String {
 /// The observed JVM's claims, per collector and sampler: every HAB configuration of the loop
 /// within 1.3× its own time unobserved, HABs with 1 KiB TLABs within 1.25× stock's adaptive
 /// TLABs under the same observer; the chat in per-CPU LABs at ≥ 0.95× stock's messages/s under
-/// the same observer, with at most 1.15× the collections of `-XX:-UseTLAB`; JFR's weights
+/// the same observer, with at most [`CPU_LAB_COLLECTIONS_BOUND`] × the collections of
+/// `-XX:-UseTLAB`; JFR's weights
 /// over the bytes allocated within 10 % of stock's ratio; JVMTI's samples within 10 % of the
 /// bytes allocated over the interval.
 pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
@@ -186,8 +152,8 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                 .filter(|c| c.flags.iter().any(|f| f.starts_with("-XX:+UseHAB")))
             {
                 let time = |o| {
-                    find_loop(runs, collector, &config.label, o)
-                        .and_then(|p| spread(&p.ns_per_object))
+                    find(&runs.loops, (collector, o), &config.label)
+                        .and_then(|p| Spread::of_some(&p.ns_per_object))
                 };
                 if let (Some(observed), Some(alone)) = (time(observer), time(Observer::None)) {
                     claims.judge(
@@ -198,7 +164,8 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                 }
             }
             let time = |label| {
-                find_loop(runs, collector, label, observer).and_then(|p| spread(&p.ns_per_object))
+                find(&runs.loops, (collector, observer), label)
+                    .and_then(|p| Spread::of_some(&p.ns_per_object))
             };
             if let (Some(small), Some(stock)) = (time(HABS_SMALL), time(STOCK)) {
                 claims.judge(
@@ -207,11 +174,11 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                     Verdict::at_most(small.ratio(stock), 1.25),
                 );
             }
-            let chat = |label| find_chat(runs, collector, label, observer);
+            let chat = |label| find(&runs.chats, (collector, observer), label);
             if let (Some(labs), Some(stock)) = (chat(CPU_LABS), chat(STOCK)) {
                 if let (Some(rate), Some(stock_rate)) = (
-                    spread(&labs.messages_per_sec),
-                    spread(&stock.messages_per_sec),
+                    Spread::of_some(&labs.messages_per_sec),
+                    Spread::of_some(&stock.messages_per_sec),
                 ) {
                     claims.judge(
                         SOURCE,
@@ -222,28 +189,28 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                     );
                 }
                 let collections = |p: &ChatPoint| {
-                    spread(&p.collections.iter().map(|&c| c as f64).collect::<Vec<_>>())
+                    Spread::of_some(&p.collections.iter().map(|&c| c as f64).collect::<Vec<_>>())
                 };
                 if let (Some(labs), Some(no_tlabs)) =
                     (collections(labs), chat(NO_TLABS).and_then(collections))
                 {
                     claims.judge(
                         SOURCE,
-                        &format!("{CPU_LABS}: at most 1.15× the young collections of -XX:-UseTLAB under {who} (the chat, {name})"),
-                        Verdict::at_most(labs, 1.15 * no_tlabs.max),
+                        &format!("{CPU_LABS}: at most {CPU_LAB_COLLECTIONS_BOUND}× the young collections of -XX:-UseTLAB under {who} (the chat, {name})"),
+                        Verdict::at_most(labs, CPU_LAB_COLLECTIONS_BOUND * no_tlabs.max),
                     );
                 }
             }
         }
-        let jfr_stock = find_loop(runs, collector, STOCK, Observer::Jfr)
-            .and_then(|p| spread(&weight_ratios(&p.sampling)));
+        let jfr_stock = find(&runs.loops, (collector, Observer::Jfr), STOCK)
+            .and_then(|p| Spread::of_some(&weight_ratios(&p.sampling)));
         for config in loop_configs()
             .iter()
             .filter(|c| c.flags.iter().any(|f| f.starts_with("-XX:+UseHAB")))
         {
-            let point = |o| find_loop(runs, collector, &config.label, o);
+            let point = |o| find(&runs.loops, (collector, o), &config.label);
             if let (Some(ratio), Some(stock)) = (
-                point(Observer::Jfr).and_then(|p| spread(&weight_ratios(&p.sampling))),
+                point(Observer::Jfr).and_then(|p| Spread::of_some(&weight_ratios(&p.sampling))),
                 jfr_stock,
             ) {
                 let relative = ratio.ratio(stock);
@@ -254,7 +221,7 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                 );
             }
             if let Some(ratio) =
-                point(Observer::Jvmti).and_then(|p| spread(&sample_ratios(&p.sampling)))
+                point(Observer::Jvmti).and_then(|p| Spread::of_some(&sample_ratios(&p.sampling)))
             {
                 claims.judge(
                     SOURCE,
@@ -275,37 +242,30 @@ impl Experiment for HotSpotObserved {
     }
 
     fn steps(&self, cx: &Context) -> usize {
-        match sizes_for(&cx.scale) {
-            Some(_) if cx.jvm_skipped.is_none() && built_jdk().is_some() => {
-                run_count(&REPORT_COLLECTORS, REPORT_ROUNDS)
-            }
-            _ => 0,
-        }
+        let runs = sizes_for(&cx.scale).map(|_| run_count(&REPORT_COLLECTORS, REPORT_ROUNDS));
+        report_steps(cx, runs)
     }
 
     fn measure(&self, cx: &mut Context, progress: &indicatif::ProgressBar) -> Result<(), String> {
-        let Some(jar) = &cx.bench_jar else {
-            return Ok(());
-        };
-        let measured: Result<ObservedRuns, String> = match (sizes_for(&cx.scale), built_jdk()) {
-            (None, _) => Err("the quick scale skips it".into()),
-            (_, None) => Err(NOT_BUILT.into()),
-            (Some((rounds, objects, messages)), Some(jdk)) => measure(
-                &jdk,
-                jar,
-                &REPORT_COLLECTORS,
-                rounds,
-                objects,
-                messages,
-                REPORT_ROUNDS,
-                |what| {
-                    progress.set_message(what.to_string());
-                    progress.inc(1);
-                },
-            )
-            .map_err(|why| format!("it failed: {why}")),
-        };
-        cx.results.put(measured);
+        let measured = report_runs(
+            cx,
+            sizes_for(&cx.scale),
+            |jdk, jar, (rounds, objects, messages)| {
+                measure(
+                    jdk,
+                    jar,
+                    &REPORT_COLLECTORS,
+                    rounds,
+                    objects,
+                    messages,
+                    REPORT_ROUNDS,
+                    &mut Progress::bar(progress),
+                )
+            },
+        );
+        if let Some(measured) = measured {
+            cx.results.put(measured);
+        }
         Ok(())
     }
 

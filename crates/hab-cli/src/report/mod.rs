@@ -25,6 +25,7 @@ pub mod hotspot_hab_section;
 pub mod hotspot_observed;
 pub mod hotspot_observed_section;
 mod hotspot_run;
+pub mod hotspot_runner;
 mod html;
 mod jaffer;
 mod jvm;
