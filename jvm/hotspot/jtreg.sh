@@ -131,6 +131,8 @@ run() {
   [ "$environment" = glibc ] || name="$name-$environment"
   started=$(date +%s)
   status=0
+  # A work folder an earlier run left (another selection, another jtreg) is refused by jtreg.
+  rm -rf "${out:?}/$name"
   (cd "$tests_root" && "${wrap[@]}" "${jtreg[@]}" "${test_env[@]}" -jdk:"$jdk" -w:"$out/$name/work" -r:"$out/$name/report" \
     -conc:"$(nproc)" -timeoutFactor:4 -ignore:quiet -nativepath:"$out/native" \
     -javaoptions:"$options" "$@" >"$out/$name.log" 2>&1) || status=$?
