@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use super::claims::{Claims, Verdict};
 use super::experiment::{Context, Experiment};
-use super::hotspot_chat::{self, CPU_LABS, CPU_LAB_COLLECTIONS_BOUND, HABS_SMALL, NO_TLABS, STOCK};
+use super::hotspot_chat::{
+    self, CPU_LABS, CPU_LAB_COLLECTIONS_BOUND, HABS_SMALL, MESSAGES_BOUND, NO_TLABS, STOCK,
+};
 use super::hotspot_hab::Collector;
 use super::hotspot_observed::*;
 use super::hotspot_runner::{find, report_runs, report_steps, Progress};
@@ -141,8 +143,20 @@ pub fn render_runs(runs: &ObservedRuns) -> String {
 /// `-XX:-UseTLAB`; JFR's weights
 /// over the bytes allocated within 10 % of stock's ratio; JVMTI's samples within 10 % of the
 /// bytes allocated over the interval.
+/// Every HAB configuration's time observed, at most this many times its own unobserved.
+const OBSERVED_TIME_BOUND: f64 = 1.3;
+/// HABs with 1 KiB TLABs' time, at most this many times stock's adaptive TLABs'.
+const SMALL_TLAB_TIME_BOUND: f64 = 1.25;
+/// What the samplers said, within this share of what was allocated (JFR: of stock's ratio).
+const SAMPLING_TOLERANCE: f64 = 0.1;
+
 pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
     const SOURCE: &str = "HotSpot with HABs, observed";
+    let percent = SAMPLING_TOLERANCE * 100.0;
+    let within = |ratio: Spread| {
+        Verdict::at_least(ratio, 1.0 - SAMPLING_TOLERANCE)
+            .and(Verdict::at_most(ratio, 1.0 + SAMPLING_TOLERANCE))
+    };
     for collector in collectors_of(runs) {
         let name = collector.name();
         for observer in [Observer::Jfr, Observer::Jvmti] {
@@ -158,8 +172,8 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                 if let (Some(observed), Some(alone)) = (time(observer), time(Observer::None)) {
                     claims.judge(
                         SOURCE,
-                        &format!("{}: within 1.3× its own time unobserved under {who} (the loop, {name})", config.label),
-                        Verdict::at_most(observed.ratio(alone), 1.3),
+                        &format!("{}: within {OBSERVED_TIME_BOUND}× its own time unobserved under {who} (the loop, {name})", config.label),
+                        Verdict::at_most(observed.ratio(alone), OBSERVED_TIME_BOUND),
                     );
                 }
             }
@@ -170,8 +184,8 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
             if let (Some(small), Some(stock)) = (time(HABS_SMALL), time(STOCK)) {
                 claims.judge(
                     SOURCE,
-                    &format!("{HABS_SMALL}: within 1.25× stock's adaptive TLABs under {who} (the loop, {name})"),
-                    Verdict::at_most(small.ratio(stock), 1.25),
+                    &format!("{HABS_SMALL}: within {SMALL_TLAB_TIME_BOUND}× stock's adaptive TLABs under {who} (the loop, {name})"),
+                    Verdict::at_most(small.ratio(stock), SMALL_TLAB_TIME_BOUND),
                 );
             }
             let chat = |label| find(&runs.chats, (collector, observer), label);
@@ -183,9 +197,9 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                     claims.judge(
                         SOURCE,
                         &format!(
-                            "{CPU_LABS}: ≥ 0.95× stock's messages/s under {who} (the chat, {name})"
+                            "{CPU_LABS}: ≥ {MESSAGES_BOUND}× stock's messages/s under {who} (the chat, {name})"
                         ),
-                        Verdict::at_least(rate.ratio(stock_rate), 0.95),
+                        Verdict::at_least(rate.ratio(stock_rate), MESSAGES_BOUND),
                     );
                 }
                 let collections = |p: &ChatPoint| {
@@ -216,8 +230,8 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
                 let relative = ratio.ratio(stock);
                 claims.judge(
                     SOURCE,
-                    &format!("{}: JFR's sample weights add up to the bytes allocated as stock's do, within 10 % (the loop, {name})", config.label),
-                    Verdict::at_least(relative, 0.9).and(Verdict::at_most(relative, 1.1)),
+                    &format!("{}: JFR's sample weights add up to the bytes allocated as stock's do, within {percent:.0} % (the loop, {name})", config.label),
+                    within(relative),
                 );
             }
             if let Some(ratio) =
@@ -225,8 +239,8 @@ pub(super) fn judge(runs: &ObservedRuns, claims: &mut Claims) {
             {
                 claims.judge(
                     SOURCE,
-                    &format!("{}: JVMTI's samples within 10 % of the bytes allocated / the interval (the loop, {name})", config.label),
-                    Verdict::at_least(ratio, 0.9).and(Verdict::at_most(ratio, 1.1)),
+                    &format!("{}: JVMTI's samples within {percent:.0} % of the bytes allocated / the interval (the loop, {name})", config.label),
+                    within(ratio),
                 );
             }
         }
