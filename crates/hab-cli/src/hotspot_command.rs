@@ -238,11 +238,9 @@ fn jar_is_there(jar: &Path) -> Result<(), String> {
 
 /// `hab hotspot-hab javac`: the javac grid's tables.
 fn javac(args: JavacArgs) -> Result<(), String> {
-    use report::hotspot_hab::{self, Grid, Runs};
+    use report::hotspot_hab::{self, Grid};
     if let Some(from) = &args.from {
-        let runs: Runs = read_json(from).map_err(|e| format!("--from {e}"))?;
-        print!("{}", report::hotspot_hab_section::render_runs(&runs));
-        return Ok(());
+        return print_recorded(from, report::hotspot_hab_section::render_runs);
     }
     let threads = if args.threads.is_empty() {
         hotspot_hab::default_threads()
@@ -292,11 +290,9 @@ fn javac(args: JavacArgs) -> Result<(), String> {
 
 /// `hab hotspot-hab chat`: the many-threads table, both collectors unless `--collector`.
 fn chat(args: ChatArgs) -> Result<(), String> {
-    use report::hotspot_chat::{self, ChatRuns};
+    use report::hotspot_chat;
     if let Some(from) = &args.from {
-        let runs: ChatRuns = read_json(from).map_err(|e| format!("--from {e}"))?;
-        print!("{}", hotspot_chat::render_runs(&runs));
-        return Ok(());
+        return print_recorded(from, hotspot_chat::render_runs);
     }
     limits::operations("--messages", args.messages)?;
     args.common.check()?;
@@ -320,12 +316,10 @@ fn chat(args: ChatArgs) -> Result<(), String> {
 
 /// `hab hotspot-hab observed`: the observed-JVM tables.
 fn observed(args: ObservedArgs) -> Result<(), String> {
-    use report::hotspot_observed::{self, ObservedRuns};
+    use report::hotspot_observed;
     use report::hotspot_observed_section::render_runs;
     if let Some(from) = &args.from {
-        let runs: ObservedRuns = read_json(from).map_err(|e| format!("--from {e}"))?;
-        print!("{}", render_runs(&runs));
-        return Ok(());
+        return print_recorded(from, render_runs);
     }
     limits::operations("--messages", args.messages)?;
     limits::operations("--loop-rounds", args.loop_rounds)?;
@@ -439,6 +433,16 @@ fn pool(paths: &[PathBuf]) -> Result<(), String> {
         "{}",
         report::hotspot_apps_pool::render(&pooled, recordings.len())
     );
+    Ok(())
+}
+
+/// `--from`: the tables of runs written earlier to `from`.
+fn print_recorded<T: serde::de::DeserializeOwned>(
+    from: &Path,
+    render: fn(&T) -> String,
+) -> Result<(), String> {
+    let runs: T = read_json(from).map_err(|e| format!("--from {e}"))?;
+    print!("{}", render(&runs));
     Ok(())
 }
 
